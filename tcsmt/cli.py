@@ -1,0 +1,159 @@
+"""The ``tcsmt`` command line (click).  Every user error is one line on stderr and exit status 2."""
+from __future__ import annotations
+
+import json
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import click
+import numpy as np
+
+from .errors import TcsmtError
+from .formats import get_format
+from .registry import REFERENCES, architectures, find_arch, resolve
+from .values import format_value, parse_vector, parse_value
+
+
+class _Group(click.Group):
+    """Turns TcsmtError (and file/OS errors) into a one-line message and exit 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except TcsmtError as exc:
+            click.echo(f"tcsmt: error: {exc}", err=True)
+            sys.exit(2)
+        except (OSError, ValueError) as exc:
+            click.echo(f"tcsmt: error: {exc}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("tcsmt: interrupted", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tcsmt")
+def main() -> None:
+    """Bit-exact models of GPU matrix units: simulate, discriminate, check on hardware."""
+
+
+# ------------------------------------------------------------------ models
+@main.command("models")
+@click.argument("arch", required=False)
+def models_cmd(arch: str | None) -> None:
+    """List architectures, or one architecture's paths with parameters and sources."""
+    if arch is None:
+        for a in architectures().values():
+            paths = ", ".join(f"{p.params.in_fmt}->{p.params.out_fmt}" + (f" ({p.params.instr})" if p.params.instr != "mma" else "") for p in a.paths)
+            click.echo(f"{a.name:10} {a.title}  [aliases: {', '.join(a.aliases)}]")
+            click.echo(f"{'':10} paths: {paths}")
+        click.echo(f"references: {', '.join(REFERENCES)}")
+        return
+    a = find_arch(arch)
+    click.echo(f"{a.name}: {a.title}  (GPUs: {', '.join(a.gpus)}; aliases: {', '.join(a.aliases)})")
+    for s in a.sources:
+        click.echo(f"  source: {s}")
+    for path in a.paths:
+        p = path.params
+        click.echo(f"\n  {p.in_fmt} -> {p.out_fmt}  ({p.instr} {p.instr_shape})")
+        for k, v in p.describe().items():
+            if k in ("name", "in_fmt", "out_fmt", "instr", "instr_shape"):
+                continue
+            click.echo(f"    {k:17} = {v}")
+        for s in p.sources:
+            click.echo(f"    source: {s}")
+        for h, over in path.hypotheses.items():
+            ov = ", ".join(f"{k}={v}" for k, v in over.items())
+            click.echo(f"    hypothesis {a.name}:{h}  ({ov})  {path.hypothesis_sources.get(h, '')}")
+
+
+# ---------------------------------------------------------------- simulate
+@main.command("simulate")
+@click.option("--arch", required=True, help="model spec: ARCH, ARCH:HYP, ARCH:key=value, or a reference")
+@click.option("--in", "in_fmt", required=True, help="input format (fp16, bf16, tf32, e4m3, e5m2, fp64)")
+@click.option("--out", "out_fmt", required=True, help="output format (fp32, fp16, fp64)")
+@click.option("--instr", default=None, help="instruction (mma, wgmma, mfma) where an architecture has several")
+@click.option("--force", is_flag=True, help="overwrite OUT if it exists")
+@click.argument("infile", type=click.Path(dir_okay=False))
+@click.argument("outfile", type=click.Path(dir_okay=False))
+def simulate_cmd(arch, in_fmt, out_fmt, instr, force, infile, outfile) -> None:
+    """Run the model on IN.npz (a, b: n x K; c: n) and write d (output bit patterns) to OUT.npz."""
+    from .simulator import simulate_params
+
+    p = resolve(arch, in_fmt, out_fmt, instr)
+    data = _load_npz(infile, ("a", "b", "c"))
+    if Path(outfile).exists() and not force:
+        raise TcsmtError(f"{outfile} exists; use --force to overwrite it")
+    d = simulate_params(p, data["a"], data["b"], data["c"])
+    with open(outfile, "wb") as fh:
+        np.savez(fh, d=d)
+    click.echo(f"{p.name}: {len(d)} dot products of length {np.asarray(data['a']).shape[-1]} -> {outfile}")
+
+
+def _load_npz(path: str, keys: tuple[str, ...]) -> dict:
+    if not Path(path).is_file():
+        raise TcsmtError(f"no such file: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in keys if k not in z.files]
+            if missing:
+                raise TcsmtError(f"{path} lacks array(s) {', '.join(missing)} (needs {', '.join(keys)})")
+            return {k: z[k] for k in z.files}
+    except (ValueError, OSError) as exc:
+        raise TcsmtError(f"{path} is not a readable .npz file ({exc})") from exc
+
+
+# --------------------------------------------------------------------- dot
+def _default_path(arch: str, in_fmt: str | None, out_fmt: str | None) -> tuple[str, str]:
+    base = arch.split(":")[0]
+    if base.lower() in REFERENCES:
+        return in_fmt or "fp16", out_fmt or "fp32"
+    a = find_arch(base)
+    cands = a.find_paths(in_fmt, out_fmt, None)
+    if not cands:
+        return in_fmt or "fp16", out_fmt or "fp32"
+    return cands[0].params.in_fmt, cands[0].params.out_fmt
+
+
+def describe_bits(fmt_name: str, bits: int) -> str:
+    fmt = get_format(fmt_name)
+    v = fmt.to_fraction(bits)
+    width = fmt.storage_bits // 4
+    return f"0x{bits:0{width}x}  = {format_value(v)}"
+
+
+@main.command("dot")
+@click.option("--arch", required=True, help="model spec (see `tcsmt models`)")
+@click.option("--in", "in_fmt", default=None, help="input format (default: the architecture's first path)")
+@click.option("--out", "out_fmt", default=None, help="output format")
+@click.option("--instr", default=None)
+@click.option("--c", "c_text", default="0", help="the addend C, e.g. 1-2^-24")
+@click.argument("a_text")
+@click.argument("b_text")
+def dot_cmd(arch, in_fmt, out_fmt, instr, c_text, a_text, b_text) -> None:
+    """One dot product a.b + c with values written as in the papers (1-2^-24, 3*2^-5, 0.75)."""
+    from .simulator import simulate_params
+
+    in_fmt, out_fmt = _default_path(arch, in_fmt, out_fmt)
+    p = resolve(arch, in_fmt, out_fmt, instr)
+    a, b = parse_vector(a_text), parse_vector(b_text)
+    if len(a) != len(b) or not a:
+        raise TcsmtError(f"a and b need the same, non-zero length (got {len(a)} and {len(b)})")
+    c = parse_value(c_text)
+    fin, fc, fout = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
+    ab = np.array([[fin.from_fraction(x) for x in a]], dtype=fin.dtype)
+    bb = np.array([[fin.from_fraction(x) for x in b]], dtype=fin.dtype)
+    cb = np.array([fc.from_fraction(c)], dtype=fc.dtype)
+    d = int(simulate_params(p, ab, bb, cb)[0])
+    exact = sum((x * y for x, y in zip(a, b)), Fraction(0)) + c
+    click.echo(f"model   {p.name}  ({p.in_fmt} -> {p.out_fmt}, K = {len(a)})")
+    click.echo(f"d       {describe_bits(p.out_fmt, d)}")
+    click.echo(f"exact   {format_value(exact)}")
+    dv = fout.to_fraction(d)
+    if isinstance(dv, Fraction):
+        click.echo(f"error   {format_value(dv - exact)}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

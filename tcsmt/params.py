@@ -1,0 +1,195 @@
+"""The parameters of the block-FMA model family (one matrix-unit path = one ModelParams).
+
+Every per-GPU number lives in ``models/*.toml``; this module only defines what
+the parameters mean, checks their values and applies overrides such as
+``carry_bits=2``.  The arithmetic they select is defined in
+:mod:`tcsmt.semantics`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import TcsmtError
+from .formats import get_format
+
+ROUNDINGS = ("rz", "rne", "ru", "rd")
+ALIGN_LOSS = ("trunc", "rne", "floor")
+OVERFLOW = ("wrap", "saturate")
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    """One path of one matrix unit: D = A.B + C for vectors of length K.
+
+    Formats
+      in_fmt   format of A and B entries.
+      c_fmt    format of C (and of D between instructions): fp32, fp16 or fp64.
+      out_fmt  format of D.
+      acc_fmt  format of the accumulator between blocks inside one instruction.
+
+    Grouping
+      instr_k  products consumed by one instruction (the k of mma.mMnNkK);
+               between instructions the accumulator is held in ``out_fmt``.
+      block_k  products summed by one block FMA (<= instr_k; 0 = all K at once).
+               Blocks chain through the rounded accumulator: the block result
+               is C of the next block.
+      reduction "chain" (block FMAs in k order, C first) or "pairwise" (each
+               product rounded to acc_fmt with RNE, then a balanced tree of
+               RNE additions, then + C with RNE).
+
+    Inside one block
+      product_exponent "raw": a product's alignment exponent is e(a)+e(b)
+               (field exponents, emin for subnormals), its significand may be
+               >= 2; "normalized": the exponent of its leading bit.
+      c_mode   "aligned": C joins the common alignment with the products;
+               "after": the products form a block on their own, rounded as
+               below, and C is added to that result with one correctly rounded
+               addition (``c_round``) in acc_fmt.
+      extra_bits  alignment bits kept below the acc_fmt LSB of the largest
+               term: the window's LSB is 2^(E - F), F = acc.frac_bits +
+               extra_bits (may be negative: fp8 on Ada/Hopper keeps F = 13).
+               "exact" keeps every bit (a Kulisch accumulator).
+      align    how an aligned term loses the bits below the window: "trunc"
+               (magnitude truncated, sign kept: sign-magnitude), "rne"
+               (magnitude rounded to nearest even at the window LSB), "floor"
+               (two's-complement truncation: towards minus infinity).
+      align_floor  E is never below this exponent (None: no floor).
+      carry_bits  bits above the largest term's leading bit (2^E) that the
+               adder holds: |sum| < 2^(E+1+carry_bits); "unbounded".
+      overflow "wrap": |sum| is reduced modulo 2^(F+1+carry_bits) (the carry
+               out is lost, as seed 000 describes); "saturate": clipped.
+      block_round  rounding of the normalised block sum: rz, rne, ru, rd.
+      block_frac_bits  fraction bits the block result keeps (23 for fp32;
+               13 for the e8m13 fp8 accumulator), within acc_fmt's range.
+      c_round  rounding of the C addition when c_mode = "after".
+      out_round  rounding from acc_fmt to out_fmt (fp16 output: rne).
+
+    Special values
+      subnormal_in / subnormal_c / subnormal_out: False flushes subnormal
+      A/B inputs, C inputs, or results to signed zero.
+      NaN/Inf follow IEEE 754 (NaN in -> NaN; inf*0 and inf-inf -> NaN;
+      otherwise inf), with the canonical NaN 0x7fffffff; no published evidence
+      says otherwise.  A zero result is -0 only when every addend is a zero
+      and all are negative (or, with rd, an exact cancellation), else +0.
+    """
+
+    in_fmt: str
+    out_fmt: str
+    c_fmt: str = ""
+    acc_fmt: str = "fp32"
+    instr: str = "mma"
+    instr_shape: str = ""
+    instr_k: int = 0
+    block_k: int = 0
+    reduction: str = "chain"
+    product_exponent: str = "raw"
+    c_mode: str = "aligned"
+    extra_bits: int | str = 0
+    align: str = "trunc"
+    align_floor: int | None = None
+    carry_bits: int | str = "unbounded"
+    overflow: str = "wrap"
+    block_round: str = "rz"
+    block_frac_bits: int = 0
+    c_round: str = "rne"
+    out_round: str = "rne"
+    subnormal_in: bool = True
+    subnormal_c: bool = True
+    subnormal_out: bool = True
+    name: str = ""
+    sources: tuple[str, ...] = field(default=(), compare=False)
+    notes: str = field(default="", compare=False)
+
+    # ------------------------------------------------------------ derived
+    @property
+    def path_id(self) -> str:
+        return f"{self.in_fmt}.{self.out_fmt}"
+
+    @property
+    def window_frac_bits(self) -> int | None:
+        """F: fraction bits of the alignment window below 2^E (None = exact)."""
+        if self.extra_bits == "exact":
+            return None
+        return get_format(self.acc_fmt).frac_bits + int(self.extra_bits)
+
+    def semantic_key(self) -> tuple:
+        """The fields that determine the arithmetic (for equality of models)."""
+        skip = {"name", "sources", "notes", "instr", "instr_shape"}
+        return tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in skip)
+
+    def with_overrides(self, overrides: dict[str, Any]) -> "ModelParams":
+        changes = {k: coerce(k, v) for k, v in overrides.items()}
+        return validate(dataclasses.replace(self, **changes))
+
+    def describe(self) -> dict[str, Any]:
+        skip = {"sources", "notes"}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
+
+
+PARAM_NAMES = tuple(f.name for f in dataclasses.fields(ModelParams))
+_INT_OR = {"extra_bits": "exact", "carry_bits": "unbounded"}
+_BOOLS = {"subnormal_in", "subnormal_c", "subnormal_out"}
+_INTS = {"instr_k", "block_k", "block_frac_bits"}
+
+
+def coerce(key: str, value: Any) -> Any:
+    """Convert an override value (often a string from the command line) to its type."""
+    if key not in PARAM_NAMES or key in {"sources", "notes", "name"}:
+        raise TcsmtError(f"unknown model parameter {key!r} (known: {', '.join(p for p in PARAM_NAMES if p not in ('sources', 'notes', 'name'))})")
+    if key in _BOOLS:
+        if isinstance(value, bool):
+            return value
+        s = str(value).lower()
+        if s in ("1", "true", "yes", "on"):
+            return True
+        if s in ("0", "false", "no", "off", "flush"):
+            return False
+        raise TcsmtError(f"{key} takes true or false, not {value!r}")
+    if key in _INT_OR:
+        if isinstance(value, str) and value.lower() == _INT_OR[key]:
+            return _INT_OR[key]
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise TcsmtError(f"{key} takes an integer or {_INT_OR[key]!r}, not {value!r}") from None
+    if key in _INTS or key == "align_floor":
+        if key == "align_floor" and (value is None or str(value).lower() == "none"):
+            return None
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise TcsmtError(f"{key} takes an integer, not {value!r}") from None
+    return str(value).lower() if key not in ("in_fmt", "out_fmt", "c_fmt", "acc_fmt") else str(value)
+
+
+def validate(p: ModelParams) -> ModelParams:
+    """Check every parameter's range; fill derived defaults (c_fmt, block_frac_bits)."""
+    for key in ("in_fmt", "out_fmt", "acc_fmt"):
+        get_format(getattr(p, key))
+    if not p.c_fmt:
+        p = dataclasses.replace(p, c_fmt=p.out_fmt)
+    get_format(p.c_fmt)
+    acc = get_format(p.acc_fmt)
+    if p.block_frac_bits == 0:
+        p = dataclasses.replace(p, block_frac_bits=acc.frac_bits)
+    checks = [
+        (p.block_round in ROUNDINGS, f"block_round must be one of {ROUNDINGS}"),
+        (p.c_round in ROUNDINGS, f"c_round must be one of {ROUNDINGS}"),
+        (p.out_round in ROUNDINGS, f"out_round must be one of {ROUNDINGS}"),
+        (p.align in ALIGN_LOSS, f"align must be one of {ALIGN_LOSS}"),
+        (p.overflow in OVERFLOW, f"overflow must be one of {OVERFLOW}"),
+        (p.product_exponent in ("raw", "normalized"), "product_exponent must be raw or normalized"),
+        (p.c_mode in ("aligned", "after"), "c_mode must be aligned or after"),
+        (p.reduction in ("chain", "pairwise"), "reduction must be chain or pairwise"),
+        (p.block_k >= 0 and p.instr_k >= 0, "block_k and instr_k must be >= 0"),
+        (p.block_k == 0 or p.instr_k == 0 or p.instr_k % p.block_k == 0, "instr_k must be a multiple of block_k"),
+        (1 <= p.block_frac_bits <= acc.frac_bits, f"block_frac_bits must be 1..{acc.frac_bits}"),
+        (p.carry_bits == "unbounded" or 0 <= int(p.carry_bits) <= 64, "carry_bits must be 0..64 or unbounded"),
+        (p.extra_bits == "exact" or -acc.frac_bits <= int(p.extra_bits) <= 256, f"extra_bits must be -{acc.frac_bits}..256 or exact"),
+    ]
+    for ok, msg in checks:
+        if not ok:
+            raise TcsmtError(f"invalid model parameters{' for ' + p.name if p.name else ''}: {msg}")
+    return p

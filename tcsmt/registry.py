@@ -1,0 +1,194 @@
+"""Architectures from ``models/*.toml``, reference semantics, and model specs.
+
+A model spec names one semantics:
+
+* ``ARCH`` or an alias (``volta``, ``v100``), with the path chosen by the
+  input/output formats and instruction asked for;
+* ``ARCH:HYPOTHESIS`` (a named alternative listed in the model file) and/or
+  ``ARCH:key=value,key=value`` overrides, e.g. ``volta:carry_bits=2``;
+* a reference: ``exact`` (exact dot product rounded once, RNE),
+  ``ieee-fma32`` / ``ieee-fma64`` (sequential IEEE FMAs from C in k order),
+  ``pairwise-rne`` (products rounded to fp32, RNE pairwise tree, then + C).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .errors import TcsmtError
+from .formats import get_format
+from .params import ModelParams, coerce, validate
+
+
+def models_dir() -> Path:
+    env = os.environ.get("TCSMT_MODELS")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent
+    for cand in (here / "models", here.parent / "models"):
+        if cand.is_dir():
+            return cand
+    raise TcsmtError("cannot find the models/ directory (set TCSMT_MODELS)")
+
+
+@dataclass
+class Path_:
+    """One path of an architecture with its named hypotheses (overrides)."""
+
+    params: ModelParams
+    hypotheses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hypothesis_sources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Arch:
+    name: str
+    title: str
+    gpus: list[str]
+    aliases: list[str]
+    sm: str
+    paths: list[Path_]
+    sources: list[str]
+    notes: str = ""
+
+    def find_paths(self, in_fmt: str | None, out_fmt: str | None, instr: str | None) -> list[Path_]:
+        out = []
+        for p in self.paths:
+            if in_fmt and p.params.in_fmt != get_format(in_fmt).name:
+                continue
+            if out_fmt and p.params.out_fmt != get_format(out_fmt).name:
+                continue
+            if instr and p.params.instr != instr:
+                continue
+            out.append(p)
+        return out
+
+
+_META_KEYS = {"hypotheses", "sources", "notes"}
+
+
+def _load_arch(path: Path) -> Arch:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TcsmtError(f"cannot read model file {path}: {exc}") from exc
+    defaults = data.get("defaults", {})
+    paths = []
+    for raw in data.get("paths", []):
+        merged = {**defaults, **raw}
+        hyps = merged.pop("hypotheses", {})
+        sources = tuple(merged.pop("sources", ()))
+        notes = merged.pop("notes", "")
+        kwargs = {k: coerce(k, v) for k, v in merged.items()}
+        name = f"{data['name']}/{kwargs['in_fmt']}.{kwargs['out_fmt']}/{kwargs.get('instr', 'mma')}"
+        params = validate(ModelParams(**kwargs, name=name, sources=sources, notes=notes))
+        hyp_over, hyp_src = {}, {}
+        for hname, hval in hyps.items():
+            hval = dict(hval)
+            hyp_src[hname] = hval.pop("source", "")
+            for k, v in hval.items():
+                coerce(k, v)
+            hyp_over[hname] = hval
+        paths.append(Path_(params, hyp_over, hyp_src))
+    return Arch(
+        name=data["name"], title=data.get("title", ""), gpus=list(data.get("gpus", [])),
+        aliases=list(data.get("aliases", [])), sm=str(data.get("sm", "")), paths=paths,
+        sources=list(data.get("sources", [])), notes=data.get("notes", ""),
+    )
+
+
+@lru_cache(maxsize=None)
+def _archs_cached(directory: str) -> dict[str, Arch]:
+    archs = {}
+    for f in sorted(Path(directory).glob("*.toml")):
+        a = _load_arch(f)
+        archs[a.name] = a
+    return archs
+
+
+def architectures() -> dict[str, Arch]:
+    return _archs_cached(str(models_dir()))
+
+
+REFERENCES = ("exact", "ieee-fma32", "ieee-fma64", "pairwise-rne")
+
+
+def reference_params(name: str, in_fmt: str, out_fmt: str) -> ModelParams:
+    """The reference semantics ``name`` for the given formats."""
+    fin, fout = get_format(in_fmt).name, get_format(out_fmt).name
+    common = dict(in_fmt=fin, out_fmt=fout, c_fmt=fout, extra_bits="exact", block_round="rne",
+                  out_round="rne", instr="ref", name=name)
+    if name == "exact":
+        p = ModelParams(**common, acc_fmt=fout, block_k=0, instr_k=0,
+                        notes="exact dot product plus C, rounded once to the output format (RNE)")
+    elif name in ("ieee-fma32", "ieee-fma64"):
+        acc = "fp32" if name.endswith("32") else "fp64"
+        p = ModelParams(**common, acc_fmt=acc, block_k=1, instr_k=0,
+                        notes=f"sequential IEEE {acc} FMAs d = fma(a_k, b_k, d) from d = C, k = 0, 1, ...")
+    elif name == "pairwise-rne":
+        p = ModelParams(**common, acc_fmt="fp32", block_k=0, instr_k=0, reduction="pairwise",
+                        notes="products rounded to fp32 (RNE), balanced pairwise RNE sums, then + C (RNE)")
+    else:
+        raise TcsmtError(f"unknown reference {name!r} (known: {', '.join(REFERENCES)})")
+    return validate(p)
+
+
+def find_arch(name: str) -> Arch:
+    key = name.strip().lower()
+    archs = architectures()
+    for a in archs.values():
+        if key == a.name or key in [x.lower() for x in a.aliases]:
+            return a
+    known = ", ".join(sorted(archs)) + "; references: " + ", ".join(REFERENCES)
+    raise TcsmtError(f"unknown architecture {name!r} (known: {known})")
+
+
+def split_spec(spec: str) -> tuple[str, list[str], dict[str, str]]:
+    """``arch:hyp,key=value`` -> (arch, [hyp], {key: value})."""
+    base, _, rest = spec.partition(":")
+    hyps, over = [], {}
+    for part in filter(None, (x.strip() for x in rest.split(","))):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            over[k.strip()] = v.strip()
+        else:
+            hyps.append(part)
+    return base.strip(), hyps, over
+
+
+def resolve(spec: str, in_fmt: str | None = None, out_fmt: str | None = None,
+            instr: str | None = None) -> ModelParams:
+    """The ModelParams a spec names for the given path (see module docstring)."""
+    base, hyps, over = split_spec(spec)
+    if base.lower() in REFERENCES:
+        if hyps:
+            raise TcsmtError(f"reference {base!r} has no named hypotheses")
+        p = reference_params(base.lower(), in_fmt or "fp16", out_fmt or "fp32")
+        label = spec
+    else:
+        arch = find_arch(base)
+        cands = arch.find_paths(in_fmt, out_fmt, instr)
+        if not cands:
+            have = ", ".join(f"{q.params.in_fmt}->{q.params.out_fmt} ({q.params.instr})" for q in arch.paths)
+            want = f"{in_fmt or '*'}->{out_fmt or '*'}" + (f" ({instr})" if instr else "")
+            raise TcsmtError(f"{arch.name} has no path {want} (it has: {have})")
+        path = cands[0]
+        p = path.params
+        for h in hyps:
+            if h not in path.hypotheses:
+                known = ", ".join(path.hypotheses) or "none"
+                raise TcsmtError(f"{arch.name} {p.path_id} has no hypothesis {h!r} (known: {known})")
+            p = p.with_overrides(path.hypotheses[h])
+        label = spec
+    if over:
+        p = p.with_overrides(over)
+    return dataclasses.replace(p, name=label if (hyps or over or base.lower() in REFERENCES) else p.name)
+
+
+def all_paths() -> list[tuple[Arch, Path_]]:
+    return [(a, p) for a in architectures().values() for p in a.paths]

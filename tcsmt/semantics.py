@@ -1,0 +1,411 @@
+"""The one definition of what a matrix unit computes, written once for two back ends.
+
+Every function here takes a back end ``B`` (:class:`tcsmt.backend_numpy.NumpyBackend`
+for the simulator, :class:`tcsmt.backend_smt.SmtBackend` for the solver) and only
+uses its exact-integer operations, so the simulator and the SMT encoding cannot
+drift apart.  All quantities are exact integers; booleans are the back end's
+booleans.  Static bit-width bounds (plain Python ints) are passed along so the
+SMT back end can size its bit-vectors and the simulator can switch from int64 to
+Python integers when a quantity could exceed 62 bits.
+
+The arithmetic of one block FMA (``block_fma``), with the parameters of
+:class:`tcsmt.params.ModelParams`:
+
+1. Decode every input: sign, exponent ``e`` (``emin`` for subnormals), integer
+   significand ``m`` (subnormals flushed to zero where the model says so).
+2. Products are exact: magnitude ``ma*mb``, LSB weight ``2^(ea+eb-2f)``; their
+   alignment exponent is ``ea+eb`` ("raw") or that of their leading bit
+   ("normalized").  C keeps its own exponent.
+3. ``E`` = the largest alignment exponent of the non-zero addends (at least
+   ``align_floor``).  Every addend is placed on the grid of weight ``2^(E-F)``;
+   bits below it are lost by truncation of the magnitude, round-to-nearest-even
+   of the magnitude, or two's-complement floor.  ``F = None`` keeps every bit.
+4. The aligned integers are summed exactly; the magnitude of the sum is wrapped
+   (or saturated) to ``F+1+carry_bits`` bits when the carry bits are finite.
+5. The sum is normalised once and rounded to ``block_frac_bits`` fraction bits
+   in the accumulator format's exponent range (subnormals kept unless
+   flushed), with the block rounding mode; overflow gives inf or the largest
+   finite number as IEEE 754 prescribes for that rounding direction.
+
+``dot`` chains blocks through the rounded accumulator, converts to the output
+format between instructions, and adds IEEE-like NaN/Inf handling.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .formats import Format, get_format
+from .params import ModelParams
+
+V = Any  # a back-end value (numpy array, python int, or SMT term wrapper)
+
+
+@dataclass
+class Decoded:
+    """One decoded input: value = (-1)^neg * sig * 2^(e - fmt.frac_bits)."""
+
+    neg: V
+    e: V
+    sig: V
+    nan: V
+    inf: V
+    fmt: Format
+
+
+@dataclass
+class Term:
+    """One addend: value = (-1)^neg * mag * 2^lsb, alignment exponent ``top``.
+
+    Static facts (Python ints): mag < 2^mag_bits; lsb in [lsb_min, lsb_max];
+    top in [top_min, top_max]; top - lsb >= gap_min for non-zero mag; and the
+    value is below 2^(top + head).
+    """
+
+    neg: V
+    mag: V
+    lsb: V
+    top: V
+    mag_bits: int
+    lsb_min: int
+    lsb_max: int
+    top_min: int
+    top_max: int
+    gap_min: int
+    head: int
+
+
+@dataclass
+class Flags:
+    """Special-value flags of a computation: NaN, +inf, -inf seen."""
+
+    nan: V
+    pinf: V
+    ninf: V
+
+
+def _ceil_log2(n: int) -> int:
+    return max(0, (n - 1).bit_length())
+
+
+# ----------------------------------------------------------------- decoding
+def decode(B, fmt: Format, bits: V, keep_subnormals: bool = True) -> Decoded:
+    """Decode bit patterns of ``fmt`` exactly (specials get sig = 0 and a flag)."""
+    sign, expf, frac = B.fields(fmt, bits)
+    sub = B.eq(expf, 0)
+    top_field = (1 << fmt.exp_bits) - 1
+    if fmt.specials == "ieee":
+        special = B.eq(expf, top_field)
+        nan = B.and_(special, B.ne(frac, 0))
+        inf = B.and_(special, B.eq(frac, 0))
+    else:
+        nan = B.and_(B.eq(expf, top_field), B.eq(frac, (1 << fmt.frac_bits) - 1))
+        inf = B.false()
+        special = nan
+    e = B.ite(sub, fmt.emin, B.sub(expf, fmt.bias))
+    sig = B.ite(sub, frac, B.add(frac, 1 << fmt.frac_bits))
+    if not keep_subnormals:
+        sig = B.ite(sub, 0, sig)
+    sig = B.ite(special, 0, sig)
+    return Decoded(B.ne(sign, 0), e, sig, nan, inf, fmt)
+
+
+def product_term(B, p: ModelParams, a: Decoded, b: Decoded) -> tuple[Term, Flags]:
+    """The exact product a*b as an addend, with its special-value flags."""
+    f = a.fmt.frac_bits
+    sig_bits = f + 1
+    mag = B.mul(a.sig, b.sig, 2 * sig_bits)
+    esum = B.add(a.e, b.e)
+    lsb = B.sub(esum, 2 * f)
+    emin, emax = a.fmt.emin, a.fmt.emax
+    if p.product_exponent == "raw":
+        top, top_min, top_max, gap, head = esum, 2 * emin, 2 * emax, 2 * f, 2
+    else:
+        top = B.add(lsb, B.msb(mag, 2 * sig_bits))
+        top_min, top_max, gap, head = 2 * (emin - f), 2 * emax + 1, 0, 1
+    neg = B.xor(a.neg, b.neg)
+    a_zero, b_zero = B.eq(a.sig, 0), B.eq(b.sig, 0)
+    a_fin_zero = B.and_(a_zero, B.not_(B.or_(a.inf, a.nan)))
+    b_fin_zero = B.and_(b_zero, B.not_(B.or_(b.inf, b.nan)))
+    nan = B.or_(B.or_(a.nan, b.nan), B.or_(B.and_(a.inf, b_fin_zero), B.and_(b.inf, a_fin_zero)))
+    inf = B.and_(B.or_(a.inf, b.inf), B.not_(nan))
+    flags = Flags(nan, B.and_(inf, B.not_(neg)), B.and_(inf, neg))
+    term = Term(neg, mag, lsb, top, 2 * sig_bits, 2 * (emin - f), 2 * (emax - f), top_min, top_max, gap, head)
+    return term, flags
+
+
+def value_term(B, d: Decoded) -> tuple[Term, Flags]:
+    """A decoded value (C, or an intermediate result) as an addend."""
+    f = d.fmt.frac_bits
+    term = Term(d.neg, d.sig, B.sub(d.e, f), d.e, f + 1, d.fmt.emin - f, d.fmt.emax - f,
+                d.fmt.emin, d.fmt.emax, f, 1)
+    return term, Flags(d.nan, B.and_(d.inf, B.not_(d.neg)), B.and_(d.inf, d.neg))
+
+
+def merge_flags(B, flags: Sequence[Flags]) -> Flags:
+    nan, pinf, ninf = flags[0].nan, flags[0].pinf, flags[0].ninf
+    for fl in flags[1:]:
+        nan, pinf, ninf = B.or_(nan, fl.nan), B.or_(pinf, fl.pinf), B.or_(ninf, fl.ninf)
+    return Flags(B.or_(nan, B.and_(pinf, ninf)), pinf, ninf)
+
+
+# --------------------------------------------------------------- block sum
+@dataclass
+class BlockSum:
+    """Result of aligning and summing addends: value = (-1)^neg * mag * 2^lsb."""
+
+    neg: V
+    mag: V
+    lsb: V
+    mag_bits: int
+    any_nonzero: V
+    all_negative: V
+
+
+def _tree(B, items: list, op):
+    while len(items) > 1:
+        nxt = [op(items[i], items[i + 1]) for i in range(0, len(items) - 1, 2)]
+        if len(items) % 2:
+            nxt.append(items[-1])
+        items = nxt
+    return items[0]
+
+
+def block_sum(B, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockSum:
+    """Align ``terms`` to the largest exponent with F fraction bits and add them (steps 3-4)."""
+    n = len(terms)
+    nonzero = [B.ne(t.mag, 0) for t in terms]
+    any_nz = _tree(B, list(nonzero), B.or_)
+    all_neg = _tree(B, [t.neg for t in terms], B.and_)
+    signed: list = []
+    if F is None:
+        L_static = min(t.lsb_min for t in terms)
+        L = B.const(L_static)
+        width = max(t.mag_bits + t.lsb_max - L_static for t in terms) + 1
+        for t in terms:
+            smax = t.lsb_max - L_static
+            a = B.shl(t.mag, B.sub(t.lsb, L_static), smax, t.mag_bits + smax)
+            signed.append((t.neg, a))
+    else:
+        sentinel = min(t.top_min for t in terms) - 1
+        tops = [B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]
+        E = _tree(B, tops, B.max)
+        if p.align_floor is not None:
+            E = B.max(E, p.align_floor)
+        L = B.sub(E, F)
+        width = max(t.head for t in terms) + F + 1
+        for t in terms:
+            d = B.sub(t.lsb, L)  # <= F - gap_min by construction
+            smax = max(0, F - t.gap_min)
+            left = B.ite(B.gt(d, 0), d, 0)
+            if smax > 0:
+                shifted = B.shl(t.mag, B.min(left, smax), smax, t.mag_bits + smax)
+            else:
+                shifted = t.mag
+            right = B.ite(B.lt(d, 0), B.neg(d), 0)
+            kept = B.shr(shifted, right)
+            if p.align == "trunc":
+                signed.append((t.neg, kept))
+            elif p.align == "rne":
+                r1 = B.max(B.sub(right, 1), 0)
+                half = B.and_(B.ge(right, 1), B.ne(B.mod_pow2(B.shr(t.mag, r1), 1), 0))
+                sticky = B.and_(B.ge(right, 2), B.low_nonzero(t.mag, r1))
+                odd = B.ne(B.mod_pow2(kept, 1), 0)
+                inc = B.and_(half, B.or_(sticky, odd))
+                signed.append((t.neg, B.add(kept, B.ite(inc, 1, 0))))
+            else:  # floor: two's-complement truncation of the signed value
+                lost = B.and_(B.gt(right, 0), B.low_nonzero(t.mag, right))
+                up = B.and_(t.neg, lost)
+                signed.append((t.neg, B.add(kept, B.ite(up, 1, 0))))
+    sum_bits = width + _ceil_log2(n) + 1
+    vals = [B.fit(B.ite(neg, B.neg(a), a), sum_bits + 1) for neg, a in signed]
+    S = B.fit(_tree(B, vals, B.add), sum_bits + 1)
+    neg = B.lt(S, 0)
+    mag = B.ite(neg, B.neg(S), S)
+    mag_bits = sum_bits
+    if F is not None and p.carry_bits != "unbounded":
+        cap = F + 1 + int(p.carry_bits)
+        if cap < mag_bits:
+            if p.overflow == "wrap":
+                mag = B.mod_pow2(mag, cap)
+            else:
+                mag = B.min(mag, (1 << cap) - 1)
+            mag_bits = cap
+    return BlockSum(neg, B.fit(mag, mag_bits + 1), L, mag_bits, any_nz, all_neg)
+
+
+# ---------------------------------------------------------------- rounding
+def round_to(B, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, frac_bits: int, mode: str,
+             keep_subnormals: bool = True) -> V:
+    """Bit pattern of (-1)^neg * mag * 2^lsb rounded to ``frac_bits`` fraction bits in ``fmt``.
+
+    The exponent range is ``fmt``'s; below 2^emin the result is subnormal with
+    its LSB at 2^(emin - frac_bits).  A zero magnitude gives the zero of sign
+    ``neg``.  Overflow gives inf (rne; ru for positive, rd for negative) or the
+    largest finite value (rz and the other directed cases).
+    """
+    m = B.msb(mag, mag_bits)
+    e = B.add(lsb, m)
+    e_eff = B.max(e, fmt.emin)
+    sh = B.sub(B.sub(e_eff, frac_bits), lsb)
+    left = B.min(B.ite(B.lt(sh, 0), B.neg(sh), 0), frac_bits + 1)
+    q = B.shl(mag, left, frac_bits + 1, mag_bits + frac_bits + 1)
+    right = B.ite(B.gt(sh, 0), sh, 0)
+    q = B.shr(q, right)
+    r1 = B.max(B.sub(right, 1), 0)
+    half = B.and_(B.ge(right, 1), B.ne(B.mod_pow2(B.shr(mag, r1), 1), 0))
+    sticky = B.and_(B.ge(right, 2), B.low_nonzero(mag, r1))
+    inexact = B.or_(half, sticky)
+    if mode == "rne":
+        inc = B.and_(half, B.or_(sticky, B.ne(B.mod_pow2(q, 1), 0)))
+    elif mode == "rz":
+        inc = B.false()
+    elif mode == "ru":
+        inc = B.and_(inexact, B.not_(neg))
+    else:  # rd
+        inc = B.and_(inexact, neg)
+    q = B.fit(B.add(q, B.ite(inc, 1, 0)), frac_bits + 3)
+    carry = B.ge(q, 1 << (frac_bits + 1))
+    q = B.ite(carry, B.shr(q, 1), q)
+    e_eff = B.ite(carry, B.add(e_eff, 1), e_eff)
+    normal = B.ge(q, 1 << frac_bits)
+    expf = B.ite(normal, B.add(e_eff, fmt.bias), 0)
+    frac = B.ite(normal, B.sub(q, 1 << frac_bits), q)
+    if not keep_subnormals:
+        frac = B.ite(normal, frac, 0)
+    overflow = B.and_(normal, B.gt(e_eff, fmt.emax))
+    if mode == "rne":
+        to_inf = B.true()
+    elif mode == "rz":
+        to_inf = B.false()
+    elif mode == "ru":
+        to_inf = B.not_(neg)
+    else:
+        to_inf = neg
+    pad = fmt.frac_bits - frac_bits
+    finite = pack(B, fmt, neg, expf, B.fit(frac, frac_bits + 1), pad)
+    max_bits = pack_const(fmt, 0, fmt.emax + fmt.bias, ((1 << frac_bits) - 1) << pad)
+    inf_bits = pack_const(fmt, 0, (1 << fmt.exp_bits) - 1, 0)
+    sign_bit = 1 << (fmt.exp_bits + fmt.frac_bits + fmt.pad_bits)
+    big = B.fit(B.ite(to_inf, inf_bits, max_bits), fmt.storage_bits + 1)
+    big = B.ite(neg, B.add(big, sign_bit), big)
+    return B.ite(overflow, big, finite)
+
+
+def pack_const(fmt: Format, sign: int, expf: int, frac: int) -> int:
+    return ((sign << (fmt.exp_bits + fmt.frac_bits)) | (expf << fmt.frac_bits) | frac) << fmt.pad_bits
+
+
+def pack(B, fmt: Format, neg: V, expf: V, frac: V, frac_shift: int) -> V:
+    """Assemble a bit pattern from sign, exponent field and (shifted) fraction."""
+    fb = fmt.frac_bits
+    wide = fmt.storage_bits + 1
+    word = B.add(B.mul_const(B.fit(expf, wide), 1 << fb), B.mul_const(B.fit(frac, wide), 1 << frac_shift))
+    word = B.add(word, B.ite(neg, 1 << (fmt.exp_bits + fb), 0))
+    if fmt.pad_bits:
+        word = B.mul_const(word, 1 << fmt.pad_bits)
+    return B.fit(word, fmt.storage_bits + 1)
+
+
+def apply_flags(B, fmt: Format, flags: Flags, bits: V) -> V:
+    """Replace a finite result by NaN / +inf / -inf where the flags say so."""
+    nan_bits = fmt.nan_pattern()
+    if fmt.specials == "ieee":
+        pinf, ninf = fmt.inf_pattern(False), fmt.inf_pattern(True)
+    else:  # no infinities: saturate to NaN
+        pinf = ninf = nan_bits
+    out = B.ite(flags.ninf, ninf, B.fit(bits, fmt.storage_bits + 1))
+    out = B.ite(flags.pinf, pinf, out)
+    return B.ite(flags.nan, nan_bits, out)
+
+
+def sum_and_round(B, terms: Sequence[Term], F: int | None, p: ModelParams, fmt: Format,
+                  frac_bits: int, mode: str) -> V:
+    """Block sum of ``terms`` rounded into ``fmt`` (finite part; zero-sign rules applied)."""
+    s = block_sum(B, terms, F, p)
+    cancel_sign = B.true() if mode == "rd" else B.false()
+    zero_sign = B.ite(s.any_nonzero, cancel_sign, s.all_negative)
+    neg = B.ite(B.eq(s.mag, 0), zero_sign, s.neg)
+    return round_to(B, neg, s.mag, s.lsb, s.mag_bits, fmt, frac_bits, mode, p.subnormal_out)
+
+
+# --------------------------------------------------------------- block FMA
+def block_fma(B, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V, c_fmt: Format) -> V:
+    """One block FMA: the products of ``a_bits``/``b_bits`` plus C, in acc_fmt bits."""
+    fin, acc = get_format(p.in_fmt), get_format(p.acc_fmt)
+    prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fin, b, p.subnormal_in))
+             for a, b in zip(a_bits, b_bits)]
+    c_term, c_flags = value_term(B, decode(B, c_fmt, c_bits, p.subnormal_c))
+    flags = merge_flags(B, [fl for _, fl in prods] + [c_flags])
+    F = p.window_frac_bits
+    pterms = [t for t, _ in prods]
+    if p.reduction == "pairwise":
+        parts = [sum_and_round(B, [t], None, p, acc, acc.frac_bits, "rne") for t in pterms]
+        while len(parts) > 1:
+            nxt = []
+            for i in range(0, len(parts) - 1, 2):
+                x = value_term(B, decode(B, acc, parts[i]))[0]
+                y = value_term(B, decode(B, acc, parts[i + 1]))[0]
+                nxt.append(sum_and_round(B, [x, y], None, p, acc, acc.frac_bits, "rne"))
+            if len(parts) % 2:
+                nxt.append(parts[-1])
+            parts = nxt
+        psum = value_term(B, decode(B, acc, parts[0]))[0]
+        bits = sum_and_round(B, [psum, c_term], None, p, acc, acc.frac_bits, p.c_round)
+    elif p.c_mode == "aligned":
+        bits = sum_and_round(B, pterms + [c_term], F, p, acc, p.block_frac_bits, p.block_round)
+    else:  # products alone, then one correctly rounded addition of C
+        part = sum_and_round(B, pterms, F, p, acc, p.block_frac_bits, p.block_round)
+        part_term, part_flags = value_term(B, decode(B, acc, part))
+        flags = merge_flags(B, [flags, part_flags])
+        bits = sum_and_round(B, [part_term, c_term], None, p, acc, acc.frac_bits, p.c_round)
+    return apply_flags(B, acc, flags, bits)
+
+
+def convert(B, bits: V, src: Format, dst: Format, mode: str, keep_subnormals: bool = True) -> V:
+    """Convert patterns from ``src`` to ``dst`` with rounding ``mode`` (exact when it fits)."""
+    if src == dst:
+        return bits
+    d = decode(B, src, bits)
+    t, fl = value_term(B, d)
+    out = round_to(B, t.neg, t.mag, t.lsb, t.mag_bits, dst, dst.frac_bits, mode, keep_subnormals)
+    return apply_flags(B, dst, fl, out)
+
+
+def groups(K: int, p: ModelParams) -> list[list[tuple[int, int]]]:
+    """Instruction groups, each a list of (start, stop) block ranges over k = 0..K-1."""
+    instr_k = p.instr_k or K
+    block_k = p.block_k or instr_k
+    out = []
+    for i0 in range(0, max(K, 1), instr_k):
+        i1 = min(K, i0 + instr_k)
+        out.append([(b0, min(i1, b0 + block_k)) for b0 in range(i0, max(i1, i0 + 1), block_k)])
+    return out
+
+
+def dot(B, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V) -> V:
+    """D = sum_k a_k b_k + c as the model computes it, in out_fmt bits.
+
+    The products are consumed in k order: instruction by instruction
+    (``instr_k`` products each), and inside an instruction block by block
+    (``block_k`` products each).  The first block's C is ``c_bits`` in c_fmt;
+    each later block takes the previous block's acc_fmt result as C.  After
+    each instruction the accumulator is converted to out_fmt (``out_round``).
+    A last, shorter block behaves as if padded with +0 products.
+    """
+    acc, out = get_format(p.acc_fmt), get_format(p.out_fmt)
+    cur, cur_fmt = c_bits, get_format(p.c_fmt)
+    block_k = p.block_k or p.instr_k or len(a_bits)
+    zero = 0
+    for instr in groups(len(a_bits), p):
+        for b0, b1 in instr:
+            a_blk = list(a_bits[b0:b1]) + [zero] * (block_k - (b1 - b0))
+            b_blk = list(b_bits[b0:b1]) + [zero] * (block_k - (b1 - b0))
+            cur = block_fma(B, p, a_blk, b_blk, cur, cur_fmt)
+            cur_fmt = acc
+        if out != acc:
+            cur = convert(B, cur, acc, out, p.out_round, p.subnormal_out)
+            cur_fmt = out
+    if cur_fmt != out:
+        cur = convert(B, cur, cur_fmt, out, p.out_round, p.subnormal_out)
+    return cur
