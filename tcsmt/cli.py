@@ -155,5 +155,59 @@ def dot_cmd(arch, in_fmt, out_fmt, instr, c_text, a_text, b_text) -> None:
         click.echo(f"error   {format_value(dv - exact)}")
 
 
+# ------------------------------------------------------------ discriminate
+def _command_line() -> str:
+    import shlex
+
+    return "tcsmt " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+@main.command("discriminate")
+@click.argument("model1")
+@click.argument("model2")
+@click.option("--in", "in_fmt", default=None, help="input format (default: the first path both models have, fp16 first)")
+@click.option("--out", "out_fmt", default=None, help="output format")
+@click.option("--instr", default=None, help="instruction for models that have several (mma, wgmma)")
+@click.option("--k", "k", type=int, default=None, help="vector length (default: 1, 2, 4, ... up to one instruction)")
+@click.option("--count", type=int, default=1, show_default=True, help="number of different inputs")
+@click.option("--minimize", is_flag=True, help="prefer readable inputs: few terms, powers of two, positive")
+@click.option("--where", default=None, help="constraints, e.g. 'c=1,a>=0,|b|<=2^-10,normal'")
+@click.option("--solver", default="auto", show_default=True, type=click.Choice(["auto", "z3", "cvc5", "bitwuzla", "portfolio"]),
+              help="auto = bitwuzla if installed, else z3")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="seconds for the whole query")
+@click.option("--output", "output", default=None, help="file to write (default: generated/M1-vs-M2-IN-OUT.json)")
+@click.option("--force", is_flag=True, help="overwrite the output file")
+@click.option("--no-save", is_flag=True, help="print only; write nothing")
+def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize, where, solver, timeout,
+                     output, force, no_save) -> None:
+    """Find inputs on which MODEL1 and MODEL2 give different results.
+
+    Models are architectures (volta), hypotheses (volta:carry2, ampere:extra_bits=2)
+    or references (exact, ieee-fma32).  Exit status: 0 found, 1 proven
+    equivalent (unsat), 2 error or timeout.
+    """
+    from .discriminate import discriminate
+    from .report import default_filename, format_outcome, outcome_json, write_json
+
+    if timeout <= 0:
+        raise TcsmtError("--timeout must be positive")
+    target = None
+    if not no_save:
+        target = Path(output) if output else None
+    o = discriminate([model1, model2], in_fmt, out_fmt, instr, k, count, minimize, where, solver, timeout)
+    if not no_save and o.status == "found":
+        target = target or Path("generated") / default_filename(o)
+        if target.exists() and not force:
+            raise TcsmtError(f"{target} exists; use --force to overwrite it or --output to choose another name")
+    click.echo(format_outcome(o))
+    if o.status == "timeout":
+        raise TcsmtError(f"solver timeout after {o.seconds:.1f} s (raise --timeout, fix --k, or try --solver bitwuzla)")
+    if o.status == "equivalent":
+        sys.exit(1)
+    if not no_save:
+        write_json(outcome_json(o, _command_line()), target, force)
+        click.echo(f"\nwritten: {target}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

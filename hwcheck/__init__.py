@@ -1,0 +1,1 @@
+"""GPU harness: CUDA sources and the CuPy runner that executes matrix-unit instructions."""

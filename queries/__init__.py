@@ -1,0 +1,1 @@
+"""Named, reusable solver queries (TOML)."""

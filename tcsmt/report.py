@@ -1,0 +1,180 @@
+"""Printing discriminating inputs as the papers write them, explaining them, and saving them to generated/."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from dataclasses import asdict
+from fractions import Fraction
+from pathlib import Path
+
+from .discriminate import Case, Outcome
+from .errors import TcsmtError
+from .formats import Format
+from .params import ModelParams
+from .values import format_value
+
+SCHEMA = "tcsmt.discriminate/1"
+
+
+def hexpat(fmt: Format, bits: int) -> str:
+    return f"0x{bits:0{fmt.storage_bits // 4}x}"
+
+
+def val(fmt: Format, bits: int) -> str:
+    return format_value(fmt.to_fraction(bits))
+
+
+def exact_value(o: Outcome, case: Case) -> Fraction:
+    fin, fc = o.in_fmt, o.c_fmt
+    s = Fraction(0)
+    for x, y in zip(case.a, case.b):
+        s += fin.to_fraction(x) * fin.to_fraction(y)
+    return s + fc.to_fraction(case.c)
+
+
+def _top_exponent(v: Fraction) -> int:
+    n, d = abs(v.numerator), v.denominator
+    e = n.bit_length() - d.bit_length()
+    if Fraction(2) ** e > abs(v):
+        e -= 1
+    return e
+
+
+def _lowest_bit(v: Fraction) -> int:
+    n, d = abs(v.numerator), v.denominator
+    e = -(d.bit_length() - 1)
+    while n % 2 == 0:
+        n //= 2
+        e += 1
+    return e
+
+
+def bit_diagram(o: Outcome, case: Case, width: int = 56) -> list[str]:
+    """The addends of the first block as binary digits, with each model's alignment cut.
+
+    Columns are powers of two from the largest addend's leading bit down; a
+    model keeps the digits left of its bar ``|`` (2^(E-F), F its window's
+    fraction bits, E the largest alignment exponent) and drops the rest.
+    """
+    fin, fc = o.in_fmt, o.c_fmt
+    terms = [("c", fc.to_fraction(case.c))]
+    for i, (x, y) in enumerate(zip(case.a, case.b)):
+        p = fin.to_fraction(x) * fin.to_fraction(y)
+        if p != 0:
+            terms.append((f"a{i}*b{i}", p))
+    terms = [(n, v) for n, v in terms if v != 0]
+    if not terms:
+        return []
+    hi = max(_top_exponent(v) for _, v in terms) + 1
+    lo = min(_lowest_bit(v) for _, v in terms)
+    cuts = {}
+    for spec, p in zip(o.specs, o.params):
+        F = p.window_frac_bits
+        if F is not None and p.reduction == "chain":
+            E = max(_top_exponent(v) for _, v in terms)
+            cuts[spec] = E - F
+    lo = min([lo] + [c - 1 for c in cuts.values()])
+    lo = max(lo, hi - width)
+    cols = list(range(hi, lo - 1, -1))
+    lines = [f"  {'':10} {'2^' + str(hi):<{len(cols)}}  (columns 2^{hi} .. 2^{lo})"]
+    for name, v in terms:
+        scaled = abs(v) / Fraction(2) ** lo
+        digits = "".join("1" if (int(scaled) >> (e - lo)) & 1 else "0" for e in cols)
+        rest = "" if scaled.denominator == 1 else " ..."
+        lines.append(f"  {name:>9} {'-' if v < 0 else '+'}{digits}{rest}   {format_value(v)}")
+    for spec, cut in cuts.items():
+        if cut < lo or cut > hi:
+            continue
+        pos = cols.index(cut)
+        lines.append(f"  {spec[:9]:>9}  {' ' * pos}^ keeps down to 2^{cut} (digits right of ^ are dropped)")
+    return lines
+
+
+def format_outcome(o: Outcome, explain: bool = True) -> str:
+    lines = []
+    names = " vs ".join(o.specs)
+    head = f"{names}  ({o.in_fmt.name} -> {o.out_fmt.name}, C in {o.c_fmt.name})"
+    if o.status == "equivalent":
+        ks = ", ".join(map(str, o.tried_k))
+        lines.append(f"{head}: no input tells them apart (unsat for K = {ks}; {o.solver}, {o.seconds:.2f} s)")
+        if o.where:
+            lines.append(f"  under the constraints: {o.where}")
+        return "\n".join(lines)
+    if o.status == "timeout":
+        lines.append(f"{head}: no answer within the time limit ({o.seconds:.1f} s; K tried: {o.tried_k})")
+        return "\n".join(lines)
+    lines.append(f"{head}: {len(o.cases)} discriminating input(s), K = {o.K}, found by {o.solver} in {o.seconds:.2f} s")
+    for n, case in enumerate(o.cases, 1):
+        lines.append(f"\ninput {n}:")
+        lines.append("  a = [" + ", ".join(val(o.in_fmt, x) for x in case.a) + "]")
+        lines.append("  b = [" + ", ".join(val(o.in_fmt, x) for x in case.b) + "]")
+        lines.append(f"  c = {val(o.c_fmt, case.c)}")
+        lines.append("  hex a = [" + ", ".join(hexpat(o.in_fmt, x) for x in case.a) + "]")
+        lines.append("  hex b = [" + ", ".join(hexpat(o.in_fmt, x) for x in case.b) + f"], c = {hexpat(o.c_fmt, case.c)}")
+        exact = exact_value(o, case)
+        lines.append(f"  exact a.b + c = {format_value(exact)}")
+        for spec, bits in case.outputs.items():
+            v = o.out_fmt.to_fraction(bits)
+            err = f"   error {format_value(v - exact)}" if isinstance(v, Fraction) else ""
+            lines.append(f"  {spec:>14} -> {hexpat(o.out_fmt, bits)}  {format_value(v)}{err}")
+        if explain:
+            diag = bit_diagram(o, case)
+            if diag:
+                lines.append("  where they part (addends of the first block, binary, largest first):")
+                lines.extend(diag)
+    return "\n".join(lines)
+
+
+def default_filename(o: Outcome) -> str:
+    def clean(s: str) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_")
+
+    return f"{clean(o.specs[0])}-vs-{clean(o.specs[1])}-{o.in_fmt.name}-{o.out_fmt.name}.json"
+
+
+def outcome_json(o: Outcome, command: str) -> dict:
+    from . import __version__
+
+    return {
+        "schema": SCHEMA,
+        "tcsmt_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "solver": o.solver,
+        "solve_seconds": round(o.seconds, 3),
+        "status": o.status,
+        "in_fmt": o.in_fmt.name,
+        "c_fmt": o.c_fmt.name,
+        "out_fmt": o.out_fmt.name,
+        "instr": sorted({p.instr for p in o.params}),
+        "K": o.K,
+        "where": o.where,
+        "models": o.specs,
+        "model_params": {s: p.describe() for s, p in zip(o.specs, o.params)},
+        "inputs": [
+            {
+                "a": [hexpat(o.in_fmt, x) for x in c.a],
+                "b": [hexpat(o.in_fmt, x) for x in c.b],
+                "c": hexpat(o.c_fmt, c.c),
+                "a_values": [val(o.in_fmt, x) for x in c.a],
+                "b_values": [val(o.in_fmt, x) for x in c.b],
+                "c_value": val(o.c_fmt, c.c),
+                "exact": format_value(exact_value(o, c)),
+                "outputs": {s: hexpat(o.out_fmt, v) for s, v in c.outputs.items()},
+                "output_values": {s: val(o.out_fmt, v) for s, v in c.outputs.items()},
+            }
+            for c in o.cases
+        ],
+    }
+
+
+def write_json(data: dict, path: Path, force: bool) -> Path:
+    """Write ``data``; never overwrite an existing file unless ``force``."""
+    if path.exists() and not force:
+        raise TcsmtError(f"{path} exists; use --force to overwrite it or --output to choose another name")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,141 @@
+"""Run SMT solvers on QF_BV formulas: z3 and cvc5 through pysmt, bitwuzla through SMT-LIB 2.
+
+Every solve runs in a forked child process so that a time limit is always
+enforced (the child is killed when it runs out); ``portfolio`` starts every
+installed solver at once and takes the first definite answer.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+
+from pysmt.fnode import FNode
+from pysmt.logics import QF_BV
+from pysmt.shortcuts import Solver
+from pysmt.smtlib.printers import to_smtlib
+
+from .errors import TcsmtError
+
+SOLVERS = ("auto", "z3", "cvc5", "bitwuzla", "portfolio")
+
+
+@dataclass
+class Answer:
+    """A solver's answer: status sat/unsat/unknown/timeout and, if sat, the inputs' values."""
+
+    status: str
+    solver: str
+    seconds: float
+    model: dict[str, int] = field(default_factory=dict)
+
+
+def available(name: str) -> bool:
+    module = {"z3": "z3", "cvc5": "cvc5", "bitwuzla": "bitwuzla"}.get(name)
+    return module is not None and find_spec(module) is not None
+
+
+def installed() -> list[str]:
+    return [s for s in ("z3", "cvc5", "bitwuzla") if available(s)]
+
+
+def smtlib_script(formula: FNode, symbols: dict[str, FNode]) -> str:
+    """The formula as an SMT-LIB 2 script (declarations and one assertion, no check-sat)."""
+    decl = "".join(f"(declare-fun {s.symbol_name()} () (_ BitVec {s.bv_width()}))\n" for s in symbols.values())
+    return "(set-logic QF_BV)\n" + decl + f"(assert {to_smtlib(formula, daggify=True)})\n"
+
+
+def _solve_pysmt(name: str, formula: FNode, symbols: dict[str, FNode]) -> tuple[str, dict[str, int]]:
+    with Solver(name=name, logic=QF_BV) as s:
+        s.add_assertion(formula)
+        res = s.solve()
+        if not res:
+            return "unsat", {}
+        return "sat", {k: int(s.get_py_value(v)) for k, v in symbols.items()}
+
+
+def _solve_bitwuzla(formula: FNode, symbols: dict[str, FNode]) -> tuple[str, dict[str, int]]:
+    import bitwuzla
+
+    tm = bitwuzla.TermManager()
+    opts = bitwuzla.Options()
+    opts.set(bitwuzla.Option.PRODUCE_MODELS, True)
+    parser = bitwuzla.Parser(tm, opts)
+    parser.parse(smtlib_script(formula, symbols), True, False)
+    bz = parser.bitwuzla()
+    res = bz.check_sat()
+    if res == bitwuzla.Result.UNSAT:
+        return "unsat", {}
+    if res != bitwuzla.Result.SAT:
+        return "unknown", {}
+    funs = {str(f): f for f in parser.get_declared_funs()}
+    return "sat", {k: int(bz.get_value(funs[v.symbol_name()]).value(10)) for k, v in symbols.items()}
+
+
+def _child(name: str, formula: FNode, symbols: dict[str, FNode], queue) -> None:
+    t0 = time.perf_counter()
+    try:
+        if name == "bitwuzla":
+            status, model = _solve_bitwuzla(formula, symbols)
+        else:
+            status, model = _solve_pysmt(name, formula, symbols)
+        queue.put((name, status, model, time.perf_counter() - t0, ""))
+    except Exception as exc:  # reported to the parent as an error answer
+        queue.put((name, "error", {}, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}"))
+
+
+def solve(formula: FNode, symbols: dict[str, FNode], solver: str = "auto", timeout: float = 120.0) -> Answer:
+    """Decide ``formula``; return the values of ``symbols`` if satisfiable.
+
+    Raises TcsmtError for an unknown or missing solver or a solver error;
+    returns status "timeout" when no answer came within ``timeout`` seconds.
+    """
+    if solver not in SOLVERS:
+        raise TcsmtError(f"unknown solver {solver!r} (choose from {', '.join(SOLVERS)})")
+    if solver == "auto":  # bitwuzla is fastest on these queries (benchmarks/), z3 otherwise
+        solver = "bitwuzla" if available("bitwuzla") else "z3"
+    names = installed() if solver == "portfolio" else [solver]
+    if not names:
+        raise TcsmtError("no SMT solver is installed (pip install z3-solver)")
+    for n in names:
+        if not available(n):
+            raise TcsmtError(f"solver {n} is not installed (pip install 'tcsmt[solvers]')")
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    procs = {n: ctx.Process(target=_child, args=(n, formula, symbols, queue), daemon=True) for n in names}
+    t0 = time.perf_counter()
+    for p in procs.values():
+        p.start()
+    errors = []
+    pending = set(names)
+    answer = None
+    try:
+        while pending:
+            left = timeout - (time.perf_counter() - t0)
+            if left <= 0:
+                break
+            try:
+                name, status, model, secs, err = queue.get(timeout=min(left, 0.5))
+            except Exception:
+                if not any(p.is_alive() for n, p in procs.items() if n in pending):
+                    break
+                continue
+            pending.discard(name)
+            if status in ("sat", "unsat"):
+                answer = Answer(status, name, time.perf_counter() - t0, model)
+                break
+            if status == "error":
+                errors.append(f"{name}: {err}")
+    finally:
+        for p in procs.values():
+            if p.is_alive():
+                p.kill()
+        for p in procs.values():
+            p.join(timeout=5)
+    if answer:
+        return answer
+    if errors and len(errors) == len(names):
+        raise TcsmtError("solver failed: " + "; ".join(errors))
+    elapsed = time.perf_counter() - t0
+    return Answer("timeout" if elapsed >= timeout - 0.01 else "unknown", solver, elapsed)
