@@ -209,5 +209,82 @@ def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize,
         click.echo(f"\nwritten: {target}")
 
 
+# ------------------------------------------------------------------- query
+@main.command("query")
+@click.argument("name", required=False)
+@click.option("--list", "list_", is_flag=True, help="list the named queries")
+@click.option("--model", default=None, help="the model to ask about (default: the query's own)")
+@click.option("--solver", default="auto", show_default=True, type=click.Choice(["auto", "z3", "cvc5", "bitwuzla", "portfolio"]))
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="seconds for the whole query")
+@click.option("--output", default=None, help="file to write (default: generated/query-NAME-MODEL.json)")
+@click.option("--force", is_flag=True, help="overwrite the output file")
+@click.option("--no-save", is_flag=True, help="print only; write nothing")
+def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> None:
+    """Run a named query (queries/NAME.toml) or a query FILE against a model.
+
+    A feature query finds, for each pair of neighbouring hypotheses, an input
+    that tells them apart and says which hypothesis the model matches.
+    """
+    from .query import list_queries, load_query, run_feature, run_monotonicity
+    from .report import format_outcome, hexpat, outcome_json, val, write_json
+
+    if list_ or not name:
+        for q in list_queries():
+            click.echo(f"{q.name:22} {q.question}")
+            click.echo(f"{'':22} (model {q.model}, {q.in_fmt} -> {q.out_fmt}; {q.source})")
+        return
+    q = load_query(name)
+    base = model or q.model
+    import re as _re
+
+    target = Path(output) if output else Path("generated") / f"query-{q.name}-{_re.sub(r'[^A-Za-z0-9_.-]+', '_', base)}.json"
+    if not no_save and target.exists() and not force:
+        raise TcsmtError(f"{target} exists; use --force to overwrite it or --output to choose another name")
+    click.echo(f"query {q.name}: {q.question}\nsource: {q.source}\nmodel: {base}\n")
+    if q.kind == "monotonicity":
+        r = run_monotonicity(q, model, solver, timeout)
+        from .formats import get_format
+        from .registry import resolve
+
+        p = resolve(base.split(":")[0] if False else base, q.in_fmt, q.out_fmt)
+        fi, fc, fo = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
+        data = {"query": q.name, "model": base, "status": r.status, "solver": r.solver, "solve_seconds": round(r.seconds, 3),
+                "in_fmt": fi.name, "c_fmt": fc.name, "out_fmt": fo.name, "K": r.K}
+        if r.status != "found":
+            click.echo(f"{base}: {'monotonic: no such pair exists (unsat)' if r.status == 'unsat' else r.status} (K = {r.K}, {r.seconds:.2f} s)")
+            if r.status not in ("unsat",):
+                raise TcsmtError(f"solver {r.status} after {r.seconds:.1f} s")
+        else:
+            click.echo(f"{base} is not monotonic (K = {r.K}, {r.solver}, {r.seconds:.2f} s): x <= y entrywise, d(x) > d(y)")
+            for tag, v, d in (("x", r.x, r.dx), ("y", r.y, r.dy)):
+                click.echo(f"  {tag}: a = [" + ", ".join(val(fi, v[f'a{i}']) for i in range(r.K)) + "]")
+                click.echo(f"     b = [" + ", ".join(val(fi, v[f'b{i}']) for i in range(r.K)) + f"], c = {val(fc, v['c'])}")
+                click.echo(f"     d({tag}) = {val(fo, d)}  ({hexpat(fo, d)})")
+                data[tag] = {"a": [hexpat(fi, v[f"a{i}"]) for i in range(r.K)], "b": [hexpat(fi, v[f"b{i}"]) for i in range(r.K)],
+                             "c": hexpat(fc, v["c"]), "d": hexpat(fo, d), "d_value": val(fo, d)}
+        if not no_save:
+            data["command"] = _command_line()
+            write_json(data, target, force)
+            click.echo(f"\nwritten: {target}")
+        return
+    r = run_feature(q, model, solver, timeout)
+    data = {"query": q.name, "question": q.question, "source": q.source, "model": base,
+            "hypotheses": q.hypotheses, "model_matches": r.agrees_with, "seconds": round(r.seconds, 3),
+            "command": _command_line(), "pairs": []}
+    for pr in r.pairs:
+        click.echo(format_outcome(pr.outcome, explain=True))
+        click.echo("")
+        data["pairs"].append(outcome_json(pr.outcome, _command_line()))
+    if r.agrees_with:
+        click.echo(f"{base} is the hypothesis: {', '.join(r.agrees_with)}")
+    else:
+        click.echo(f"{base} matches none of the listed hypotheses exactly")
+    if any(pr.outcome.status == "timeout" for pr in r.pairs) or len(r.pairs) < len(q.hypotheses) - 1:
+        click.echo("some pairs ran out of time (raise --timeout)", err=True)
+    if not no_save:
+        write_json(data, target, force)
+        click.echo(f"written: {target}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -77,17 +77,18 @@ def bit_diagram(o: Outcome, case: Case, width: int = 56) -> list[str]:
     lo = min([lo] + [c - 1 for c in cuts.values()])
     lo = max(lo, hi - width)
     cols = list(range(hi, lo - 1, -1))
-    lines = [f"  {'':10} {'2^' + str(hi):<{len(cols)}}  (columns 2^{hi} .. 2^{lo})"]
+    nw = min(28, max([9] + [len(n) for n, _ in terms] + [len(s) for s in cuts]))
+    lines = [f"  {'':{nw + 1}} {'2^' + str(hi):<{len(cols)}}  (columns 2^{hi} .. 2^{lo})"]
     for name, v in terms:
         scaled = abs(v) / Fraction(2) ** lo
         digits = "".join("1" if (int(scaled) >> (e - lo)) & 1 else "0" for e in cols)
         rest = "" if scaled.denominator == 1 else " ..."
-        lines.append(f"  {name:>9} {'-' if v < 0 else '+'}{digits}{rest}   {format_value(v)}")
+        lines.append(f"  {name:>{nw}} {'-' if v < 0 else '+'}{digits}{rest}   {format_value(v)}")
     for spec, cut in cuts.items():
         if cut < lo or cut > hi:
             continue
         pos = cols.index(cut)
-        lines.append(f"  {spec[:9]:>9}  {' ' * pos}^ keeps down to 2^{cut} (digits right of ^ are dropped)")
+        lines.append(f"  {spec[-nw:]:>{nw}}  {' ' * pos}^ keeps down to 2^{cut} (digits right of ^ are dropped)")
     return lines
 
 
