@@ -286,5 +286,14 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
         click.echo(f"written: {target}")
 
 
+
+def _register_optional_commands() -> None:
+    from .hwcheck_cmd import hwcheck_cmd
+
+    main.add_command(hwcheck_cmd)
+
+
+_register_optional_commands()
+
 if __name__ == "__main__":  # pragma: no cover
     main()

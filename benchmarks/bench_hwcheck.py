@@ -1,0 +1,100 @@
+"""Throughput of the hardware check for fp16 -> fp32 mma.sync m16n8k16 (K = 16).
+
+Measures dot products checked per second end to end (random generation,
+host->device transfer, kernel, device->host transfer, model simulation,
+bitwise comparison) and the split between the stages, plus the device alone
+(transfer + kernel) on a larger batch.  Usage::
+
+    python benchmarks/bench_hwcheck.py [--n 2000000] [--device cuda|model:SPEC] [--jobs J] [--out FILE.json]
+
+The model runs in ``--jobs`` worker processes (default: one per CPU core).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tcsmt.hwcheck.check import ModelRunner, compare, default_jobs, ModelTally
+    from tcsmt.hwcheck.device import expand_tiles, get_device
+    from tcsmt.hwcheck.dists import generate
+    from tcsmt.hwcheck.paths import find_path
+    from tcsmt.registry import resolve
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=2_000_000, help="dot products for the end-to-end measurement")
+    ap.add_argument("--device-n", type=int, default=1 << 24, help="dot products for the device-only measurement")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--jobs", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=1 << 18)
+    ap.add_argument("--arch", default="hopper")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+
+    spec = find_path("fp16", "fp32", "mma")
+    dev = get_device(args.device)
+    p = resolve(args.arch, "fp16", "fp32", "mma")
+    jobs = args.jobs or default_jobs()
+    rng = np.random.default_rng(0)
+
+    # warm-up: compile/load the kernel, start the worker processes
+    a, b, c = generate("wide", spec, 64, 16, rng)
+    dev.run_tiles(spec, a, b, c)
+    split = {"generate": 0.0, "device": 0.0, "expand": 0.0, "model": 0.0, "compare": 0.0}
+    with ModelRunner(jobs) as runner:
+        runner.warm_up(p)
+        tally = ModelTally(args.arch, p)
+        per_batch_tiles = max(1, args.batch // spec.per_tile)
+        tiles = -(-args.n // spec.per_tile)
+        t_all = time.perf_counter()
+        done = 0
+        while done < tiles:
+            T = min(per_batch_tiles, tiles - done)
+            t0 = time.perf_counter()
+            a, b, c = generate("wide", spec, T, 16, rng)
+            t1 = time.perf_counter()
+            d = dev.run_tiles(spec, a, b, c).reshape(-1)
+            t2 = time.perf_counter()
+            aa, bb, cc = expand_tiles(a, b, c)
+            t3 = time.perf_counter()
+            dm = runner.simulate(p, aa, bb, cc)
+            t4 = time.perf_counter()
+            compare(spec, tally, aa, bb, cc, d, dm, done * spec.per_tile, 3)
+            t5 = time.perf_counter()
+            for k, v in zip(split, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+                split[k] += v
+            done += T
+        total = time.perf_counter() - t_all
+    n = tiles * spec.per_tile
+
+    # device alone on a bigger batch (transfer both ways + kernel)
+    Td = max(1, args.device_n // spec.per_tile)
+    a, b, c = generate("wide", spec, Td, 16, rng)
+    dev.run_tiles(spec, a[:8], b[:8], c[:8])
+    t0 = time.perf_counter()
+    dev.run_tiles(spec, a, b, c)
+    dev_only = time.perf_counter() - t0
+    nd = Td * spec.per_tile
+
+    res = {
+        "device": dev.info(), "path": spec.label, "shape": spec.shape, "k": 16, "model": p.name,
+        "model_jobs": jobs, "n": n, "mismatches": tally.mismatches,
+        "end_to_end_seconds": round(total, 3), "end_to_end_per_second": round(n / total),
+        "split_seconds": {k: round(v, 3) for k, v in split.items()},
+        "stage_rates_per_second": {k: (round(n / v) if v > 0 else None) for k, v in split.items()},
+        "device_only": {"n": nd, "seconds": round(dev_only, 4), "per_second": round(nd / dev_only)},
+    }
+    print(json.dumps(res, indent=1))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(res, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

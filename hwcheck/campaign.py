@@ -1,0 +1,129 @@
+"""A whole-architecture campaign: layout checks, then random checks of every path.
+
+``python -m tcsmt.hwcheck.campaign --arch hopper --n 1000000 --out FILE.json``
+runs, on the CUDA device (or ``--device model:SPEC``), the integer layout
+check of every path the device has, then ``n`` random dot products per
+distribution for every path of the architecture that the device can run,
+comparing with the architecture's model (and any ``--extra`` specs).  It stops
+starting new paths once ``--budget`` seconds have passed, and writes one JSON
+document with everything (the same per-path records as ``tcsmt hwcheck
+--random --save``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import TcsmtError
+from .check import ModelRunner, default_jobs, git_commit, resolve_models, result_json, run_random, summary_table
+from .device import get_device
+from .dists import DISTRIBUTIONS, generate
+from .paths import PATHS
+from .runner import check_layout
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tcsmt.hwcheck.campaign", description=__doc__.split("\n")[0])
+    ap.add_argument("--arch", required=True)
+    ap.add_argument("--n", type=int, default=100_000, help="dot products per path and distribution")
+    ap.add_argument("--k", type=int, default=0, help="K (0: one instruction); rounded up to the path's k")
+    ap.add_argument("--paths", default="", help="comma-separated labels such as f16.f32/mma (default: all)")
+    ap.add_argument("--dists", default=",".join(DISTRIBUTIONS))
+    ap.add_argument("--extra", action="append", default=[], help="more model specs to compare (repeatable)")
+    ap.add_argument("--extra-file", default="", help="file with more model specs, one per line (# comments)")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=0)
+    ap.add_argument("--budget", type=float, default=0.0, help="seconds after which no new path is started")
+    ap.add_argument("--no-layouts", action="store_true")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--dump", default="", help="also save raw tiles and device outputs of every path and distribution to this .npz")
+    ap.add_argument("--dump-tiles", type=int, default=256, help="tiles per path and distribution in --dump")
+    args = ap.parse_args(argv)
+    try:
+        return _run(args)
+    except TcsmtError as exc:
+        print(f"tcsmt: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    t0 = time.perf_counter()
+    dev = get_device(args.device)
+    from ..registry import find_arch
+
+    arch = find_arch(args.arch)
+    if args.extra_file:
+        try:
+            lines = Path(args.extra_file).read_text().splitlines()
+        except OSError as exc:
+            raise TcsmtError(f"cannot read {args.extra_file}: {exc}") from None
+        args.extra += [ln.split("#")[0].strip() for ln in lines if ln.split("#")[0].strip()]
+    want = {s.strip() for s in args.paths.split(",") if s.strip()}
+    doc = {"tool": "tcsmt.hwcheck.campaign", "arch": arch.name, "tcsmt_commit": git_commit(),
+           "device": dev.info(), "n_per_distribution": args.n, "seed": args.seed, "layouts": [], "paths": []}
+    if not args.no_layouts:
+        for spec in PATHS.values():
+            if dev.supports(spec) is None:
+                r = check_layout(spec, dev)
+                print(f"layout {spec.label:16} {'ok' if r['ok'] else 'WRONG'} ({r['wrong']}/{r['n']})",
+                      file=sys.stderr, flush=True)
+                doc["layouts"].append(r)
+    bad_layout = {r["path"] for r in doc["layouts"] if not r["ok"]}
+    dists = [d for d in args.dists.split(",") if d]
+    status = 0
+    dump: dict[str, np.ndarray] = {}
+    with ModelRunner(args.jobs or default_jobs()) as runner:
+        for path in arch.paths:
+            p = path.params
+            key = (p.in_fmt, p.out_fmt, p.instr)
+            if key not in PATHS:
+                continue
+            spec = PATHS[key]
+            if want and spec.label not in want:
+                continue
+            why = dev.supports(spec)
+            if why or spec.label in bad_layout:
+                doc["paths"].append({"path": spec.label, "skipped": why or "fragment layout check failed"})
+                continue
+            if args.budget and time.perf_counter() - t0 > args.budget:
+                doc["paths"].append({"path": spec.label, "skipped": "time budget used up"})
+                continue
+            K = max(spec.instr_k, -(-args.k // spec.instr_k) * spec.instr_k) if args.k else spec.instr_k
+            models = resolve_models([arch.name] + list(args.extra), spec)
+            runner.warm_up(models[0][1])
+            results = []
+            for d in dists:
+                results.append(run_random(dev, spec, models, d, args.n, K, args.seed, runner,
+                                          progress=lambda m: print(m, file=sys.stderr, flush=True)))
+            rec = result_json(dev, spec, results, args.seed)
+            rec.pop("device", None)
+            rec.pop("tcsmt_commit", None)
+            rec["k"] = K
+            doc["paths"].append(rec)
+            print(f"{spec.label} ({spec.shape}, K = {K})", flush=True)
+            for line in summary_table(spec, results):
+                print("  " + line, flush=True)
+            if any(t.mismatches for r in results for t in r.tallies):
+                status = 1
+            if args.dump:
+                for d in dists:
+                    rng = np.random.default_rng([args.seed, DISTRIBUTIONS.index(d), 0])
+                    a, b, c = generate(d, spec, args.dump_tiles, K, rng)
+                    key = f"{spec.in_fmt}.{spec.out_fmt}.{spec.instr}.{d}"
+                    dump.update({key + ".a": a, key + ".b": b, key + ".c": c, key + ".d": dev.run_tiles(spec, a, b, c)})
+                np.savez_compressed(args.dump, **dump)
+            Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    doc["seconds"] = round(time.perf_counter() - t0, 1)
+    doc["device"] = dev.info()
+    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""Devices that execute tiles of a path: the CUDA GPU (through CuPy) or a model.
+
+Both kinds implement :meth:`run_tiles`: given ``a`` of shape (T, m, K), ``b``
+of shape (T, n, K) and ``c`` of shape (T, m, n) as bit patterns of the path's
+input and output formats, return ``d`` of shape (T, m, n) with
+``d[t, r, j] = A[t, r, :] . B[t, j, :] + C[t, r, j]`` as the device computes it.
+
+:class:`CudaDevice` runs the kernels of ``kernels.cu`` (compiled at run time
+with nvcc, or NVRTC through CuPy when nvcc is missing).  :class:`ModelDevice`
+is a virtual device whose "hardware" is a tcsmt model: it lets the checking
+logic run (and be tested) on machines without a GPU.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import TcsmtError
+from .paths import PathSpec
+
+KERNEL_SOURCE = Path(__file__).resolve().parent / "kernels.cu"
+MAX_SHARED = 48 * 1024
+
+
+def expand_tiles(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tiles -> independent dot products in (t, r, j) order: shapes (T*m*n, K), (T*m*n, K), (T*m*n,)."""
+    T, m, K = a.shape
+    n = b.shape[1]
+    aa = np.broadcast_to(a[:, :, None, :], (T, m, n, K)).reshape(T * m * n, K)
+    bb = np.broadcast_to(b[:, None, :, :], (T, m, n, K)).reshape(T * m * n, K)
+    return aa, bb, c.reshape(T * m * n)
+
+
+def check_tiles(spec: PathSpec, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    """Raise TcsmtError unless the tile arrays have the path's shapes and dtypes."""
+    if a.ndim != 3 or b.ndim != 3 or c.ndim != 3:
+        raise TcsmtError("tiles must be a (T, m, K), b (T, n, K), c (T, m, n)")
+    T, m, K = a.shape
+    if (m, b.shape[1], c.shape[1], c.shape[2]) != (spec.m, spec.n, spec.m, spec.n) or b.shape[0] != T \
+            or c.shape[0] != T or b.shape[2] != K:
+        raise TcsmtError(f"tile shapes {a.shape}, {b.shape}, {c.shape} do not fit {spec.shape} tiles")
+    if K == 0 or K % spec.instr_k:
+        raise TcsmtError(f"K = {K} must be a positive multiple of {spec.instr_k} for {spec.shape}")
+    if a.dtype != spec.fin.dtype or b.dtype != spec.fin.dtype or c.dtype != spec.c_fmt.dtype:
+        raise TcsmtError(f"tile dtypes must be {spec.fin.dtype} (A, B) and {spec.c_fmt.dtype} (C)")
+
+
+class ModelDevice:
+    """A virtual device that computes with a tcsmt model spec (``model:SPEC``)."""
+
+    def __init__(self, spec: str):
+        self.spec = spec
+        self.name = f"model:{spec}"
+        self.gpu_seconds = 0.0
+
+    def params(self, path: PathSpec):
+        from ..registry import resolve
+
+        return resolve(self.spec, path.in_fmt, path.out_fmt, path.instr)
+
+    def supports(self, path: PathSpec) -> str | None:
+        """None when the path can run, else why not."""
+        try:
+            self.params(path)
+        except TcsmtError as exc:
+            return str(exc)
+        return None
+
+    def info(self) -> dict[str, Any]:
+        return {"device": self.name, "virtual": True}
+
+    def run_tiles(self, path: PathSpec, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        from ..simulator import simulate_params
+
+        check_tiles(path, a, b, c)
+        t0 = time.perf_counter()
+        aa, bb, cc = expand_tiles(a, b, c)
+        d = simulate_params(self.params(path), aa, bb, cc).reshape(c.shape)
+        self.gpu_seconds += time.perf_counter() - t0
+        return d
+
+
+def _one_line(text: str, limit: int = 600) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    msg = " | ".join(lines)
+    return msg if len(msg) <= limit else msg[:limit] + " ..."
+
+
+def _find_nvcc() -> str | None:
+    env = os.environ.get("TCSMT_NVCC")
+    if env:
+        return env
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if root and (Path(root) / "bin" / "nvcc").is_file():
+            return str(Path(root) / "bin" / "nvcc")
+    return None
+
+
+def compile_cubin(arch: str, source: Path = KERNEL_SOURCE, nvcc: str | None = None) -> Path:
+    """Compile ``source`` for ``arch`` (e.g. ``sm_90a``) with nvcc into a cached cubin.
+
+    The cache key is the source text, the target and nvcc's version; the cache
+    lives in ``$TCSMT_CACHE`` or ``~/.cache/tcsmt/hwcheck``.  A failing
+    compilation raises TcsmtError with the compiler's message on one line.
+    """
+    nvcc = nvcc or _find_nvcc()
+    if nvcc is None:
+        raise TcsmtError("nvcc not found (set TCSMT_NVCC or put nvcc on PATH)")
+    try:
+        ver = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise TcsmtError(f"cannot run {nvcc}: {exc}") from exc
+    text = source.read_text()
+    key = hashlib.sha256((text + arch + ver).encode()).hexdigest()[:20]
+    cache = Path(os.environ.get("TCSMT_CACHE", Path.home() / ".cache" / "tcsmt" / "hwcheck"))
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        cache = Path(tempfile.gettempdir()) / "tcsmt-hwcheck"
+        cache.mkdir(parents=True, exist_ok=True)
+    out = cache / f"kernels-{arch}-{key}.cubin"
+    if out.is_file():
+        return out
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    cmd = [nvcc, f"-arch={arch}", "-cubin", "-O3", "-o", str(tmp), str(source)]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise TcsmtError(f"cannot run {nvcc}: {exc}") from exc
+    if res.returncode != 0 or not tmp.is_file():
+        raise TcsmtError(f"compiling {source.name} for {arch} failed: {_one_line(res.stderr + res.stdout)}")
+    tmp.replace(out)
+    return out
+
+
+class CudaDevice:
+    """The first CUDA GPU, through CuPy; kernels from ``kernels.cu``."""
+
+    def __init__(self, ordinal: int = 0):
+        try:
+            import cupy  # noqa: F401
+        except Exception as exc:  # ImportError, or a CuPy that cannot find CUDA
+            raise TcsmtError(f"no CUDA device found (CuPy is not usable: {type(exc).__name__}: {exc})") from None
+        import cupy as cp
+
+        self.cp = cp
+        try:
+            count = cp.cuda.runtime.getDeviceCount()
+        except Exception as exc:
+            raise TcsmtError(f"no CUDA device found ({_one_line(str(exc))})") from None
+        if count <= ordinal:
+            raise TcsmtError("no CUDA device found")
+        self.ordinal = ordinal
+        self.dev = cp.cuda.Device(ordinal)
+        self.dev.use()
+        props = cp.cuda.runtime.getDeviceProperties(ordinal)
+        name = props.get("name", b"")
+        self.gpu_name = name.decode() if isinstance(name, bytes) else str(name)
+        self.cc = int(props["major"]) * 10 + int(props["minor"])
+        self.sm_count = int(props.get("multiProcessorCount", 0)) or 80
+        self.name = f"cuda:{ordinal} {self.gpu_name}"
+        self.arch = "sm_90a" if self.cc == 90 else f"sm_{self.cc}"
+        self._module = None
+        self._functions: dict[str, Any] = {}
+        self.compiler = ""
+        self.gpu_seconds = 0.0
+
+    # -------------------------------------------------------------- info
+    def info(self) -> dict[str, Any]:
+        rt = self.cp.cuda.runtime
+        drv = rt.driverGetVersion()
+        run = rt.runtimeGetVersion()
+        return {
+            "device": self.gpu_name,
+            "compute_capability": f"{self.cc // 10}.{self.cc % 10}",
+            "cuda_driver": f"{drv // 1000}.{(drv % 1000) // 10}",
+            "cuda_runtime": f"{run // 1000}.{(run % 1000) // 10}",
+            "driver": _nvidia_driver_version(),
+            "cupy": self.cp.__version__,
+            "compiler": self.compiler or None,
+            "arch": self.arch,
+        }
+
+    def supports(self, path: PathSpec) -> str | None:
+        if self.cc < path.cc or (path.arch_specific and self.cc != 90):
+            return (f"{path.shape} {path.label} needs {path.requirement()}; "
+                    f"{self.gpu_name} has compute capability {self.cc // 10}.{self.cc % 10}")
+        return None
+
+    # ----------------------------------------------------------- kernels
+    def _load(self):
+        if self._module is not None:
+            return self._module
+        cp = self.cp
+        nvcc = _find_nvcc()
+        if nvcc is not None:
+            cubin = compile_cubin(self.arch, nvcc=nvcc)
+            self._module = cp.RawModule(path=str(cubin))
+            self.compiler = f"nvcc ({nvcc}) -arch={self.arch}"
+        else:
+            try:
+                self._module = cp.RawModule(code=KERNEL_SOURCE.read_text(), options=("-std=c++17",),
+                                            backend="nvrtc")
+                self._module.compile()
+            except Exception as exc:
+                raise TcsmtError(f"compiling {KERNEL_SOURCE.name} with NVRTC failed: {_one_line(str(exc))}") from None
+            self.compiler = "nvrtc (CuPy)"
+        return self._module
+
+    def function(self, name: str):
+        if name not in self._functions:
+            mod = self._load()
+            try:
+                self._functions[name] = mod.get_function(name)
+            except Exception as exc:
+                raise TcsmtError(f"kernel {name} is not in the compiled module for {self.arch} "
+                                 f"({_one_line(str(exc))})") from None
+        return self._functions[name]
+
+    def run_tiles(self, path: PathSpec, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        why = self.supports(path)
+        if why:
+            raise TcsmtError(why)
+        check_tiles(path, a, b, c)
+        cp = self.cp
+        T, _, K = a.shape
+        fn = self.function(path.kernel)
+        t0 = time.perf_counter()
+        da = cp.asarray(np.ascontiguousarray(a))
+        db = cp.asarray(np.ascontiguousarray(b))
+        dc = cp.asarray(np.ascontiguousarray(c))
+        dd = cp.empty_like(dc)
+        if path.instr == "wgmma":
+            shared = 8 * K * path.fin.dtype.itemsize
+            if shared > MAX_SHARED:
+                raise TcsmtError(f"K = {K} is too long for the wgmma kernel (at most "
+                                 f"{MAX_SHARED // (8 * path.fin.dtype.itemsize)})")
+            grid = max(1, min(T, self.sm_count * 16))
+            fn((grid,), (128,), (da, db, dc, dd, np.int64(T), np.int32(K)), shared_mem=shared)
+        else:
+            grid = max(1, min(-(-T // 4), self.sm_count * 32))
+            fn((grid,), (128,), (da, db, dc, dd, np.int64(T), np.int32(K)))
+        try:
+            out = cp.asnumpy(dd)
+        except Exception as exc:
+            raise TcsmtError(f"kernel {path.kernel} failed: {_one_line(str(exc))}") from None
+        self.gpu_seconds += time.perf_counter() - t0
+        return out
+
+
+def _nvidia_driver_version() -> str | None:
+    try:
+        res = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        return res.stdout.strip().splitlines()[0] if res.returncode == 0 and res.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def get_device(spec: str = "cuda"):
+    """``cuda`` / ``cuda:N`` -> CudaDevice; ``model:SPEC`` -> ModelDevice (a virtual device)."""
+    s = spec.strip()
+    if s.startswith("model:"):
+        if not s[6:].strip():
+            raise TcsmtError("--device model:SPEC needs a model spec, e.g. model:ampere")
+        return ModelDevice(s[6:].strip())
+    if s == "cuda" or s.startswith("cuda:"):
+        ordinal = 0
+        if s.startswith("cuda:"):
+            try:
+                ordinal = int(s[5:])
+            except ValueError:
+                raise TcsmtError(f"--device cuda:N needs a GPU number, not {s!r}") from None
+        return CudaDevice(ordinal)
+    raise TcsmtError(f"unknown device {spec!r} (use cuda, cuda:N or model:SPEC)")

@@ -1,0 +1,123 @@
+"""The matrix-unit instructions the hardware check can run, and how tiles map onto them.
+
+A *path* is (input format, output format, instruction family).  Each one is run
+by one kernel of ``kernels.cu`` on tiles of ``m`` rows of A, ``n`` columns of B
+and an ``m x n`` block of C: one instruction computes the ``m*n`` dot products
+``D[r][j] = sum_k A[r][k] * B[j][k] + C[r][j]`` of length ``instr_k``, and a
+longer K chains ``K / instr_k`` instructions in k order through the accumulator
+registers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TcsmtError
+from ..formats import Format, get_format
+
+
+@dataclass(frozen=True)
+class PathSpec:
+    """One hardware path: formats, instruction shape, kernel and requirements.
+
+    ``m``, ``n``: rows of A and columns of B per tile (the instruction's M and
+    N); ``instr_k``: products per instruction; ``c_fmt``: format of C and D;
+    ``cc``: the least compute capability (major*10+minor) with the
+    instruction; ``arch_specific``: the kernel needs the sm_90a target.
+    """
+
+    in_fmt: str
+    out_fmt: str
+    instr: str
+    kernel: str
+    shape: str
+    m: int
+    n: int
+    instr_k: int
+    cc: int
+    arch_specific: bool = False
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.in_fmt, self.out_fmt, self.instr)
+
+    @property
+    def label(self) -> str:
+        return f"{short_name(self.in_fmt)}.{short_name(self.out_fmt)}/{self.instr}"
+
+    @property
+    def fin(self) -> Format:
+        return get_format(self.in_fmt)
+
+    @property
+    def fout(self) -> Format:
+        return get_format(self.out_fmt)
+
+    @property
+    def c_fmt(self) -> Format:
+        """C has the output format on every path here."""
+        return get_format(self.out_fmt)
+
+    @property
+    def per_tile(self) -> int:
+        return self.m * self.n
+
+    def requirement(self) -> str:
+        major, minor = divmod(self.cc, 10)
+        return f"compute capability {major}.{minor}" + ("a (sm_90a)" if self.arch_specific else "") + " or newer"
+
+
+def _p(in_fmt, out_fmt, instr, kernel, shape, m, n, k, cc, arch_specific=False) -> PathSpec:
+    return PathSpec(in_fmt, out_fmt, instr, kernel, shape, m, n, k, cc, arch_specific)
+
+
+PATHS: dict[tuple[str, str, str], PathSpec] = {p.key: p for p in (
+    _p("fp16", "fp32", "mma", "mma_f16_f32", "m16n8k16", 16, 8, 16, 80),
+    _p("bf16", "fp32", "mma", "mma_bf16_f32", "m16n8k16", 16, 8, 16, 80),
+    _p("fp16", "fp16", "mma", "mma_f16_f16", "m16n8k16", 16, 8, 16, 80),
+    _p("tf32", "fp32", "mma", "mma_tf32_f32", "m16n8k8", 16, 8, 8, 80),
+    _p("e4m3", "fp32", "mma", "mma_e4m3_f32", "m16n8k32", 16, 8, 32, 89),
+    _p("e5m2", "fp32", "mma", "mma_e5m2_f32", "m16n8k32", 16, 8, 32, 89),
+    _p("fp64", "fp64", "mma", "mma_f64_f64", "m8n8k4", 8, 8, 4, 80),
+    _p("fp16", "fp32", "wgmma", "wgmma_f16_f32", "m64n8k16", 64, 8, 16, 90, True),
+    _p("bf16", "fp32", "wgmma", "wgmma_bf16_f32", "m64n8k16", 64, 8, 16, 90, True),
+    _p("e4m3", "fp32", "wgmma", "wgmma_e4m3_f32", "m64n8k32", 64, 8, 32, 90, True),
+    _p("e5m2", "fp32", "wgmma", "wgmma_e5m2_f32", "m64n8k32", 64, 8, 32, 90, True),
+    _p("e4m3", "fp16", "wgmma", "wgmma_e4m3_f16", "m64n8k32", 64, 8, 32, 90, True),
+    _p("e5m2", "fp16", "wgmma", "wgmma_e5m2_f16", "m64n8k32", 64, 8, 32, 90, True),
+)}
+
+_SHORT = {"fp16": "f16", "fp32": "f32", "fp64": "f64"}
+
+
+def short_name(fmt: str) -> str:
+    """``fp16`` -> ``f16`` (the PTX spelling used in PATH arguments); others unchanged."""
+    return _SHORT.get(fmt, fmt)
+
+
+def find_path(in_fmt: str, out_fmt: str, instr: str = "mma") -> PathSpec:
+    """The PathSpec for formats (any tcsmt name or alias) and instruction family."""
+    key = (get_format(in_fmt).name, get_format(out_fmt).name, instr)
+    if key not in PATHS:
+        have = ", ".join(p.label for p in PATHS.values())
+        raise TcsmtError(f"no hardware path {short_name(key[0])}.{short_name(key[1])} with {instr} (available: {have})")
+    return PATHS[key]
+
+
+def parse_path(text: str, instr: str = "mma") -> PathSpec:
+    """Parse ``IN.OUT`` (e.g. ``f16.f32``, ``e4m3.f32``, ``f64.f64``) for ``instr``."""
+    parts = text.strip().split(".")
+    if len(parts) != 2 or not all(parts):
+        raise TcsmtError(f"--path takes IN.OUT such as f16.f32 or e4m3.f32, not {text!r}")
+    return find_path(parts[0], parts[1], instr)
+
+
+def pad_k(K: int, spec: PathSpec) -> int:
+    """K rounded up to a whole number of instructions."""
+    return -(-K // spec.instr_k) * spec.instr_k
+
+
+def element_dtype(fmt: Format) -> np.dtype:
+    """The storage dtype of one element of ``fmt`` (tf32 in the fp32 layout: uint32)."""
+    return fmt.dtype

@@ -1,0 +1,180 @@
+"""``tcsmt hwcheck``: check models against a GPU's matrix units (or a virtual device).
+
+Three modes:
+
+* ``tcsmt hwcheck FILE [--model SPEC ...]`` runs the dot products of FILE (a
+  ``generated/*.json`` file or an .npz with a, b, c) on the device and prints,
+  for every model named in the file or with --model, *confirmed* (its output
+  bits equal the device's on every input) or *refuted*, with counterexamples.
+* ``tcsmt hwcheck --random N --arch SPEC --path IN.OUT [...]`` checks N random
+  dot products per distribution against the model(s) (bulk differential test).
+* ``tcsmt hwcheck --layouts`` checks every path's fragment layout with exact
+  small-integer inputs.
+
+Exit status: 0 when every model is confirmed (every layout right), 1 when one
+is refuted, 2 on errors (no CUDA device, bad file, unknown model, ...).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from .errors import TcsmtError
+
+
+def _echo_err(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+def _save(path: str | None, doc: dict) -> None:
+    if not path:
+        return
+    p = Path(path)
+    try:
+        if p.parent and not p.parent.exists():
+            p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(doc, indent=1) + "\n")
+    except OSError as exc:
+        raise TcsmtError(f"cannot write {path}: {exc}") from None
+    _echo_err(f"results written to {path}")
+
+
+@click.command("hwcheck")
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option("--model", "models", multiple=True, help="model spec to check (repeatable; adds to the file's list)")
+@click.option("--random", "n_random", type=int, default=None, help="check N random dot products per distribution")
+@click.option("--arch", "archs", multiple=True, help="with --random: model spec(s) to check, e.g. hopper or 'hopper:extra_bits=3'")
+@click.option("--path", "path_text", default=None, help="with --random (or an .npz FILE): IN.OUT such as f16.f32, e4m3.f32, f64.f64")
+@click.option("--instr", type=click.Choice(["mma", "wgmma"]), default=None, help="instruction family (default mma)")
+@click.option("--k", "k", type=int, default=None, help="dot-product length, a multiple of the instruction's k (default: one instruction)")
+@click.option("--dist", type=click.Choice(["wide", "narrow", "subnormal", "cancel", "overflow", "all"]),
+              default="all", show_default=True, help="input distribution")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--save", "save", default=None, help="write the results as JSON to this file")
+@click.option("--device", "device_spec", default="cuda", show_default=True,
+              help="cuda, cuda:N, or model:SPEC (a virtual device computing with a model)")
+@click.option("--layouts", is_flag=True, help="check the fragment layouts of every path the device has")
+@click.option("--show", type=int, default=3, show_default=True, help="counterexamples printed per model")
+@click.option("--jobs", type=int, default=0, help="model worker processes (0: one per CPU core)")
+@click.option("--batch", type=int, default=1 << 17, show_default=True, help="dot products per GPU batch")
+def hwcheck_cmd(file, models, n_random, archs, path_text, instr, k, dist, seed, save, device_spec, layouts,
+                show, jobs, batch) -> None:
+    """Check models bit for bit against a GPU: FILE, --random N, or --layouts."""
+    from tcsmt.hwcheck.check import ModelRunner, default_jobs
+    from tcsmt.hwcheck.device import get_device
+
+    modes = [file is not None, n_random is not None, layouts]
+    if sum(modes) != 1:
+        raise TcsmtError("give exactly one of FILE, --random N or --layouts")
+    if show < 0 or batch <= 0 or jobs < 0:
+        raise TcsmtError("--show and --jobs must be >= 0 and --batch > 0")
+    if n_random is not None:
+        if n_random <= 0:
+            raise TcsmtError("--random N needs N >= 1")
+        if not archs and not models:
+            raise TcsmtError("--random needs --arch SPEC (the model to check)")
+        if not path_text:
+            raise TcsmtError("--random needs --path IN.OUT, e.g. --path f16.f32")
+    device = get_device(device_spec)
+    njobs = jobs or (default_jobs() if not device_spec.startswith("model:") else 1)
+    with ModelRunner(njobs) as runner:
+        if layouts:
+            status = _layouts(device, save)
+        elif n_random is not None:
+            status = _random(device, list(archs) + list(models), n_random, path_text, instr or "mma", k, dist,
+                             seed, save, runner, show, batch)
+        else:
+            status = _file(device, file, list(models), path_text, instr, save, runner, show)
+    if status:
+        raise click.exceptions.Exit(status)
+
+
+def _file(device, file, extra_models, path_text, instr, save, runner, show) -> int:
+    from tcsmt.hwcheck.check import check_inputs, format_example, git_commit, load_inputs, resolve_models
+
+    in_fmt = out_fmt = None
+    if path_text:
+        parts = path_text.split(".")
+        if len(parts) != 2:
+            raise TcsmtError(f"--path takes IN.OUT such as f16.f32, not {path_text!r}")
+        in_fmt, out_fmt = parts
+    inputs = load_inputs(file, in_fmt, out_fmt, instr)
+    specs = list(dict.fromkeys(inputs.models + extra_models))
+    if not specs:
+        raise TcsmtError(f"{file} names no models; give --model SPEC")
+    spec = inputs.spec
+    models = resolve_models(specs, spec)
+    why = device.supports(spec)
+    if why:
+        raise TcsmtError(why)
+    tallies = check_inputs(device, inputs, models, runner, keep=max(show, 1))
+    click.echo(f"{file}: {len(inputs.a)} dot products on {device.name}, path {spec.label} ({spec.shape})")
+    for t in tallies:
+        click.echo(f"{t.label}: {t.verdict} ({t.mismatches} of {t.checked} outputs differ)")
+        for ex in t.examples[:show]:
+            for line in format_example(ex):
+                click.echo(line)
+    _save(save, {"tool": "tcsmt hwcheck", "file": str(file), "tcsmt_commit": git_commit(),
+                 "device": device.info(), "path": spec.label, "shape": spec.shape,
+                 "models": [t.as_json() for t in tallies]})
+    return 1 if any(t.mismatches for t in tallies) else 0
+
+
+def _random(device, specs, n, path_text, instr, k, dist, seed, save, runner, show, batch) -> int:
+    from tcsmt.hwcheck.check import format_example, resolve_models, result_json, run_random, summary_table
+    from tcsmt.hwcheck.dists import DISTRIBUTIONS
+    from tcsmt.hwcheck.paths import parse_path
+
+    spec = parse_path(path_text, instr)
+    models = resolve_models(list(dict.fromkeys(specs)), spec)
+    why = device.supports(spec)
+    if why:
+        raise TcsmtError(why)
+    K = k if k is not None else spec.instr_k
+    if K <= 0 or K % spec.instr_k:
+        raise TcsmtError(f"--k must be a positive multiple of {spec.instr_k} for {spec.shape}, not {K}")
+    dists = DISTRIBUTIONS if dist == "all" else (dist,)
+    runner.warm_up(models[0][1])
+    results = []
+    for d in dists:
+        results.append(run_random(device, spec, models, d, n, K, seed, runner, batch=batch, keep=max(show, 5),
+                                  progress=_echo_err))
+    click.echo(f"{spec.label} ({spec.shape}, K = {K}) on {device.name}, seed {seed}")
+    for line in summary_table(spec, results):
+        click.echo(line)
+    for r in results:
+        for t in r.tallies:
+            for ex in t.examples[:show]:
+                click.echo(f"{r.dist} / {t.label}:")
+                for line in format_example(ex):
+                    click.echo(line)
+    _save(save, result_json(device, spec, results, seed))
+    refuted = sorted({t.label for r in results for t in r.tallies if t.mismatches})
+    for s in [s for s, _ in models]:
+        click.echo(f"{s}: {'refuted' if s in refuted else 'confirmed'}")
+    return 1 if refuted else 0
+
+
+def _layouts(device, save) -> int:
+    from tcsmt.hwcheck.check import git_commit
+    from tcsmt.hwcheck.paths import PATHS
+    from tcsmt.hwcheck.runner import check_layout
+
+    results = []
+    for spec in PATHS.values():
+        why = device.supports(spec)
+        if why:
+            click.echo(f"{spec.label:18} {spec.shape:9} skipped: {why}")
+            results.append({"path": spec.label, "shape": spec.shape, "skipped": why})
+            continue
+        r = check_layout(spec, device)
+        click.echo(f"{spec.label:18} {spec.shape:9} K={r['k']:<3} {'ok' if r['ok'] else 'WRONG'} "
+                   f"({r['wrong']} of {r['n']} outputs wrong)")
+        for w in r["first_wrong"][:3]:
+            click.echo(f"    tile {w['tile']} row {w['row']} col {w['col']}: got {w['got']}, want {w['want']}")
+        results.append(r)
+    _save(save, {"tool": "tcsmt hwcheck --layouts", "tcsmt_commit": git_commit(), "device": device.info(),
+                 "layouts": results})
+    return 1 if any(r.get("ok") is False for r in results) else 0

@@ -1,0 +1,321 @@
+"""Tests of the hardware-check harness (tcsmt hwcheck).
+
+Without a GPU the checking logic runs against virtual devices backed by models
+(``--device model:SPEC``); the tests marked ``gpu`` need CuPy and a CUDA device
+and are skipped otherwise.
+"""
+from __future__ import annotations
+
+import json
+
+import click
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from tcsmt.cli import _Group
+from tcsmt.errors import TcsmtError
+from tcsmt.hwcheck.check import ModelRunner, check_inputs, load_inputs, mismatch_kinds, resolve_models, run_random
+from tcsmt.hwcheck.device import ModelDevice, expand_tiles, get_device
+from tcsmt.hwcheck.dists import DISTRIBUTIONS, generate
+from tcsmt.hwcheck.paths import PATHS, find_path, parse_path
+from tcsmt.hwcheck.runner import check_layout, run_dot
+from tcsmt.hwcheck_cmd import hwcheck_cmd
+from tcsmt.registry import resolve
+from tcsmt.simulator import simulate_params
+
+
+@click.group(cls=_Group)
+def cli() -> None:
+    """The CLI group with hwcheck registered, as cli.py will have it."""
+
+
+cli.add_command(hwcheck_cmd)
+
+
+def _cuda_available() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+HAVE_GPU = _cuda_available()
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, ["hwcheck", *args])
+
+
+# ------------------------------------------------------------------ errors
+@pytest.mark.skipif(HAVE_GPU, reason="a CUDA device is present")
+def test_no_cuda_device_is_a_one_line_error():
+    r = invoke("--random", "16", "--arch", "hopper", "--path", "f16.f32")
+    assert r.exit_code == 2
+    assert "no CUDA device found" in r.output
+    assert r.output.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize("args, msg", [
+    (("--random", "16", "--arch", "hopper", "--path", "f16.q7", "--device", "model:hopper"), "unknown number format"),
+    (("--random", "16", "--arch", "hopper", "--path", "f16", "--device", "model:hopper"), "IN.OUT"),
+    (("--random", "16", "--path", "f16.f32", "--device", "model:hopper"), "--arch"),
+    (("--random", "16", "--arch", "hopper", "--path", "f16.f32", "--k", "24", "--device", "model:hopper"), "multiple of 16"),
+    (("--random", "16", "--arch", "volta", "--path", "f16.f32", "--instr", "wgmma", "--device", "model:hopper"), "volta has no path"),
+    (("--device", "model:hopper"), "exactly one of"),
+    (("--random", "16", "--arch", "hopper", "--path", "f16.f32", "--device", "tpu"), "unknown device"),
+])
+def test_user_errors_exit_2(args, msg):
+    r = invoke(*args)
+    assert r.exit_code == 2, r.output
+    assert msg in r.output
+
+
+# ------------------------------------------------------------ random mode
+def test_virtual_device_finds_volta_vs_ampere_differences(tmp_path):
+    out = tmp_path / "r.json"
+    r = invoke("--random", "512", "--arch", "ampere", "--path", "f16.f32", "--device", "model:volta",
+               "--dist", "narrow", "--save", str(out), "--jobs", "1")
+    assert r.exit_code == 1, r.output
+    assert "ampere: refuted" in r.output
+    doc = json.loads(out.read_text())
+    res = doc["results"][0]
+    assert res["distribution"] == "narrow" and res["n"] == 512
+    m = res["models"][0]
+    assert m["mismatches"] > 0 and m["verdict"] == "refuted"
+    ex = m["counterexamples"][0]
+    assert ex["gpu"] != ex["model"] and len(ex["a"]) == 16
+    # the counterexample reproduces: volta gives the "gpu" bits, ampere the model bits
+    a = np.array([[int(x, 16) for x in ex["a"]]], dtype=np.uint16)
+    b = np.array([[int(x, 16) for x in ex["b"]]], dtype=np.uint16)
+    c = np.array([int(ex["c"], 16)], dtype=np.uint32)
+    assert int(simulate_params(resolve("volta", "fp16", "fp32"), a, b, c)[0]) == int(ex["gpu"], 16)
+    assert int(simulate_params(resolve("ampere", "fp16", "fp32"), a, b, c)[0]) == int(ex["model"], 16)
+    for key in ("device", "path", "tcsmt_commit", "seed", "instr", "shape"):
+        assert key in doc
+
+
+def test_model_against_itself_is_confirmed_for_every_distribution():
+    r = invoke("--random", "256", "--arch", "hopper", "--path", "e4m3.f32", "--device", "model:hopper",
+               "--k", "64", "--jobs", "1")
+    assert r.exit_code == 0, r.output
+    assert "hopper: confirmed" in r.output
+    for d in DISTRIBUTIONS:
+        assert d in r.output
+
+
+def test_run_random_is_reproducible_and_counts():
+    spec = find_path("bf16", "fp32", "mma")
+    dev = ModelDevice("ampere")
+    models = resolve_models(["ampere", "hopper"], spec)
+    with ModelRunner(1) as runner:
+        r1 = run_random(dev, spec, models, "wide", 300, 32, 7, runner, batch=128)
+        r2 = run_random(dev, spec, models, "wide", 300, 32, 7, runner, batch=128)
+    assert r1.n == 384  # rounded up to whole 16x8 tiles
+    assert r1.tallies[0].mismatches == 0  # ampere against the ampere device
+    assert [t.mismatches for t in r1.tallies] == [t.mismatches for t in r2.tallies]
+    assert r1.tallies[1].checked == 384
+
+
+# -------------------------------------------------------------- run_dot
+@pytest.mark.parametrize("key", [("fp16", "fp32", "mma"), ("e5m2", "fp16", "wgmma"), ("fp64", "fp64", "mma")])
+def test_run_dot_packs_independent_dot_products(key):
+    spec = PATHS[key]
+    rng = np.random.default_rng(3)
+    n, K = 19, spec.instr_k + 3  # not a multiple of the tile or of k: padding on both
+    a, b, c = generate("wide", spec, 4, spec.instr_k * 2, rng)
+    A = a.reshape(-1, a.shape[-1])[:n, :K]
+    B = b.reshape(-1, b.shape[-1])[:n, :K]
+    C = c.reshape(-1)[:n]
+    dev = ModelDevice("hopper")
+    got = run_dot(key, A, B, C, device=dev)
+    pad = -(-K // spec.instr_k) * spec.instr_k
+    Ap = np.zeros((n, pad), A.dtype)
+    Bp = np.zeros((n, pad), B.dtype)
+    Ap[:, :K], Bp[:, :K] = A, B
+    want = simulate_params(resolve("hopper", *key), Ap, Bp, C)
+    assert np.array_equal(got, want)
+
+
+def test_run_dot_rejects_bad_patterns():
+    with pytest.raises(TcsmtError):
+        run_dot(("tf32", "fp32", "mma"), np.array([[1]], np.uint32), np.array([[0]], np.uint32),
+                np.array([0], np.uint32), device=ModelDevice("hopper"))
+
+
+# ------------------------------------------------------------- layouts
+def test_layout_check_passes_on_a_model_device():
+    dev = ModelDevice("hopper")
+    for spec in PATHS.values():
+        r = check_layout(spec, dev, tiles=4)
+        assert r["ok"], r
+
+
+class _SwappedColumns(ModelDevice):
+    """A device with a wrong B layout: columns 0 and 1 of every tile exchanged."""
+
+    def run_tiles(self, path, a, b, c):
+        b = b.copy()
+        b[:, [0, 1]] = b[:, [1, 0]]
+        return super().run_tiles(path, a, b, c)
+
+
+def test_layout_check_detects_a_misplaced_fragment():
+    r = check_layout(find_path("fp16", "fp32", "mma"), _SwappedColumns("hopper"), tiles=4)
+    assert not r["ok"] and r["wrong"] > 0 and r["first_wrong"]
+
+
+def test_layouts_command_on_model_device():
+    r = invoke("--layouts", "--device", "model:hopper")
+    assert r.exit_code == 0, r.output
+    assert r.output.count(" ok ") == len(PATHS)
+
+
+# ------------------------------------------------------------ file mode
+def _write_inputs(tmp_path, models, inputs, **extra):
+    doc = {"in_fmt": "fp16", "out_fmt": "fp32", "instr": "mma", "models": models, "inputs": inputs, **extra}
+    p = tmp_path / "gen.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def _volta_ampere_inputs(n):
+    spec = find_path("fp16", "fp32", "mma")
+    a, b, c = generate("narrow", spec, 1, 16, np.random.default_rng(5))
+    A, B, C = expand_tiles(a, b, c)
+    return [{"a": [f"0x{x:04x}" for x in A[i]], "b": [f"0x{x:04x}" for x in B[i]], "c": f"0x{C[i]:08x}"}
+            for i in range(n)]
+
+
+def test_file_mode_confirms_and_refutes(tmp_path):
+    p = _write_inputs(tmp_path, ["volta"], _volta_ampere_inputs(12))
+    r = invoke(str(p), "--model", "ampere", "--device", "model:ampere", "--save", str(tmp_path / "o.json"))
+    assert r.exit_code == 1, r.output
+    assert "ampere: confirmed (0 of 12" in r.output
+    assert "volta: refuted" in r.output
+    assert "gpu   0x" in r.output and "model 0x" in r.output
+    doc = json.loads((tmp_path / "o.json").read_text())
+    assert {m["model"]: m["verdict"] for m in doc["models"]} == {"volta": "refuted", "ampere": "confirmed"}
+
+
+def test_file_mode_all_confirmed_exits_0(tmp_path):
+    p = _write_inputs(tmp_path, ["ampere"], _volta_ampere_inputs(3) + [{"a": ["0x3c00"], "b": ["0x3c00"], "c": "0x0"}])
+    r = invoke(str(p), "--device", "model:ampere")
+    assert r.exit_code == 0, r.output
+
+
+def test_npz_input(tmp_path):
+    p = tmp_path / "in.npz"
+    np.savez(p, a=np.array([[1.0, 2.0]]), b=np.array([[0.5, 0.25]]), c=np.array([1.0]))
+    r = invoke(str(p), "--path", "f16.f32", "--model", "hopper", "--device", "model:hopper")
+    assert r.exit_code == 0, r.output
+    assert "hopper: confirmed" in r.output
+
+
+@pytest.mark.parametrize("doc, msg", [
+    ("not json", "not a readable JSON"),
+    ({"in_fmt": "fp16", "out_fmt": "fp32", "models": ["volta"]}, "'inputs' must be"),
+    ({"in_fmt": "fp16", "out_fmt": "fp32", "models": ["volta"], "inputs": [{"a": ["0x3c00"], "b": []}]}, "keys a, b, c"),
+    ({"in_fmt": "fp16", "out_fmt": "fp32", "models": ["volta"],
+      "inputs": [{"a": ["0x3c00"], "b": ["0xzz"], "c": "0x0"}]}, "not a hex bit pattern"),
+    ({"in_fmt": "fp16", "out_fmt": "fp32", "models": ["volta"],
+      "inputs": [{"a": ["0x13c00"], "b": ["0x1"], "c": "0x0"}]}, "not a fp16 bit pattern"),
+    ({"in_fmt": "fp16", "out_fmt": "fp32", "models": ["volta"],
+      "inputs": [{"a": ["0x3c00", "0x0"], "b": ["0x1"], "c": "0x0"}]}, "same, non-zero length"),
+    ({"in_fmt": "fp16", "out_fmt": "fp32", "models": "nosuch", "inputs": [{"a": ["0x0"], "b": ["0x0"], "c": "0x0"}]},
+     "unknown architecture"),
+    ({"in_fmt": "fp16", "out_fmt": "fp32", "inputs": [{"a": ["0x0"], "b": ["0x0"], "c": "0x0"}]}, "names no models"),
+    ({"in_fmt": "fp16", "out_fmt": "bf16", "models": ["volta"], "inputs": []}, "no hardware path"),
+])
+def test_malformed_files_exit_2(tmp_path, doc, msg):
+    p = tmp_path / "bad.json"
+    p.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    r = invoke(str(p), "--device", "model:hopper")
+    assert r.exit_code == 2, r.output
+    assert msg in r.output
+    assert r.output.strip().count("\n") == 0
+
+
+def test_file_inputs_of_mixed_lengths_are_grouped(tmp_path):
+    inputs = [{"a": ["0x3c00"] * k, "b": ["0x3c00"] * k, "c": "0x3f800000"} for k in (1, 5, 17, 16)]
+    p = _write_inputs(tmp_path, ["hopper"], inputs)
+    fi = load_inputs(str(p))
+    with ModelRunner(1) as runner:
+        t = check_inputs(ModelDevice("hopper"), fi, resolve_models(["hopper"], fi.spec), runner)[0]
+    assert t.checked == 4 and t.mismatches == 0
+
+
+# --------------------------------------------------------- distributions
+@pytest.mark.parametrize("key", list(PATHS))
+def test_distributions_give_valid_finite_inputs(key):
+    spec = PATHS[key]
+    rng = np.random.default_rng(11)
+    K = 2 * spec.instr_k
+    for d in DISTRIBUTIONS:
+        a, b, c = generate(d, spec, 3, K, rng)
+        assert a.shape == (3, spec.m, K) and b.shape == (3, spec.n, K) and c.shape == (3, spec.m, spec.n)
+        assert a.dtype == spec.fin.dtype and c.dtype == spec.c_fmt.dtype
+        for x, f in ((a, spec.fin), (b, spec.fin), (c, spec.c_fmt)):
+            assert f.valid_pattern(x).all()
+            assert np.isfinite(f.decode_array(x)).all(), (d, f.name)
+
+
+def test_cancel_distribution_cancels():
+    spec = find_path("fp16", "fp32", "mma")
+    a, b, c = generate("cancel", spec, 8, 16, np.random.default_rng(2))
+    s = np.einsum("trk,tjk->trj", spec.fin.decode_array(a), spec.fin.decode_array(b))
+    cv = spec.c_fmt.decode_array(c)
+    big = np.abs(s) > 1
+    assert big.any()
+    assert (np.abs(s + cv)[big] <= 1e-5 * np.abs(s)[big]).all()
+
+
+def test_subnormal_distribution_reaches_subnormals():
+    from tcsmt.formats import SUBNORMAL
+
+    spec = find_path("bf16", "fp32", "mma")
+    a, b, c = generate("subnormal", spec, 32, 16, np.random.default_rng(4))
+    assert (spec.fin.classify(a) == SUBNORMAL).any()
+    assert (spec.c_fmt.classify(c) == SUBNORMAL).any()
+
+
+def test_mismatch_kinds():
+    from tcsmt.formats import FP32
+
+    dev = np.array([0x7f800000, 0x00000000, 0x3f800001, 0x3f800000, 0xbf800000], dtype=np.uint32)
+    mod = np.array([0x7f7fffff, 0x80000000, 0x3f800000, 0x3f800003, 0x3f800000], dtype=np.uint32)
+    assert mismatch_kinds(FP32, dev, mod) == {"inf/finite": 1, "zero sign": 1, "device +1 ulp": 1,
+                                              "|diff| > 1 ulp": 1, "sign": 1}
+
+
+def test_parse_path_and_devices():
+    assert parse_path("e4m3.f32", "wgmma").kernel == "wgmma_e4m3_f32"
+    assert parse_path("tf32.fp32").shape == "m16n8k8"
+    with pytest.raises(TcsmtError):
+        get_device("model:")
+
+
+# ------------------------------------------------------------- real GPU
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs CuPy and a CUDA device")
+@pytest.mark.parametrize("key", list(PATHS))
+def test_gpu_fragment_layouts(key):
+    dev = get_device("cuda")
+    spec = PATHS[key]
+    if dev.supports(spec):
+        pytest.skip(dev.supports(spec))
+    r = check_layout(spec, dev)
+    assert r["ok"], r
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAVE_GPU, reason="needs CuPy and a CUDA device")
+def test_gpu_fp16_mma_matches_hopper_or_ampere_model():
+    dev = get_device("cuda")
+    spec = find_path("fp16", "fp32", "mma")
+    arch = "hopper" if dev.cc == 90 else "ampere"
+    with ModelRunner(1) as runner:
+        r = run_random(dev, spec, resolve_models([arch], spec), "wide", 4096, 32, 0, runner)
+    assert r.tallies[0].checked == 4096
