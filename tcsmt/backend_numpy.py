@@ -6,8 +6,6 @@ exact everywhere.  Booleans are numpy bool arrays.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from .formats import Format
@@ -19,19 +17,33 @@ def _is_obj(*xs) -> bool:
     return any(isinstance(x, np.ndarray) and x.dtype == object for x in xs)
 
 
+def _is_big(x) -> bool:
+    """A Python int that int64 arithmetic cannot hold safely (e.g. the fp64 sign bit 2^63)."""
+    return isinstance(x, int) and not (-(1 << _INT_LIMIT) <= x < (1 << _INT_LIMIT))
+
+
+_SELECT_MIN = 256  # below this many elements np.where is as fast
+
+
+def _is_int64_or_int(x) -> bool:
+    if isinstance(x, np.ndarray):
+        return x.dtype == np.int64
+    return isinstance(x, (int, np.int64)) and not isinstance(x, bool)
+
+
+def _as_obj(x):
+    if isinstance(x, np.ndarray):
+        return x if x.dtype == object else x.astype(object)
+    if isinstance(x, np.generic):
+        return np.asarray(x).astype(object)
+    return x
+
+
 def _bit_length(x: int) -> int:
     return int(x).bit_length()
 
 
 _bit_length_u = np.frompyfunc(_bit_length, 1, 1)
-
-
-@lru_cache(maxsize=None)
-def _field_tables(fmt: Format) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Lookup tables sign/exponent field/fraction for 8- and 16-bit formats."""
-    allbits = np.arange(1 << fmt.storage_bits, dtype=np.uint64)
-    s, e, f = fmt.fields(allbits)
-    return s.astype(np.int64), e.astype(np.int64), f.astype(np.int64)
 
 
 class NumpyBackend:
@@ -48,17 +60,33 @@ class NumpyBackend:
         return np.bool_(False)
 
     def fields(self, fmt: Format, bits):
-        if fmt.storage_bits <= 16:
-            s, e, f = _field_tables(fmt)
-            idx = np.asarray(bits).astype(np.int64)
-            return s[idx], e[idx], f[idx]
+        """(sign, exponent field, fraction) as int64 arrays.
+
+        Patterns of up to 32 bits are split with int64 shifts and masks (cheaper
+        than table look-ups, whose random accesses miss the cache); fp64
+        patterns go through the format's uint64 code.
+        """
+        if fmt.storage_bits <= 32:
+            x = np.asarray(bits).astype(np.int64)
+            if fmt.pad_bits:
+                np.right_shift(x, fmt.pad_bits, out=x)
+            frac = np.bitwise_and(x, (1 << fmt.frac_bits) - 1)
+            np.right_shift(x, fmt.frac_bits, out=x)
+            expf = np.bitwise_and(x, (1 << fmt.exp_bits) - 1)
+            np.right_shift(x, fmt.exp_bits, out=x)
+            np.bitwise_and(x, 1, out=x)
+            return x, expf, frac
         return fmt.fields(bits)
 
     # ---- arithmetic
     def add(self, x, y):
+        if _is_obj(x, y) or _is_big(x) or _is_big(y):
+            return np.add(_as_obj(x), _as_obj(y))
         return np.add(x, y)
 
     def sub(self, x, y):
+        if _is_obj(x, y) or _is_big(x) or _is_big(y):
+            return np.subtract(_as_obj(x), _as_obj(y))
         return np.subtract(x, y)
 
     def neg(self, x):
@@ -99,8 +127,12 @@ class NumpyBackend:
     def msb(self, x, bits: int):
         """floor(log2 x) for x > 0; -1 for x = 0."""
         if _is_obj(x):
-            return (_bit_length_u(x) - 1).astype(np.int64)
+            return np.asarray(_bit_length_u(x) - 1, dtype=object).astype(np.int64)
         x = np.asarray(x, dtype=np.int64)
+        if bits <= 53:
+            # exact: every integer below 2^53 converts to float64 without rounding;
+            # frexp(0) gives exponent 0, so x = 0 maps to -1 as required
+            return np.frexp(x.astype(np.float64))[1].astype(np.int64) - 1
         r = np.zeros(x.shape, dtype=np.int64)
         step = 32
         while step:
@@ -123,6 +155,35 @@ class NumpyBackend:
 
     # ---- comparison and selection
     def ite(self, c, x, y):
+        if _is_obj(x, y) or _is_big(x) or _is_big(y):
+            x, y = _as_obj(x), _as_obj(y)
+            if not isinstance(x, np.ndarray) and not isinstance(y, np.ndarray):
+                # np.where would turn two Python ints into int64/uint64
+                return np.where(c, np.asarray(x, dtype=object), np.asarray(y, dtype=object))
+            return np.where(c, x, y)
+        if isinstance(c, (bool, np.bool_)):
+            return np.asarray(x if c else y) if isinstance(x, np.ndarray) or isinstance(y, np.ndarray) \
+                else np.where(c, x, y)
+        if _is_int64_or_int(x) and _is_int64_or_int(y) and isinstance(c, np.ndarray) and c.dtype == np.bool_ \
+                and c.ndim and c.size >= _SELECT_MIN:
+            # Branch-free select: y + c*(x - y).  np.where branches per element and is
+            # about twice as slow on unpredictable masks.  Exact: |x|, |y| < 2^62 on
+            # the int64 path (``fit``), so x - y fits in int64.
+            if isinstance(y, int) and y == 0:
+                return np.multiply(c, x, dtype=np.int64)
+            if isinstance(x, int) and x == 0:
+                return np.multiply(np.logical_not(c), y, dtype=np.int64)
+            xa, ya = isinstance(x, np.ndarray), isinstance(y, np.ndarray)
+            if (xa and x.shape == c.shape) or (ya and y.shape == c.shape):
+                d = np.subtract(x, y, dtype=np.int64)
+                if d.shape == c.shape:
+                    np.multiply(d, c, out=d)
+                    np.add(d, y, out=d)
+                    return d
+            elif not xa and not ya:
+                d = np.multiply(c, int(x) - int(y), dtype=np.int64)
+                np.add(d, y, out=d)
+                return d
         return np.where(c, x, y)
 
     def max(self, x, y):

@@ -1,0 +1,95 @@
+"""Dot products per second of the vectorised simulator and of the scalar pure-Python model.
+
+Usage (one core, as the project measures it):
+
+    taskset -c 0 python benchmarks/bench_simulator.py [--n 200000] [--repeats 7]
+
+For each model (fp16 inputs, fp32 output, K = 16) it times ``simulate_params``
+on n random rows and the scalar model (benchmarks/scalar_model.py) on a smaller
+sample, prints the median of the repeats (wall clock and CPU time of this
+process) and the ratio, and writes a markdown table to stdout.  It also checks
+that both give the same bits on the scalar sample.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import scalar_model  # noqa: E402
+from tcsmt import resolve  # noqa: E402
+from tcsmt.simulator import simulate_params  # noqa: E402
+
+
+def random_fp16(rng, shape) -> np.ndarray:
+    """Finite fp16 patterns with exponents spread over +-8 binades around 1 (cancellation and carries happen)."""
+    s = rng.integers(0, 2, shape, dtype=np.uint16)
+    e = rng.integers(7, 23, shape, dtype=np.uint16)
+    f = rng.integers(0, 1024, shape, dtype=np.uint16)
+    return (s << 15) | (e << 10) | f
+
+
+def random_fp32(rng, n) -> np.ndarray:
+    return rng.standard_normal(n).astype(np.float32).view(np.uint32)
+
+
+def timed(fn, repeats: int) -> tuple[float, float]:
+    walls, cpus = [], []
+    for _ in range(repeats):
+        w0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=200_000, help="rows for the vectorised simulator")
+    ap.add_argument("--n-scalar", type=int, default=3000, help="rows for the scalar model")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--K", type=int, default=16)
+    ap.add_argument("--models", default="hopper,ampere,volta")
+    ap.add_argument("--cpu", type=int, default=None, help="pin this process to one CPU (as taskset -c CPU)")
+    args = ap.parse_args(argv)
+    if args.cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {args.cpu})
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+    rng = np.random.default_rng(2024)
+    a = random_fp16(rng, (args.n, args.K))
+    b = random_fp16(rng, (args.n, args.K))
+    c = random_fp32(rng, args.n)
+    m = min(args.n_scalar, args.n)
+
+    rows = []
+    for arch in args.models.split(","):
+        p = resolve(arch, "fp16", "fp32")
+        simulate_params(p, a[:1000], b[:1000], c[:1000])  # warm up (tables, imports)
+        w_vec, c_vec = timed(lambda: simulate_params(p, a, b, c), args.repeats)
+        w_sc, c_sc = timed(lambda: scalar_model.dot_rows(p, a[:m], b[:m], c[:m]), max(1, args.repeats // 2))
+        same = np.array_equal(simulate_params(p, a[:m], b[:m], c[:m]),
+                              np.array(scalar_model.dot_rows(p, a[:m], b[:m], c[:m]), dtype=np.uint32))
+        rows.append((p.name, args.n / w_vec, args.n / c_vec, m / w_sc, m / c_sc, same))
+        print(f"{p.name}: vectorised {args.n / w_vec / 1e6:.3f} M/s (cpu {args.n / c_vec / 1e6:.3f}), "
+              f"scalar {m / w_sc / 1e3:.1f} k/s, ratio {w_sc / m * args.n / w_vec:.0f}x, same bits: {same}",
+              file=sys.stderr)
+
+    print(f"\nfp16 -> fp32, K = {args.K}; median of {args.repeats} repeats; CPUs {cpus}; "
+          f"n = {args.n} (vectorised), {m} (scalar)\n")
+    print("| model path | vectorised (dot/s, wall) | vectorised (dot/s, CPU) | scalar (dot/s, wall) | ratio | bits agree |")
+    print("|---|---:|---:|---:|---:|---|")
+    for name, vw, vc, sw, sc, same in rows:
+        print(f"| {name} | {vw:,.0f} | {vc:,.0f} | {sw:,.0f} | {vw / sw:,.0f}x | {'yes' if same else 'NO'} |")
+    return 0 if all(r[-1] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

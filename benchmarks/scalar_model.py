@@ -1,0 +1,296 @@
+"""A scalar, pure-Python implementation of the block-FMA model, one dot product at a time.
+
+Written from the model's description (Fasi et al. 2020 sec. 3.1; the
+``ModelParams`` docstring) without using :mod:`tcsmt.semantics` or
+:mod:`tcsmt.formats`: it has its own format table, decoder and rounding, and
+works on plain Python integers.  It serves two purposes:
+
+* a baseline for ``bench_simulator.py`` (how much the vectorised simulator gains);
+* an independent cross-check of the simulator (``tests/test_scalar_crosscheck.py``).
+
+Every value is handled as ``(-1)**neg * mag * 2**lsb`` with integer ``mag``.
+Only the model parameters (a :class:`tcsmt.params.ModelParams`, or any object
+with the same attribute names) are taken from tcsmt.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+# name: (exponent bits, fraction bits, specials, low pad bits of the stored pattern)
+FORMATS = {
+    "fp64": (11, 52, "ieee", 0),
+    "fp32": (8, 23, "ieee", 0),
+    "tf32": (8, 10, "ieee", 13),
+    "fp16": (5, 10, "ieee", 0),
+    "bf16": (8, 7, "ieee", 0),
+    "e4m3": (4, 3, "fn", 0),
+    "e5m2": (5, 2, "ieee", 0),
+}
+
+
+class Fmt:
+    """Constants of one binary format."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.eb, self.fb, self.specials, self.pad = FORMATS[name]
+        self.bias = (1 << (self.eb - 1)) - 1
+        self.emin = 1 - self.bias
+        self.top = (1 << self.eb) - 1
+        self.emax = (self.top - 1 if self.specials == "ieee" else self.top) - self.bias
+        self.sign_bit = 1 << (self.eb + self.fb + self.pad)
+
+    def pack(self, neg: bool, expf: int, frac: int) -> int:
+        return ((int(neg) << (self.eb + self.fb)) | (expf << self.fb) | frac) << self.pad
+
+    def nan(self) -> int:
+        return self.pack(False, self.top, (1 << self.fb) - 1)
+
+    def inf(self, neg: bool) -> int:
+        if self.specials != "ieee":
+            return self.nan()  # no infinities: saturate to NaN
+        return self.pack(neg, self.top, 0)
+
+
+_FMTS = {name: Fmt(name) for name in FORMATS}
+
+
+def fmt(name: str) -> Fmt:
+    return _FMTS[name]
+
+
+# --------------------------------------------------------------- decoding
+def decode(f: Fmt, bits: int, keep_sub: bool = True):
+    """(neg, exponent e, integer significand, is_nan, is_inf) with value sig * 2^(e - fb)."""
+    bits = int(bits) >> f.pad
+    frac = bits & ((1 << f.fb) - 1)
+    expf = (bits >> f.fb) & f.top
+    neg = bool((bits >> (f.fb + f.eb)) & 1)
+    if f.specials == "ieee" and expf == f.top:
+        return neg, 0, 0, frac != 0, frac == 0
+    if f.specials == "fn" and expf == f.top and frac == (1 << f.fb) - 1:
+        return neg, 0, 0, True, False
+    if expf == 0:
+        return neg, f.emin, (frac if keep_sub else 0), False, False
+    return neg, expf - f.bias, frac | (1 << f.fb), False, False
+
+
+# --------------------------------------------------------------- rounding
+def round_value(neg: bool, mag: int, lsb: int, f: Fmt, frac_bits: int, mode: str, keep_sub: bool = True) -> int:
+    """Bit pattern of (-1)^neg * mag * 2^lsb rounded to ``frac_bits`` fraction bits in format f."""
+    if mag == 0:
+        return f.pack(neg, 0, 0)
+    e = lsb + mag.bit_length() - 1
+    e = max(e, f.emin)
+    shift = (e - frac_bits) - lsb  # bits to drop
+    if shift <= 0:
+        q, rest, half = mag << -shift, 0, 0
+    else:
+        q = mag >> shift
+        rest = mag & ((1 << shift) - 1)
+        half = 1 << (shift - 1)
+    if rest:
+        if mode == "rne":
+            up = rest > half or (rest == half and q & 1)
+        elif mode == "ru":
+            up = not neg
+        elif mode == "rd":
+            up = neg
+        else:
+            up = False
+        q += int(up)
+    if q >> (frac_bits + 1):
+        q >>= 1
+        e += 1
+    if q >> frac_bits:  # normal
+        if e > f.emax:
+            to_inf = {"rne": True, "rz": False, "ru": not neg, "rd": neg}[mode]
+            if to_inf:
+                return f.inf(neg)
+            return f.pack(neg, f.emax + f.bias, ((1 << frac_bits) - 1) << (f.fb - frac_bits))
+        return f.pack(neg, e + f.bias, (q - (1 << frac_bits)) << (f.fb - frac_bits))
+    if not keep_sub:
+        q = 0
+    return f.pack(neg, 0, q << (f.fb - frac_bits))
+
+
+# ------------------------------------------------------------- block sums
+class _Term:
+    __slots__ = ("neg", "mag", "lsb", "top")
+
+    def __init__(self, neg, mag, lsb, top):
+        self.neg, self.mag, self.lsb, self.top = neg, mag, lsb, top
+
+
+def _exact_sum(terms: Sequence[_Term]) -> tuple[int, int]:
+    """Signed integer S and lsb with sum = S * 2^lsb, exactly."""
+    nz = [t for t in terms if t.mag]
+    if not nz:
+        return 0, 0
+    low = min(t.lsb for t in nz)
+    s = 0
+    for t in nz:
+        v = t.mag << (t.lsb - low)
+        s += -v if t.neg else v
+    return s, low
+
+
+def _aligned_sum(terms: Sequence[_Term], F: int, p) -> tuple[int, int]:
+    """Align to the largest exponent with F fraction bits, lose the low bits, add, wrap."""
+    nz = [t for t in terms if t.mag]
+    if not nz:
+        return 0, 0
+    E = max(t.top for t in nz)
+    if p.align_floor is not None:
+        E = max(E, p.align_floor)
+    L = E - F
+    s = 0
+    for t in nz:
+        d = t.lsb - L
+        if d >= 0:
+            v = t.mag << d
+        else:
+            r = -d
+            v = t.mag >> r
+            lost = t.mag & ((1 << r) - 1)
+            if p.align == "rne":
+                half = 1 << (r - 1)
+                if lost > half or (lost == half and v & 1):
+                    v += 1
+            elif p.align == "floor":
+                if t.neg and lost:
+                    v += 1  # -(v+1) is the floor of the negative value
+        s += -v if t.neg else v
+    if p.carry_bits != "unbounded":
+        cap = F + 1 + int(p.carry_bits)
+        mag = abs(s)
+        if p.overflow == "wrap":
+            mag &= (1 << cap) - 1
+        else:
+            mag = min(mag, (1 << cap) - 1)
+        s = -mag if s < 0 else mag
+    return s, L
+
+
+def _sum_round(terms, F, p, acc: Fmt, frac_bits: int, mode: str) -> int:
+    """Sum (aligned, or exact when F is None) and round into acc; IEEE-like zero signs."""
+    if F is None:
+        s, lsb = _exact_sum(terms)
+    else:
+        s, lsb = _aligned_sum(terms, F, p)
+    if s == 0:
+        if any(t.mag for t in terms):
+            neg = mode == "rd"
+        else:
+            neg = all(t.neg for t in terms)
+        return acc.pack(neg, 0, 0)
+    return round_value(s < 0, abs(s), lsb, acc, frac_bits, mode, p.subnormal_out)
+
+
+def _value_term(f: Fmt, bits: int, keep_sub: bool = True):
+    neg, e, sig, nan, inf = decode(f, bits, keep_sub)
+    return _Term(neg, sig, e - f.fb, e), nan, inf
+
+
+def block_fma(p, a: Sequence[int], b: Sequence[int], c: int, c_fmt: Fmt) -> int:
+    fin, acc = fmt(p.in_fmt), fmt(p.acc_fmt)
+    nan = pinf = ninf = False
+    terms = []
+    for x, y in zip(a, b):
+        na, ea, sa, nana, infa = decode(fin, x, p.subnormal_in)
+        nb, eb, sb, nanb, infb = decode(fin, y, p.subnormal_in)
+        neg = na != nb
+        mag = sa * sb
+        lsb = ea + eb - 2 * fin.fb
+        if p.product_exponent == "raw":
+            top = ea + eb
+        else:
+            top = lsb + mag.bit_length() - 1
+        terms.append(_Term(neg, mag, lsb, top))
+        zero_a = sa == 0 and not (nana or infa)
+        zero_b = sb == 0 and not (nanb or infb)
+        if nana or nanb or (infa and zero_b) or (infb and zero_a):
+            nan = True
+        elif infa or infb:
+            if neg:
+                ninf = True
+            else:
+                pinf = True
+    ct, cnan, cinf = _value_term(c_fmt, c, p.subnormal_c)
+    nan = nan or cnan
+    if cinf:
+        if ct.neg:
+            ninf = True
+        else:
+            pinf = True
+    F = None if p.extra_bits == "exact" else acc.fb + int(p.extra_bits)
+    if p.reduction == "pairwise":
+        parts = [_sum_round([t], None, p, acc, acc.fb, "rne") for t in terms]
+        while len(parts) > 1:
+            nxt = []
+            for i in range(0, len(parts) - 1, 2):
+                x = _value_term(acc, parts[i])[0]
+                y = _value_term(acc, parts[i + 1])[0]
+                nxt.append(_sum_round([x, y], None, p, acc, acc.fb, "rne"))
+            if len(parts) % 2:
+                nxt.append(parts[-1])
+            parts = nxt
+        psum = _value_term(acc, parts[0])[0]
+        out = _sum_round([psum, ct], None, p, acc, acc.fb, p.c_round)
+    elif p.c_mode == "aligned":
+        out = _sum_round(terms + [ct], F, p, acc, p.block_frac_bits, p.block_round)
+    else:
+        part = _sum_round(terms, F, p, acc, p.block_frac_bits, p.block_round)
+        pt, pnan, pinf_ = _value_term(acc, part)
+        nan = nan or pnan
+        if pinf_:
+            if pt.neg:
+                ninf = True
+            else:
+                pinf = True
+        out = _sum_round([pt, ct], None, p, acc, acc.fb, p.c_round)
+    if nan or (pinf and ninf):
+        return acc.nan()
+    if pinf:
+        return acc.inf(False)
+    if ninf:
+        return acc.inf(True)
+    return out
+
+
+def convert(bits: int, src: Fmt, dst: Fmt, mode: str, keep_sub: bool = True) -> int:
+    if src.name == dst.name:
+        return bits
+    t, nan, inf = _value_term(src, bits)
+    if nan:
+        return dst.nan()
+    if inf:
+        return dst.inf(t.neg)
+    return round_value(t.neg, t.mag, t.lsb, dst, dst.fb, mode, keep_sub) if t.mag else dst.pack(t.neg, 0, 0)
+
+
+def dot(p, a: Sequence[int], b: Sequence[int], c: int) -> int:
+    """D = a.b + c under model p; a, b, c are bit patterns of in_fmt / c_fmt; returns out_fmt bits."""
+    acc, out = fmt(p.acc_fmt), fmt(p.out_fmt)
+    K = len(a)
+    instr_k = p.instr_k or K
+    block_k = p.block_k or instr_k
+    cur, cur_fmt = int(c), fmt(p.c_fmt)
+    for i0 in range(0, K, instr_k):
+        i1 = min(K, i0 + instr_k)
+        for b0 in range(i0, i1, block_k):
+            b1 = min(i1, b0 + block_k)
+            pad = [0] * (block_k - (b1 - b0))
+            cur = block_fma(p, [int(x) for x in a[b0:b1]] + pad, [int(x) for x in b[b0:b1]] + pad, cur, cur_fmt)
+            cur_fmt = acc
+        if out.name != acc.name:
+            cur = convert(cur, acc, out, p.out_round, p.subnormal_out)
+            cur_fmt = out
+    if cur_fmt.name != out.name:
+        cur = convert(cur, cur_fmt, out, p.out_round, p.subnormal_out)
+    return cur
+
+
+def dot_rows(p, a, b, c) -> list[int]:
+    """``dot`` over the rows of 2-D a, b (bit patterns) and 1-D c."""
+    return [dot(p, list(ra), list(rb), int(rc)) for ra, rb, rc in zip(a, b, c)]

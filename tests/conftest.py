@@ -1,0 +1,81 @@
+"""Shared helpers for the Core test suite: exact values, one-row simulation, exact rounding."""
+from __future__ import annotations
+
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tcsmt import resolve, simulate
+from tcsmt.formats import get_format
+from tcsmt.values import parse_value
+
+REPO = Path(__file__).resolve().parent.parent
+# the scalar model lives in benchmarks/ (it doubles as the benchmark's baseline)
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+
+def shared_dir() -> Path | None:
+    """The shared/ folder: beside the repository (CI: ../shared) or inside it."""
+    for cand in (REPO.parent / "shared", REPO / "shared"):
+        if cand.is_dir():
+            return cand
+    return None
+
+
+def V(text: str) -> Fraction:
+    """An exact value written as the papers write it (``1-2^-24``)."""
+    return parse_value(text)
+
+
+def bits_of(fmt: str, values) -> np.ndarray:
+    f = get_format(fmt)
+    return np.array([f.from_fraction(Fraction(v) if not isinstance(v, float) else v) for v in values], dtype=f.dtype)
+
+
+def dot1(arch: str, a, b, c, in_fmt: str, out_fmt: str, instr: str | None = None) -> Fraction | float:
+    """One dot product a.b + c (exact values) through model ``arch``; the exact result value."""
+    p = resolve(arch, in_fmt, out_fmt, instr)
+    ab = bits_of(p.in_fmt, a)[None, :]
+    bb = bits_of(p.in_fmt, b)[None, :]
+    cb = bits_of(p.c_fmt, [c])
+    d = simulate(arch, ab, bb, cb, in_fmt, out_fmt, instr)
+    return get_format(p.out_fmt).to_fraction(int(d[0]))
+
+
+def round_fraction(v: Fraction, fmt: str, mode: str = "rne") -> Fraction | float:
+    """v rounded to ``fmt`` (IEEE rounding, subnormals kept, overflow to inf for rne)."""
+    f = get_format(fmt)
+    if v == 0:
+        return Fraction(0)
+    neg = v < 0
+    m = -v if neg else v
+    e = m.numerator.bit_length() - m.denominator.bit_length()
+    if Fraction(2) ** e > m:
+        e -= 1
+    e = max(e, f.emin)
+    ulp = Fraction(2) ** (e - f.frac_bits)
+    q, r = divmod(m, ulp)
+    q = int(q)
+    if r:
+        if mode == "rne":
+            if r > ulp / 2 or (r == ulp / 2 and q % 2):
+                q += 1
+        elif mode == "ru" and not neg or mode == "rd" and neg:
+            q += 1
+    out = q * ulp
+    if out > f.max_finite:
+        if mode == "rne" or (mode == "ru" and not neg) or (mode == "rd" and neg):
+            return float("-inf") if neg else float("inf")
+        out = f.max_finite
+    return -out if neg else out
+
+
+@pytest.fixture(scope="session")
+def hw_dir() -> Path:
+    s = shared_dir()
+    if s is None or not (s / "reference" / "hardware_vectors").is_dir():
+        pytest.skip("shared/reference/hardware_vectors not found beside the repository (../shared) or inside it")
+    return s / "reference" / "hardware_vectors"
