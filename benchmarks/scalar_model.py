@@ -76,8 +76,12 @@ def decode(f: Fmt, bits: int, keep_sub: bool = True):
 
 
 # --------------------------------------------------------------- rounding
-def round_value(neg: bool, mag: int, lsb: int, f: Fmt, frac_bits: int, mode: str, keep_sub: bool = True) -> int:
-    """Bit pattern of (-1)^neg * mag * 2^lsb rounded to ``frac_bits`` fraction bits in format f."""
+def round_value(neg: bool, mag: int, lsb: int, f: Fmt, frac_bits: int, mode: str, keep_sub: bool = True,
+                overflow_inf: bool = False) -> int:
+    """Bit pattern of (-1)^neg * mag * 2^lsb rounded to ``frac_bits`` fraction bits in format f.
+
+    With ``overflow_inf`` an overflow always gives inf (else IEEE: rz gives the largest finite).
+    """
     if mag == 0:
         return f.pack(neg, 0, 0)
     e = lsb + mag.bit_length() - 1
@@ -105,7 +109,7 @@ def round_value(neg: bool, mag: int, lsb: int, f: Fmt, frac_bits: int, mode: str
     if q >> frac_bits:  # normal
         if e > f.emax:
             to_inf = {"rne": True, "rz": False, "ru": not neg, "rd": neg}[mode]
-            if to_inf:
+            if to_inf or overflow_inf:
                 return f.inf(neg)
             return f.pack(neg, f.emax + f.bias, ((1 << frac_bits) - 1) << (f.fb - frac_bits))
         return f.pack(neg, e + f.bias, (q - (1 << frac_bits)) << (f.fb - frac_bits))
@@ -184,7 +188,10 @@ def _sum_round(terms, F, p, acc: Fmt, frac_bits: int, mode: str) -> int:
         else:
             neg = all(t.neg for t in terms)
         return acc.pack(neg, 0, 0)
-    return round_value(s < 0, abs(s), lsb, acc, frac_bits, mode, p.subnormal_out)
+    out = round_value(s < 0, abs(s), lsb, acc, frac_bits, mode, p.subnormal_out, p.overflow_result == "inf")
+    if p.zero_sign == "positive" and out & (acc.sign_bit - 1) == 0:
+        return 0  # a non-zero sum that rounded to zero: +0
+    return out
 
 
 def _value_term(f: Fmt, bits: int, keep_sub: bool = True):

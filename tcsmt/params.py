@@ -71,8 +71,14 @@ class ModelParams:
       A/B inputs, C inputs, or results to signed zero.
       NaN/Inf follow IEEE 754 (NaN in -> NaN; inf*0 and inf-inf -> NaN;
       otherwise inf), with the canonical NaN 0x7fffffff; no published evidence
-      says otherwise.  A zero result is -0 only when every addend is a zero
-      and all are negative (or, with rd, an exact cancellation), else +0.
+      says otherwise.
+      overflow_result "ieee": a rounding that overflows gives inf or the
+               largest finite number as IEEE 754 prescribes for its direction
+               (rz: largest finite); "inf": always inf of the sum's sign.
+      zero_sign "ieee": an exact cancellation gives +0 (-0 with rd), a sum of
+               zeros that are all -0 gives -0, and a non-zero sum that rounds
+               to zero keeps its sign; "positive": as "ieee" except that a
+               non-zero sum that rounds to zero gives +0.
     """
 
     in_fmt: str
@@ -98,6 +104,8 @@ class ModelParams:
     subnormal_in: bool = True
     subnormal_c: bool = True
     subnormal_out: bool = True
+    overflow_result: str = "ieee"
+    zero_sign: str = "ieee"
     name: str = ""
     sources: tuple[str, ...] = field(default=(), compare=False)
     notes: str = field(default="", compare=False)
@@ -183,6 +191,8 @@ def validate(p: ModelParams) -> ModelParams:
         (p.product_exponent in ("raw", "normalized"), "product_exponent must be raw or normalized"),
         (p.c_mode in ("aligned", "after"), "c_mode must be aligned or after"),
         (p.reduction in ("chain", "pairwise"), "reduction must be chain or pairwise"),
+        (p.overflow_result in ("ieee", "inf"), "overflow_result must be ieee or inf"),
+        (p.zero_sign in ("ieee", "positive"), "zero_sign must be ieee or positive"),
         (p.block_k >= 0 and p.instr_k >= 0, "block_k and instr_k must be >= 0"),
         (p.block_k == 0 or p.instr_k == 0 or p.instr_k % p.block_k == 0, "instr_k must be a multiple of block_k"),
         (1 <= p.block_frac_bits <= acc.frac_bits, f"block_frac_bits must be 1..{acc.frac_bits}"),

@@ -236,13 +236,14 @@ def block_sum(B, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockS
 
 # ---------------------------------------------------------------- rounding
 def round_to(B, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, frac_bits: int, mode: str,
-             keep_subnormals: bool = True) -> V:
+             keep_subnormals: bool = True, overflow_inf: bool = False) -> V:
     """Bit pattern of (-1)^neg * mag * 2^lsb rounded to ``frac_bits`` fraction bits in ``fmt``.
 
     The exponent range is ``fmt``'s; below 2^emin the result is subnormal with
     its LSB at 2^(emin - frac_bits).  A zero magnitude gives the zero of sign
     ``neg``.  Overflow gives inf (rne; ru for positive, rd for negative) or the
-    largest finite value (rz and the other directed cases).
+    largest finite value (rz and the other directed cases); with
+    ``overflow_inf`` every overflow gives inf.
     """
     m = B.msb(mag, mag_bits)
     e = B.add(lsb, m)
@@ -274,7 +275,7 @@ def round_to(B, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, frac_bits: i
     if not keep_subnormals:
         frac = B.ite(normal, frac, 0)
     overflow = B.and_(normal, B.gt(e_eff, fmt.emax))
-    if mode == "rne":
+    if mode == "rne" or overflow_inf:
         to_inf = B.true()
     elif mode == "rz":
         to_inf = B.false()
@@ -326,7 +327,12 @@ def sum_and_round(B, terms: Sequence[Term], F: int | None, p: ModelParams, fmt: 
     cancel_sign = B.true() if mode == "rd" else B.false()
     zero_sign = B.ite(s.any_nonzero, cancel_sign, s.all_negative)
     neg = B.ite(B.eq(s.mag, 0), zero_sign, s.neg)
-    return round_to(B, neg, s.mag, s.lsb, s.mag_bits, fmt, frac_bits, mode, p.subnormal_out)
+    bits = round_to(B, neg, s.mag, s.lsb, s.mag_bits, fmt, frac_bits, mode, p.subnormal_out,
+                    p.overflow_result == "inf")
+    if p.zero_sign == "positive":  # a non-zero sum that rounds to zero gives +0
+        underflow = B.and_(B.ne(s.mag, 0), B.eq(B.mod_pow2(bits, fmt.storage_bits - 1), 0))
+        bits = B.ite(underflow, 0, bits)
+    return bits
 
 
 # --------------------------------------------------------------- block FMA
