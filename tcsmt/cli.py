@@ -187,18 +187,20 @@ def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize,
     equivalent (unsat), 2 error or timeout.
     """
     from .discriminate import discriminate
-    from .report import default_filename, format_outcome, outcome_json, write_json
+    from .report import default_filename, format_outcome, free_name, outcome_json, write_json
 
     if timeout <= 0:
         raise TcsmtError("--timeout must be positive")
     target = None
     if not no_save:
         target = Path(output) if output else None
+    if target is not None and target.exists() and not force:
+        raise TcsmtError(f"{target} exists; use --force to overwrite it or choose another --output")
     o = discriminate([model1, model2], in_fmt, out_fmt, instr, k, count, minimize, where, solver, timeout)
-    if not no_save and o.status == "found":
-        target = target or Path("generated") / default_filename(o)
-        if target.exists() and not force:
-            raise TcsmtError(f"{target} exists; use --force to overwrite it or --output to choose another name")
+    if not no_save and o.status == "found" and target is None:
+        target = Path("generated") / default_filename(o)
+        if not force:
+            target = free_name(target)  # never overwrite an earlier answer
     click.echo(format_outcome(o))
     if o.status == "timeout":
         raise TcsmtError(f"solver timeout after {o.seconds:.1f} s (raise --timeout, fix --k, or try --solver bitwuzla)")
@@ -226,7 +228,7 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
     that tells them apart and says which hypothesis the model matches.
     """
     from .query import list_queries, load_query, run_feature, run_monotonicity
-    from .report import format_outcome, hexpat, outcome_json, val, write_json
+    from .report import format_outcome, free_name, hexpat, outcome_json, val, write_json
 
     if list_ or not name:
         for q in list_queries():
@@ -237,9 +239,14 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
     base = model or q.model
     import re as _re
 
-    target = Path(output) if output else Path("generated") / f"query-{q.name}-{_re.sub(r'[^A-Za-z0-9_.-]+', '_', base)}.json"
-    if not no_save and target.exists() and not force:
-        raise TcsmtError(f"{target} exists; use --force to overwrite it or --output to choose another name")
+    if output:
+        target = Path(output)
+        if not no_save and target.exists() and not force:
+            raise TcsmtError(f"{target} exists; use --force to overwrite it or choose another --output")
+    else:
+        target = Path("generated") / f"query-{q.name}-{_re.sub(r'[^A-Za-z0-9_.-]+', '_', base)}.json"
+        if not force:
+            target = free_name(target)  # never overwrite an earlier answer
     click.echo(f"query {q.name}: {q.question}\nsource: {q.source}\nmodel: {base}\n")
     if q.kind == "monotonicity":
         r = run_monotonicity(q, model, solver, timeout)

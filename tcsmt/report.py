@@ -170,6 +170,18 @@ def outcome_json(o: Outcome, command: str) -> dict:
     }
 
 
+def free_name(path: Path) -> Path:
+    """``path`` if it does not exist, else the first free ``stem-N.json`` beside it."""
+    if not path.exists():
+        return path
+    n = 2
+    while True:
+        cand = path.with_name(f"{path.stem}-{n}{path.suffix}")
+        if not cand.exists():
+            return cand
+        n += 1
+
+
 def write_json(data: dict, path: Path, force: bool) -> Path:
     """Write ``data``; never overwrite an existing file unless ``force``."""
     if path.exists() and not force:
