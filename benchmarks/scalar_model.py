@@ -244,7 +244,7 @@ def block_fma(p, a: Sequence[int], b: Sequence[int], c: int, c_fmt: Fmt) -> int:
             parts = nxt
         psum = _value_term(acc, parts[0])[0]
         out = _sum_round([psum, ct], None, p, acc, acc.fb, p.c_round)
-    elif p.c_mode == "aligned":
+    elif p.c_mode in ("aligned", "after_instr"):
         out = _sum_round(terms + [ct], F, p, acc, p.block_frac_bits, p.block_round)
     else:
         part = _sum_round(terms, F, p, acc, p.block_frac_bits, p.block_round)
@@ -276,6 +276,19 @@ def convert(bits: int, src: Fmt, dst: Fmt, mode: str, keep_sub: bool = True) -> 
     return round_value(t.neg, t.mag, t.lsb, dst, dst.fb, mode, keep_sub) if t.mag else dst.pack(t.neg, 0, 0)
 
 
+def _add(p, x: int, xf: Fmt, y: int, yf: Fmt, f: Fmt, mode: str) -> int:
+    """x + y exactly, rounded once into f (specials as IEEE)."""
+    xt, xn, xi = _value_term(xf, x)
+    yt, yn, yi = _value_term(yf, y, p.subnormal_c)
+    if xn or yn or (xi and yi and xt.neg != yt.neg):
+        return f.nan()
+    if xi:
+        return f.inf(xt.neg)
+    if yi:
+        return f.inf(yt.neg)
+    return _sum_round([xt, yt], None, p, f, f.fb, mode)
+
+
 def dot(p, a: Sequence[int], b: Sequence[int], c: int) -> int:
     """D = a.b + c under model p; a, b, c are bit patterns of in_fmt / c_fmt; returns out_fmt bits."""
     acc, out = fmt(p.acc_fmt), fmt(p.out_fmt)
@@ -285,11 +298,18 @@ def dot(p, a: Sequence[int], b: Sequence[int], c: int) -> int:
     cur, cur_fmt = int(c), fmt(p.c_fmt)
     for i0 in range(0, K, instr_k):
         i1 = min(K, i0 + instr_k)
-        for b0 in range(i0, i1, block_k):
-            b1 = min(i1, b0 + block_k)
-            pad = [0] * (block_k - (b1 - b0))
-            cur = block_fma(p, [int(x) for x in a[b0:b1]] + pad, [int(x) for x in b[b0:b1]] + pad, cur, cur_fmt)
+        nblk = -(-(i1 - i0) // block_k)
+        if p.block_interleave and nblk > 1:
+            blocks = [[k for k in range(i0, i1) if ((k - i0) // p.block_interleave) % nblk == j] for j in range(nblk)]
+        else:
+            blocks = [list(range(b0, min(i1, b0 + block_k))) for b0 in range(i0, i1, block_k)]
+        if p.c_mode == "after_instr":
+            held, held_fmt, cur, cur_fmt = cur, cur_fmt, 0, acc
+        for ks in blocks:
+            cur = block_fma(p, [int(a[k]) for k in ks], [int(b[k]) for k in ks], cur, cur_fmt)
             cur_fmt = acc
+        if p.c_mode == "after_instr":
+            cur = _add(p, cur, acc, held, held_fmt, acc, p.c_round)
         if out.name != acc.name:
             cur = convert(cur, acc, out, p.out_round, p.subnormal_out)
             cur_fmt = out

@@ -35,6 +35,11 @@ class ModelParams:
       block_k  products summed by one block FMA (<= instr_k; 0 = all K at once).
                Blocks chain through the rounded accumulator: the block result
                is C of the next block.
+      block_interleave  0: block j of an instruction holds the products
+               k = j*block_k .. (j+1)*block_k - 1 (contiguous); n > 0: runs
+               of n consecutive products are dealt to the instruction's
+               blocks in turn (block j holds k with (k // n) % blocks == j),
+               as Hopper's fp8 mma.sync emulation does with n = 2.
       reduction "chain" (block FMAs in k order, C first) or "pairwise" (each
                product rounded to acc_fmt with RNE, then a balanced tree of
                RNE additions, then + C with RNE).
@@ -46,7 +51,11 @@ class ModelParams:
       c_mode   "aligned": C joins the common alignment with the products;
                "after": the products form a block on their own, rounded as
                below, and C is added to that result with one correctly rounded
-               addition (``c_round``) in acc_fmt.
+               addition (``c_round``) in acc_fmt;
+               "after_instr": each instruction's blocks chain from +0 (the
+               first block's C is +0) and the instruction's C is added to
+               their result at the end with one correctly rounded addition
+               (``c_round``) in acc_fmt.
       extra_bits  alignment bits kept below the acc_fmt LSB of the largest
                term: the window's LSB is 2^(E - F), F = acc.frac_bits +
                extra_bits (may be negative: fp8 on Ada/Hopper keeps F = 13).
@@ -89,6 +98,7 @@ class ModelParams:
     instr_shape: str = ""
     instr_k: int = 0
     block_k: int = 0
+    block_interleave: int = 0
     reduction: str = "chain"
     product_exponent: str = "raw"
     c_mode: str = "aligned"
@@ -139,7 +149,7 @@ class ModelParams:
 PARAM_NAMES = tuple(f.name for f in dataclasses.fields(ModelParams))
 _INT_OR = {"extra_bits": "exact", "carry_bits": "unbounded"}
 _BOOLS = {"subnormal_in", "subnormal_c", "subnormal_out"}
-_INTS = {"instr_k", "block_k", "block_frac_bits"}
+_INTS = {"instr_k", "block_k", "block_frac_bits", "block_interleave"}
 
 
 def coerce(key: str, value: Any) -> Any:
@@ -189,7 +199,8 @@ def validate(p: ModelParams) -> ModelParams:
         (p.align in ALIGN_LOSS, f"align must be one of {ALIGN_LOSS}"),
         (p.overflow in OVERFLOW, f"overflow must be one of {OVERFLOW}"),
         (p.product_exponent in ("raw", "normalized"), "product_exponent must be raw or normalized"),
-        (p.c_mode in ("aligned", "after"), "c_mode must be aligned or after"),
+        (p.c_mode in ("aligned", "after", "after_instr"), "c_mode must be aligned, after or after_instr"),
+        (p.block_interleave >= 0, "block_interleave must be >= 0"),
         (p.reduction in ("chain", "pairwise"), "reduction must be chain or pairwise"),
         (p.overflow_result in ("ieee", "inf"), "overflow_result must be ieee or inf"),
         (p.zero_sign in ("ieee", "positive"), "zero_sign must be ieee or positive"),

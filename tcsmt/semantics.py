@@ -358,7 +358,7 @@ def block_fma(B, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bit
             parts = nxt
         psum = value_term(B, decode(B, acc, parts[0]))[0]
         bits = sum_and_round(B, [psum, c_term], None, p, acc, acc.frac_bits, p.c_round)
-    elif p.c_mode == "aligned":
+    elif p.c_mode in ("aligned", "after_instr"):
         bits = sum_and_round(B, pterms + [c_term], F, p, acc, p.block_frac_bits, p.block_round)
     else:  # products alone, then one correctly rounded addition of C
         part = sum_and_round(B, pterms, F, p, acc, p.block_frac_bits, p.block_round)
@@ -378,37 +378,57 @@ def convert(B, bits: V, src: Format, dst: Format, mode: str, keep_subnormals: bo
     return apply_flags(B, dst, fl, out)
 
 
-def groups(K: int, p: ModelParams) -> list[list[tuple[int, int]]]:
-    """Instruction groups, each a list of (start, stop) block ranges over k = 0..K-1."""
+def groups(K: int, p: ModelParams) -> list[list[list[int]]]:
+    """Instructions, each a list of blocks, each the list of k indices it sums (in k order)."""
     instr_k = p.instr_k or K
     block_k = p.block_k or instr_k
     out = []
     for i0 in range(0, max(K, 1), instr_k):
         i1 = min(K, i0 + instr_k)
-        out.append([(b0, min(i1, b0 + block_k)) for b0 in range(i0, max(i1, i0 + 1), block_k)])
+        ks = list(range(i0, i1))
+        nblocks = max(1, -(-len(ks) // block_k))
+        if p.block_interleave and nblocks > 1:
+            n = p.block_interleave
+            blocks = [[k for k in ks if ((k - i0) // n) % nblocks == j] for j in range(nblocks)]
+        else:
+            blocks = [ks[j:j + block_k] for j in range(0, len(ks), block_k)] or [[]]
+        out.append(blocks)
     return out
+
+
+def add_rounded(B, p: ModelParams, x_bits: V, x_fmt: Format, y_bits: V, y_fmt: Format, fmt: Format, mode: str) -> V:
+    """x + y computed exactly and rounded once into ``fmt`` with ``mode`` (IEEE-like specials)."""
+    x_term, x_flags = value_term(B, decode(B, x_fmt, x_bits))
+    y_term, y_flags = value_term(B, decode(B, y_fmt, y_bits, p.subnormal_c))
+    bits = sum_and_round(B, [x_term, y_term], None, p, fmt, fmt.frac_bits, mode)
+    return apply_flags(B, fmt, merge_flags(B, [x_flags, y_flags]), bits)
 
 
 def dot(B, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V) -> V:
     """D = sum_k a_k b_k + c as the model computes it, in out_fmt bits.
 
-    The products are consumed in k order: instruction by instruction
-    (``instr_k`` products each), and inside an instruction block by block
-    (``block_k`` products each).  The first block's C is ``c_bits`` in c_fmt;
+    The products are consumed instruction by instruction (``instr_k``
+    products each), and inside an instruction block by block (``block_k``
+    products each, contiguous or interleaved: :func:`groups`).  With
+    c_mode = "after_instr" each instruction's blocks chain from +0 and its C
+    is added at the end (:func:`add_rounded`).  The first block's C is ``c_bits`` in c_fmt;
     each later block takes the previous block's acc_fmt result as C.  After
     each instruction the accumulator is converted to out_fmt (``out_round``).
-    A last, shorter block behaves as if padded with +0 products.
+    A last, shorter block sums only the products it has (K need not be a
+    multiple of the block width; padding with zero products of either sign is
+    the caller's choice, as on the hardware).
     """
     acc, out = get_format(p.acc_fmt), get_format(p.out_fmt)
     cur, cur_fmt = c_bits, get_format(p.c_fmt)
-    block_k = p.block_k or p.instr_k or len(a_bits)
-    zero = 0
     for instr in groups(len(a_bits), p):
-        for b0, b1 in instr:
-            a_blk = list(a_bits[b0:b1]) + [zero] * (block_k - (b1 - b0))
-            b_blk = list(b_bits[b0:b1]) + [zero] * (block_k - (b1 - b0))
-            cur = block_fma(B, p, a_blk, b_blk, cur, cur_fmt)
+        if p.c_mode == "after_instr":
+            held, held_fmt = cur, cur_fmt
+            cur, cur_fmt = 0, acc
+        for ks in instr:
+            cur = block_fma(B, p, [a_bits[k] for k in ks], [b_bits[k] for k in ks], cur, cur_fmt)
             cur_fmt = acc
+        if p.c_mode == "after_instr":
+            cur = add_rounded(B, p, cur, acc, held, held_fmt, acc, p.c_round)
         if out != acc:
             cur = convert(B, cur, acc, out, p.out_round, p.subnormal_out)
             cur_fmt = out
