@@ -5,11 +5,16 @@ rows of each file).  a, b, c and the results are fp32 bit patterns; d_fp16 is
 the fp16 result stored as the fp32 pattern of the same value.  Per the README:
 
 * for fp16 output, C was converted to fp16 with round-to-nearest-even first;
-* H100 and H200 fp8 were taken through wgmma with C = 0: c is treated as 0;
+* H100 and H200 fp8 were taken through wgmma with C = 0: c is treated as 0
+  for the fp32 output;
 * Ada, L40S and B200 fp8 used mma.sync with the given C.
 
+Our replay found that the H100/H200 fp8 files with fp16 output used the
+given C and fit mma.sync (the fp8 -> fp16 HMMA emulation the sm_90 SASS
+shows) bit for bit, not wgmma: they are checked against the mma path.
+
 Models: V100 volta; A100, A2 ampere; Ada, L40S ada; H100, H200 hopper (fp8:
-instr wgmma); B200 blackwell.  The data lives outside the repository (CI
+instr wgmma for fp32 output, mma for fp16 output); B200 blackwell.  The data lives outside the repository (CI
 clones the repository with shared/ beside it as ../shared); without it these
 tests are skipped.
 """
@@ -29,11 +34,6 @@ ARCH = {"V100": "volta", "A100": "ampere", "A2": "ampere", "Ada": "ada", "L40S":
         "H100": "hopper", "H200": "hopper", "B200": "blackwell"}
 FP8 = ("e4m3", "e5m2")
 
-# Open cases: the fp8 -> fp16 output paths do not fit the models yet (under investigation).
-# Mismatching rows (of 2500) when this was written, for the record:
-#   Ada E4M3 588, Ada E5M2 596, B200 E4M3 917, B200 E5M2 817,
-#   H100 E4M3 2496, H100 E5M2 2499, H200 E4M3 2496, H200 E5M2 2498.
-OPEN_FP8_FP16 = "fp8 -> fp16 output path does not fit the model yet (open, under investigation)"
 
 
 def _files() -> list[Path]:
@@ -50,10 +50,7 @@ def _cases():
         with np.load(f) as z:
             keys = [k for k in ("d_fp32", "d_fp16") if k in z.files]
         for key in keys:
-            marks = []
-            if fmt.lower() in FP8 and key == "d_fp16":
-                marks.append(pytest.mark.xfail(strict=True, reason=OPEN_FP8_FP16))
-            out.append(pytest.param(f, gpu, fmt.lower(), key[2:], id=f"{gpu}_{fmt}-{key[2:]}", marks=marks))
+            out.append(pytest.param(f, gpu, fmt.lower(), key[2:], id=f"{gpu}_{fmt}-{key[2:]}"))
     if not out:
         out.append(pytest.param(None, None, None, None, id="no-data", marks=pytest.mark.skip(
             reason="shared/reference/hardware_vectors not found beside the repository (../shared) or inside it")))
@@ -66,8 +63,11 @@ def replay(path: Path, gpu: str, fmt: str, out: str, spec: str | None = None, ro
         a, b, c, want = z["a"][rows], z["b"][rows], z["c"][rows].copy(), z["d_" + out][rows]
     instr = None
     if fmt in FP8 and ARCH[gpu] == "hopper":
-        instr = "wgmma"
-        c[:] = 0  # README: H100/H200 fp8 were run with C = 0
+        if out == "fp32":
+            instr = "wgmma"
+            c[:] = 0  # README: H100/H200 fp8 were run with C = 0
+        else:
+            instr = "mma"  # our replay: these rows used the given C and mma.sync
     if out == "fp16":
         c = convert_bits(c, FP32, FP16, "rne")  # README: C converted to fp16 (RNE) on the host
     d = simulate(spec or ARCH[gpu], a, b, c, fmt, out, instr)
