@@ -201,6 +201,11 @@ def _value_term(f: Fmt, bits: int, keep_sub: bool = True):
 
 def block_fma(p, a: Sequence[int], b: Sequence[int], c: int, c_fmt: Fmt) -> int:
     fin, acc = fmt(p.in_fmt), fmt(p.acc_fmt)
+    if p.operand_fmt:  # exact conversion of the operands first
+        fop = fmt(p.operand_fmt)
+        a = [convert(int(x), fin, fop, "rne") for x in a]
+        b = [convert(int(y), fin, fop, "rne") for y in b]
+        fin = fop
     nan = pinf = ninf = False
     terms = []
     for x, y in zip(a, b):

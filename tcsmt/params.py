@@ -25,6 +25,10 @@ class ModelParams:
 
     Formats
       in_fmt   format of A and B entries.
+      operand_fmt  if set, A and B are first converted exactly to this format
+               and the products use its exponents (fp8 -> fp16 in the fp8
+               mma.sync emulation of sm_90/sm_100); every in_fmt value must be
+               representable in it.
       c_fmt    format of C (and of D between instructions): fp32, fp16 or fp64.
       out_fmt  format of D.
       acc_fmt  format of the accumulator between blocks inside one instruction.
@@ -92,6 +96,7 @@ class ModelParams:
 
     in_fmt: str
     out_fmt: str
+    operand_fmt: str = ""
     c_fmt: str = ""
     acc_fmt: str = "fp32"
     instr: str = "mma"
@@ -179,13 +184,17 @@ def coerce(key: str, value: Any) -> Any:
             return int(value)
         except (TypeError, ValueError):
             raise TcsmtError(f"{key} takes an integer, not {value!r}") from None
-    return str(value).lower() if key not in ("in_fmt", "out_fmt", "c_fmt", "acc_fmt") else str(value)
+    return str(value).lower() if key not in ("in_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt") else str(value)
 
 
 def validate(p: ModelParams) -> ModelParams:
     """Check every parameter's range; fill derived defaults (c_fmt, block_frac_bits)."""
     for key in ("in_fmt", "out_fmt", "acc_fmt"):
         get_format(getattr(p, key))
+    if p.operand_fmt:
+        fi, fo = get_format(p.in_fmt), get_format(p.operand_fmt)
+        if fo.emax < fi.emax or fo.min_subnormal_exp > fi.min_subnormal_exp or fo.frac_bits < fi.frac_bits:
+            raise TcsmtError(f"operand_fmt {fo.name} cannot hold every {fi.name} value exactly")
     if not p.c_fmt:
         p = dataclasses.replace(p, c_fmt=p.out_fmt)
     get_format(p.c_fmt)

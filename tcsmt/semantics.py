@@ -339,6 +339,11 @@ def sum_and_round(B, terms: Sequence[Term], F: int | None, p: ModelParams, fmt: 
 def block_fma(B, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V, c_fmt: Format) -> V:
     """One block FMA: the products of ``a_bits``/``b_bits`` plus C, in acc_fmt bits."""
     fin, acc = get_format(p.in_fmt), get_format(p.acc_fmt)
+    if p.operand_fmt:  # exact conversion of the operands first (e.g. fp8 -> fp16)
+        fop = get_format(p.operand_fmt)
+        a_bits = [convert(B, a, fin, fop, "rne") for a in a_bits]
+        b_bits = [convert(B, b, fin, fop, "rne") for b in b_bits]
+        fin = fop
     prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fin, b, p.subnormal_in))
              for a, b in zip(a_bits, b_bits)]
     c_term, c_flags = value_term(B, decode(B, c_fmt, c_bits, p.subnormal_c))
