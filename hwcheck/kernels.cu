@@ -192,6 +192,39 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
 MMA_K32_F8(mma_e4m3_f32, "e4m3")
 MMA_K32_F8(mma_e5m2_f32, "e5m2")
 
+// ---------------------------------------------------------------- e4m3 / e5m2 -> f16, m16n8k32
+#define MMA_K32_F8_F16(NAME, TYPE)                                                              \
+extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__ B,            \
+                                const u16* __restrict__ C, u16* __restrict__ D,                \
+                                long long T, int K) {                                          \
+    TILE_LOOP(0) {                                                                             \
+        const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
+        const u8* a1 = a0 + 8LL * K;                                                           \
+        const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
+        const u16* c = C + tile * 128;                                                         \
+        u32 d0 = pack2(c[g * 8 + 2 * t4], c[g * 8 + 2 * t4 + 1]);                              \
+        u32 d1 = pack2(c[(g + 8) * 8 + 2 * t4], c[(g + 8) * 8 + 2 * t4 + 1]);                  \
+        for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
+            const int k = k0 + 4 * t4;                                                         \
+            u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
+            u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16);                            \
+            u32 rb0 = pack4(b + k), rb1 = pack4(b + k + 16);                                   \
+            asm volatile("mma.sync.aligned.m16n8k32.row.col.f16." TYPE "." TYPE ".f16 "        \
+                         "{%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"                           \
+                         : "+r"(d0), "+r"(d1)                                                  \
+                         : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
+        }                                                                                      \
+        u16* d = D + tile * 128;                                                               \
+        d[g * 8 + 2 * t4] = (u16)(d0 & 0xffffu);                                               \
+        d[g * 8 + 2 * t4 + 1] = (u16)(d0 >> 16);                                               \
+        d[(g + 8) * 8 + 2 * t4] = (u16)(d1 & 0xffffu);                                         \
+        d[(g + 8) * 8 + 2 * t4 + 1] = (u16)(d1 >> 16);                                         \
+    }                                                                                          \
+}
+
+MMA_K32_F8_F16(mma_e4m3_f16, "e4m3")
+MMA_K32_F8_F16(mma_e5m2_f16, "e5m2")
+
 #endif  // sm_89
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -79,6 +79,8 @@ PATHS: dict[tuple[str, str, str], PathSpec] = {p.key: p for p in (
     _p("tf32", "fp32", "mma", "mma_tf32_f32", "m16n8k8", 16, 8, 8, 80),
     _p("e4m3", "fp32", "mma", "mma_e4m3_f32", "m16n8k32", 16, 8, 32, 89),
     _p("e5m2", "fp32", "mma", "mma_e5m2_f32", "m16n8k32", 16, 8, 32, 89),
+    _p("e4m3", "fp16", "mma", "mma_e4m3_f16", "m16n8k32", 16, 8, 32, 89),
+    _p("e5m2", "fp16", "mma", "mma_e5m2_f16", "m16n8k32", 16, 8, 32, 89),
     _p("fp64", "fp64", "mma", "mma_f64_f64", "m8n8k4", 8, 8, 4, 80),
     _p("fp16", "fp32", "wgmma", "wgmma_f16_f32", "m64n8k16", 64, 8, 16, 90, True),
     _p("bf16", "fp32", "wgmma", "wgmma_bf16_f32", "m64n8k16", 64, 8, 16, 90, True),
