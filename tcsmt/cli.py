@@ -1,7 +1,6 @@
 """The ``tcsmt`` command line (click).  Every user error is one line on stderr and exit status 2."""
 from __future__ import annotations
 
-import json
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -9,30 +8,14 @@ from pathlib import Path
 import click
 import numpy as np
 
+from .cli_errors import Group
 from .errors import TcsmtError
 from .formats import get_format
 from .registry import REFERENCES, architectures, find_arch, resolve
 from .values import format_value, parse_vector, parse_value
 
 
-class _Group(click.Group):
-    """Turns TcsmtError (and file/OS errors) into a one-line message and exit 2."""
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except TcsmtError as exc:
-            click.echo(f"tcsmt: error: {exc}", err=True)
-            sys.exit(2)
-        except (OSError, ValueError) as exc:
-            click.echo(f"tcsmt: error: {exc}", err=True)
-            sys.exit(2)
-        except KeyboardInterrupt:
-            click.echo("tcsmt: interrupted", err=True)
-            sys.exit(2)
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tcsmt")
 def main() -> None:
     """Bit-exact models of GPU matrix units: simulate, discriminate, check on hardware."""
@@ -253,7 +236,7 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
         from .formats import get_format
         from .registry import resolve
 
-        p = resolve(base.split(":")[0] if False else base, q.in_fmt, q.out_fmt)
+        p = resolve(base, q.in_fmt, q.out_fmt)
         fi, fc, fo = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
         data = {"query": q.name, "model": base, "status": r.status, "solver": r.solver, "solve_seconds": round(r.seconds, 3),
                 "in_fmt": fi.name, "c_fmt": fc.name, "out_fmt": fo.name, "K": r.K}
@@ -265,7 +248,7 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
             click.echo(f"{base} is not monotonic (K = {r.K}, {r.solver}, {r.seconds:.2f} s): x <= y entrywise, d(x) > d(y)")
             for tag, v, d in (("x", r.x, r.dx), ("y", r.y, r.dy)):
                 click.echo(f"  {tag}: a = [" + ", ".join(val(fi, v[f'a{i}']) for i in range(r.K)) + "]")
-                click.echo(f"     b = [" + ", ".join(val(fi, v[f'b{i}']) for i in range(r.K)) + f"], c = {val(fc, v['c'])}")
+                click.echo("     b = [" + ", ".join(val(fi, v[f'b{i}']) for i in range(r.K)) + f"], c = {val(fc, v['c'])}")
                 click.echo(f"     d({tag}) = {val(fo, d)}  ({hexpat(fo, d)})")
                 data[tag] = {"a": [hexpat(fi, v[f"a{i}"]) for i in range(r.K)], "b": [hexpat(fi, v[f"b{i}"]) for i in range(r.K)],
                              "c": hexpat(fc, v["c"]), "d": hexpat(fo, d), "d_value": val(fo, d)}
@@ -296,8 +279,10 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
 
 def _register_optional_commands() -> None:
     from .hwcheck_cmd import hwcheck_cmd
+    from .verify_cmd import verify_cmd
 
     main.add_command(hwcheck_cmd)
+    main.add_command(verify_cmd)
 
 
 _register_optional_commands()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import numpy as np
 from pysmt.shortcuts import And, BV, BVExtract, Equals, Not, Or
@@ -20,7 +19,7 @@ from .params import ModelParams
 from .registry import REFERENCES, find_arch, resolve, split_spec
 from .simulator import simulate_params
 from .smt_encode import Inputs, domain, make_inputs, output_term
-from .solvers import Answer, solve
+from .solvers import solve
 from .where import parse_where
 
 

@@ -13,10 +13,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pysmt.shortcuts import And, BVExtract, BVUGT, BVULE, Equals, BV, Not
+from pysmt.shortcuts import And, BV, BVExtract, BVUGT, BVULE, Equals
 
-from . import semantics as sem
-from .backend_smt import SmtBackend
 from .discriminate import Outcome, choose_path, discriminate, replay, resolve_for
 from .errors import TcsmtError
 from .formats import get_format
@@ -132,12 +130,11 @@ def run_monotonicity(q: QuerySpec, model: str | None, solver: str, timeout: floa
     fin, fout = choose_path([base], q.in_fmt, q.out_fmt)
     p = resolve_for(base, fin, fout, None)
     K = q.k or p.block_k or p.instr_k or 4
-    fi, fc, fo = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
+    fo = get_format(p.out_fmt)
     x = make_inputs(p.in_fmt, p.c_fmt, K, prefix="x_")
     y = make_inputs(p.in_fmt, p.c_fmt, K, prefix="y_")
     cons = [domain(x), domain(y), parse_where(q.where or "positive", x), parse_where("positive", y)]
     for name in x.names:
-        fmt = x.fmt_of(name)
         sx, sy = x.symbol_of(name), y.symbol_of(name)
         # non-negative patterns order like their values
         cons.append(BVULE(sx, sy))

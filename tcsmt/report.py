@@ -4,14 +4,12 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-from dataclasses import asdict
 from fractions import Fraction
 from pathlib import Path
 
 from .discriminate import Case, Outcome
 from .errors import TcsmtError
 from .formats import Format
-from .params import ModelParams
 from .values import format_value
 
 SCHEMA = "tcsmt.discriminate/1"

@@ -1,0 +1,236 @@
+"""``tcsmt verify``: accuracy of fp32 emulation on fp16 tensor cores (Markidis, Ootomo-Yokota).
+
+Register with ``main.add_command(verify_cmd)``.  Every user error is a
+TcsmtError (one line, exit status 2 through the CLI group; this command also
+does that itself when invoked on its own, e.g. from click's test runner).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import click
+
+from .cli_errors import Command
+from .errors import TcsmtError
+from .formats import FP32
+from .solvers import SOLVERS
+from .values import format_value, parse_value
+from . import verify as V
+from .verify_schemes import ALGOS, canonical, tensor_core_calls
+
+
+def _num(v: Fraction | float | None) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "inf" if v == float("inf") else f"{v:.3g}"
+    if v == 0:
+        return "0"
+    return f"{float(v):.3e}"
+
+
+def _pow2(v: Fraction | float | None) -> str:
+    """log2 of an error, for eyeballing against 2^-24 (fp32 unit roundoff)."""
+    if v is None or isinstance(v, float) or v <= 0:
+        return ""
+    import math
+
+    return f"(2^{math.log2(v):.2f})"
+
+
+def _vec(bits: list[int]) -> str:
+    return "[" + ", ".join(format_value(FP32.to_fraction(x)) for x in bits) + "]"
+
+
+def _witness_lines(w: V.Witness, algos: list[str], indent: str = "  ") -> list[str]:
+    lines = [f"{indent}a = {_vec(w.a)}", f"{indent}b = {_vec(w.b)}",
+             f"{indent}exact A.B = {format_value(w.exact)}"]
+    for algo in algos:
+        d = FP32.to_fraction(w.results[algo])
+        lines.append(f"{indent}{algo:13} D = {format_value(d):28} error {_num(w.errors[algo])} {_pow2(w.errors[algo])}")
+    return lines
+
+
+def _kind(relative: bool) -> str:
+    return "relative error |D - A.B| / (|A|.|B|)" if relative else "absolute error |D - A.B|"
+
+
+def _header(algo: str, K: int, dom: V.Domain, relative: bool) -> str:
+    return (f"verify {algo}: K = {K}, fp32 inputs {format_value(dom.lo)} <= |a_k|, |b_k| <= "
+            f"{format_value(dom.hi)}, C = 0; {_kind(relative)}, exact A.B")
+
+
+def _status_of(r: V.WorstResult) -> str:
+    if r.bound is not None and r.witness is not None:
+        return "proven max in [found, bound]"
+    if r.bound is not None:
+        return "proven bound (no witness)"
+    return "searched only (" + r.stopped + ")"
+
+
+def _run_worst(algo: str, archs: list[str], K: int, dom: V.Domain, relative: bool, solver: str,
+               timeout: float, budget: float, verbose: bool = False) -> None:
+    click.echo(_header(algo, K, dom, relative))
+    click.echo(f"worst-case search: iterative tightening, {timeout:g} s per solver query, {budget:g} s per model")
+    rows = []
+    for arch in archs:
+        r = V.search_worst(algo, arch, K, dom, relative, solver, per_query=timeout, budget=budget)
+        rows.append(r)
+    w1 = max([len(r.arch) for r in rows] + [4])
+    click.echo(f"{'arch':{w1}}  {'TC calls':>8}  {'worst found':>22}  {'proven bound':>22}  {'queries':>7}  {'time':>7}  status")
+    for r in rows:
+        p = V._params(algo, r.arch)
+        calls = tensor_core_calls(algo, K, p) if p is not None else 0
+        found = f"{_num(r.found)} {_pow2(r.found)}"
+        bound = f"<= {_num(r.bound)} {_pow2(r.bound)}" if r.bound is not None else "-"
+        click.echo(f"{r.arch:{w1}}  {calls:>8}  {found:>22}  {bound:>22}  {len(r.queries):>7}  "
+                   f"{r.seconds:>6.1f}s  {_status_of(r)}")
+    click.echo("proven = an unsat answer: no input in the domain has a larger error; found = a solver input, "
+               "replayed in the simulator")
+    if verbose:
+        for r in rows:
+            qs = ", ".join(f"> {format_value(q.threshold)}: {q.status} {q.seconds:.1f}s" for q in r.queries)
+            click.echo(f"{r.arch} queries: {qs}; stopped: {r.stopped}")
+    for r in rows:
+        if r.witness is not None:
+            click.echo(f"\n{r.arch}: worst input found")
+            for line in _witness_lines(r.witness, [algo]):
+                click.echo(line)
+
+
+def _run_bound(algo: str, archs: list[str], K: int, dom: V.Domain, eps: Fraction, relative: bool,
+               solver: str, timeout: float) -> None:
+    click.echo(_header(algo, K, dom, relative))
+    click.echo(f"claim: error <= {format_value(eps)} ({_num(eps)}) for every input in the domain")
+    for arch in archs:
+        r = V.prove_bound(algo, arch, K, dom, eps, relative, solver, timeout)
+        label = arch if algo != "fp32" else "fp32 SIMT"
+        if r.status == "proven":
+            click.echo(f"{label}: PROVEN (unsat, {r.seconds:.1f} s): no input exceeds the bound")
+        elif r.status == "counterexample":
+            click.echo(f"{label}: REFUTED ({r.seconds:.1f} s): counterexample with error "
+                       f"{_num(r.witness.errors[algo])} {_pow2(r.witness.errors[algo])}")
+            for line in _witness_lines(r.witness, [algo]):
+                click.echo(line)
+        else:
+            click.echo(f"{label}: UNKNOWN (no answer within {timeout:g} s)")
+
+
+def _run_compare(a1: str, a2: str, archs: list[str], K: int, ranges: list[V.Domain], solver: str,
+                 timeout: float, both: bool) -> None:
+    click.echo(f"compare: inputs where one scheme's absolute error |D - A.B| exceeds the other's "
+               f"(exact A.B, K = {K}, C = 0, {timeout:g} s per query)")
+    pairs = [(a1, a2)] + ([(a2, a1)] if both else [])
+    results: list[V.CompareResult] = []
+    w1 = max(len(a) for a in archs + ["arch"])
+    cols = [f"{x} worse than {y}" for x, y in pairs]
+    for dom in ranges:
+        click.echo(f"\ninputs {format_value(dom.lo)} <= |x| <= {format_value(dom.hi)}")
+        click.echo(f"  {'arch':{w1}}  " + "  ".join(f"{c:>34}" for c in cols))
+        for arch in archs:
+            cells = []
+            for x, y in pairs:
+                r = V.compare(x, y, arch, K, dom, solver, timeout)
+                results.append(r)
+                word = {"found": "found", "impossible": "proven impossible", "timeout": "timeout"}[r.status]
+                cells.append(f"{word} ({r.seconds:.1f} s)")
+            click.echo(f"  {arch:{w1}}  " + "  ".join(f"{c:>34}" for c in cells))
+    found = [r for r in results if r.status == "found"]
+    if found:
+        click.echo("\ninputs found (replayed in the simulator; fp32 = sequential fp32 FMAs, for reference):")
+    for r in found:
+        click.echo(f"\n{r.arch}, {format_value(r.dom.lo)} <= |x| <= {format_value(r.dom.hi)}: "
+                   f"{r.algo1} error {_num(r.witness.errors[r.algo1])} > {r.algo2} error "
+                   f"{_num(r.witness.errors[r.algo2])}")
+        for line in _witness_lines(r.witness, [r.algo1, r.algo2, "fp32"]):
+            click.echo(line)
+
+
+def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain, dist: str, relative: bool,
+               seed: int, plot: str | None) -> None:
+    click.echo(f"statistics: {n} random dot products of length K = {K}, |x| {dist} in "
+               f"[{format_value(dom.lo)}, {format_value(dom.hi)}], random signs, seed {seed}; "
+               f"{_kind(relative)} (fp64-rounded exact errors)")
+    w1 = max(len(a) for a in archs + ["arch"])
+    click.echo(f"{'arch':{w1}}  {'algorithm':13}  {'median':>10}  {'95th pct':>10}  {'max':>10}  {'time':>7}")
+    allres = []
+    for arch in archs:
+        res = V.stats(arch, algos, K, n, dom, dist, relative, seed)
+        allres.extend(res)
+        for s in res:
+            click.echo(f"{arch:{w1}}  {s.algo:13}  {s.median:>10.3e}  {s.p95:>10.3e}  {s.max:>10.3e}  {s.seconds:>6.1f}s")
+    click.echo("fp32 = sequential fp32 FMAs on ordinary cores (the same on every architecture)")
+    if plot:
+        click.echo(V.write_plot(allres, plot, relative))
+
+
+@click.command("verify", cls=Command)
+@click.option("--algo", default=None, help=f"scheme: {', '.join(ALGOS)} (fp32 = plain fp32 FMAs)")
+@click.option("--arch", default=None, help="model spec with an fp16->fp32 path (default: every built-in one)")
+@click.option("--k", "k", type=int, default=None, help=f"dot-product length K (default {V.DEFAULT_K}; stats: 16)")
+@click.option("--range", "range_text", default=None, help=f"input magnitudes LO..HI (default {V.DEFAULT_RANGE})")
+@click.option("--bound", "bound_text", default=None, help="prove error <= EPS (e.g. 2^-22, 1e-7) or find a counterexample")
+@click.option("--abs", "absolute", is_flag=True, help="absolute error |D - A.B| instead of relative")
+@click.option("--compare", nargs=2, default=None, metavar="ALGO1 ALGO2",
+              help="inputs where ALGO1 is less accurate than ALGO2 (absolute errors), and the converse")
+@click.option("--stats", "do_stats", is_flag=True, help="error distribution on random inputs (simulator)")
+@click.option("--n", "n", type=int, default=100000, show_default=True, help="--stats: number of dot products")
+@click.option("--dist", type=click.Choice(["loguniform", "uniform"]), default="loguniform", show_default=True,
+              help="--stats: distribution of |x|")
+@click.option("--seed", type=int, default=0, show_default=True, help="--stats: random seed")
+@click.option("--plot", default=None, help="--stats: write a histogram to this file (needs matplotlib)")
+@click.option("--solver", type=click.Choice(list(SOLVERS)), default="auto", show_default=True)
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="seconds per solver query")
+@click.option("--budget", type=float, default=None, help="worst-case search: seconds per model (default 2 x timeout)")
+@click.option("-v", "--verbose", is_flag=True, help="worst-case search: list every solver query")
+def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stats, n, dist, seed, plot, solver,
+               timeout, budget, verbose) -> None:
+    """Accuracy of fp32 matrix products emulated with fp16 tensor cores (Markidis, Ootomo-Yokota).
+
+    \b
+    tcsmt verify --algo markidis                 worst case on every architecture
+    tcsmt verify --algo ootomo --arch volta --bound 2^-22
+    tcsmt verify --compare ootomo markidis --arch volta
+    tcsmt verify --stats --arch volta --n 100000
+    """
+    if timeout <= 0:
+        raise TcsmtError("--timeout must be positive")
+    if arch:
+        V.model_for(arch)  # an unknown spec or one without an fp16 -> fp32 path is a user error
+        archs = [arch]
+    else:
+        archs = [a for a, _ in V.fp16_paths()]
+    relative = not absolute
+    modes = sum([bool(compare), do_stats, algo is not None and not compare and not do_stats])
+    if compare and do_stats:
+        raise TcsmtError("choose one of --compare and --stats")
+    if do_stats:
+        algos = [canonical(algo)] if algo else ["markidis", "ootomo", "fp32"]
+        if bound_text:
+            raise TcsmtError("--bound does not apply to --stats")
+        dom = V.parse_range(range_text or V.DEFAULT_RANGE)
+        _run_stats(archs, algos, k or 16, n, dom, dist, relative, seed, plot)
+        return
+    K = k if k is not None else V.DEFAULT_K
+    if K < 1 or K > 64:
+        raise TcsmtError("--k must be between 1 and 64")
+    if compare:
+        a1, a2 = canonical(compare[0]), canonical(compare[1])
+        if a1 == a2:
+            raise TcsmtError("--compare needs two different algorithms")
+        if bound_text:
+            raise TcsmtError("--bound does not apply to --compare")
+        ranges = [V.parse_range(range_text)] if range_text else [V.parse_range(r) for r in V.COMPARE_RANGES]
+        _run_compare(a1, a2, archs, K, ranges, solver, timeout, both=True)
+        return
+    if modes == 0 or algo is None:
+        raise TcsmtError("give --algo (markidis, markidis-full, ootomo, fp32), --compare ALGO1 ALGO2, or --stats")
+    algo = canonical(algo)
+    dom = V.parse_range(range_text or V.DEFAULT_RANGE)
+    if algo == "fp32":
+        archs = archs[:1]
+    if bound_text is not None:
+        eps = V.check_eps(parse_value(bound_text))
+        _run_bound(algo, archs, K, dom, eps, relative, solver, timeout)
+        return
+    _run_worst(algo, archs, K, dom, relative, solver, timeout, budget if budget else 2 * timeout, verbose)

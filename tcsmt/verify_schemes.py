@@ -1,0 +1,216 @@
+"""fp32 matrix products emulated with fp16 tensor cores, written once for both back ends.
+
+Every function here takes a back end ``B`` (numpy simulator or SMT) and fp32
+bit patterns, and builds the scheme out of :mod:`tcsmt.semantics` operations
+only, so the simulator and the SMT encoding compute the same thing.
+
+Notation: ``x`` is an fp32 value, ``fp16(.)`` round-to-nearest-even conversion
+to binary16 (subnormals kept, overflow to inf), ``RN32`` an IEEE binary32
+operation rounded to nearest even, ``TC(X.Y + C)`` one tensor-core instruction
+of the architecture model ``p`` (``semantics.dot`` on at most ``p.instr_k``
+products: the model's blocks, alignment, truncation and carry bits; a shorter
+last k-block is padded with zero products, as a kernel pads a partial tile).
+The k dimension is cut into k-blocks of ``p.instr_k`` products.
+
+Splits (exact arithmetic; the only roundings are the two fp16 conversions):
+
+* ``x_h = fp16(x)``; the residual ``x - x_h`` is exact in fp32 (both are
+  multiples of x's fp32 unit in the last place and ``|x - x_h| <= |x|``).
+* Markidis: ``r_x = fp16(x - x_h)`` (no scaling: underflows for small x).
+* Ootomo-Yokota: ``dx = fp16(2^11 (x - x_h))``; the product by 2^11 is exact in
+  fp32, so this is one rounding of the exact scaled residual.
+
+Schemes, for vectors a, b of length K (one entry of C = A.B):
+
+* Markidis (``markidis``): one fp32 accumulator ``acc = +0`` inside the tensor
+  cores; for each k-block, in this order, ``acc = TC(A_h.B_h + acc)``,
+  ``acc = TC(A_h.R_B + acc)``, ``acc = TC(R_A.B_h + acc)`` (and
+  ``acc = TC(R_A.R_B + acc)`` for ``markidis-full``).  D = acc.
+* Ootomo-Yokota (``ootomo``): for each k-block ``tmp = TC(A_h.B_h + 0)``,
+  ``D_main = RN32(D_main + tmp)`` on ordinary cores; the correction
+  accumulates in the tensor cores: ``D_corr = TC(dA.B_h + D_corr)``,
+  ``D_corr = TC(A_h.dB + D_corr)``; dA.dB is dropped.  Finally
+  ``D = RN32(D_main + D_corr * 2^-11)`` with one rounding (what
+  ``fma(D_corr, 2^-11, D_main)`` computes; a separate scaling would round only
+  when D_corr * 2^-11 is below fp32's normal range).
+* fp32 SIMT (``fp32``): sequential IEEE fp32 FMAs ``d = fma(a_k, b_k, d)``
+  from d = +0 (the registry's ``ieee-fma32`` reference).
+
+NaN and infinities propagate as IEEE arithmetic would (an fp32 input beyond
+fp16's range gives x_h = inf and a residual of -inf or NaN).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+from . import semantics as sem
+from .errors import TcsmtError
+from .formats import Format, get_format
+from .params import ModelParams
+from .registry import reference_params
+
+V = Any  # a back-end value
+FP16: Format = get_format("fp16")
+FP32: Format = get_format("fp32")
+OOTOMO_SCALE_LOG2 = 11
+
+#: exact-sum helper parameters: with F = None the semantics only read subnormal_out from it
+_EXACT = reference_params("exact", "fp32", "fp32")
+_FMA32 = reference_params("ieee-fma32", "fp32", "fp32")
+#: F = 48 fraction bits of alignment window for two-addend RN32 additions (see rn32_sum)
+_ADD_WINDOW = 48
+
+ALGOS = ("markidis", "markidis-full", "ootomo", "fp32")
+
+
+def check_path(p: ModelParams) -> None:
+    """The schemes need an fp16 -> fp32 tensor-core path with fp32 C and accumulator."""
+    if (p.in_fmt, p.out_fmt, p.c_fmt, p.acc_fmt) != ("fp16", "fp32", "fp32", "fp32"):
+        raise TcsmtError(f"model {p.name} is not an fp16 -> fp32 path with an fp32 accumulator "
+                         f"(it is {p.in_fmt} -> {p.out_fmt}, C {p.c_fmt}, accumulator {p.acc_fmt})")
+
+
+def negate(B, t: sem.Term) -> sem.Term:
+    """The addend -t."""
+    return dataclasses.replace(t, neg=B.not_(t.neg))
+
+
+def scale(B, t: sem.Term, s: int) -> sem.Term:
+    """The addend t * 2^s (exact: only the exponents move)."""
+    return dataclasses.replace(t, lsb=B.add(t.lsb, s), top=B.add(t.top, s), lsb_min=t.lsb_min + s,
+                               lsb_max=t.lsb_max + s, top_min=t.top_min + s, top_max=t.top_max + s)
+
+
+def residual_parts(B, x: V) -> tuple[V, sem.Decoded, sem.Decoded, V, V]:
+    """(x_h pattern, decoded x, decoded x_h, diff, lsb) with |x| = |x_h| + diff * 2^lsb exactly.
+
+    x_h = fp16(x) has x's sign; lsb = e(x) - 23.  Both are multiples of 2^lsb
+    (x_h is coarser) and |x_h| <= 2^(e(x)+1), so |x_h| / 2^lsb < 2^25 and the
+    signed difference ``diff`` is an integer with |diff| < 2^25.
+    """
+    dx = sem.decode(B, FP32, x)
+    hi = sem.convert(B, x, FP32, FP16, "rne")
+    dh = sem.decode(B, FP16, hi)
+    lsb = B.sub(dx.e, FP32.frac_bits)
+    shift = B.sub(B.sub(dh.e, FP16.frac_bits), lsb)
+    hv = B.shl(dh.sig, B.min(B.max(shift, 0), 25), 25, FP16.frac_bits + 26)
+    diff = B.fit(B.sub(dx.sig, hv), 27)
+    return hi, dx, dh, diff, lsb
+
+
+def residual(B, x: V) -> tuple[V, sem.Decoded, V, V, V]:
+    """(x_h pattern, decoded x, neg, mag, lsb): x - x_h = (-1)^neg * mag * 2^lsb exactly (see residual_parts)."""
+    hi, dx, _, diff, lsb = residual_parts(B, x)
+    below = B.lt(diff, 0)
+    mag = B.fit(B.ite(below, B.neg(diff), diff), 26)
+    neg = B.and_(B.xor(dx.neg, below), B.ne(mag, 0))  # an exact zero difference is +0
+    return hi, dx, neg, mag, lsb
+
+
+def split(B, x: V, residual_log2: int) -> tuple[V, V]:
+    """(x_h, lo) in fp16 for fp32 patterns x: x_h = fp16(x), lo = fp16(2^s (x - x_h)), s = residual_log2."""
+    hi, dx, neg, mag, lsb = residual(B, x)
+    dh = sem.decode(B, FP16, hi)
+    lo = sem.round_to(B, neg, mag, B.add(lsb, residual_log2), 25, FP16, FP16.frac_bits, "rne")
+    # specials: x NaN or inf -> x - x_h is NaN; finite x with x_h = +-inf -> residual -+inf
+    finite_x = B.not_(B.or_(dx.nan, dx.inf))
+    h_inf = B.and_(finite_x, dh.inf)
+    flags = sem.Flags(B.or_(dx.nan, dx.inf), B.and_(h_inf, dh.neg), B.and_(h_inf, B.not_(dh.neg)))
+    return hi, sem.apply_flags(B, FP16, flags, lo)
+
+
+def kblocks(K: int, p: ModelParams) -> list[tuple[int, int]]:
+    """The k-blocks [k0, k1) of one instruction each (instr_k products; all K if instr_k = 0)."""
+    step = p.instr_k or K
+    return [(k0, min(K, k0 + step)) for k0 in range(0, K, step)]
+
+
+def tc(B, p: ModelParams, xs: Sequence[V], ys: Sequence[V], acc: V) -> V:
+    """One tensor-core instruction TC(X.Y + acc) of model p (fp32 result pattern)."""
+    return sem.dot(B, p, list(xs), list(ys), acc)
+
+
+def rn32_sum(B, terms: Sequence[tuple[V, int]]) -> V:
+    """RN32(sum_i x_i * 2^s_i) for fp32 patterns x_i: exact sum, one rounding, IEEE specials.
+
+    Two addends are aligned in a window of 48 bits below the larger one's
+    exponent E (truncating what falls below): this is exact rounding, because
+    a smaller addend that reaches below 2^(E-48) has its leading bit below
+    2^(E-25), i.e. under a quarter of the larger addend's ulp (half of the ulp
+    below a power of two), so both it and its truncation leave RN32 at the
+    larger addend.  More addends use the exact (unbounded) sum.
+    """
+    parts, flags = [], []
+    for x, s in terms:
+        t, fl = sem.value_term(B, sem.decode(B, FP32, x))
+        parts.append(scale(B, t, s) if s else t)
+        flags.append(fl)
+    bits = sem.sum_and_round(B, parts, _ADD_WINDOW if len(parts) == 2 else None, _EXACT, FP32,
+                             FP32.frac_bits, "rne")
+    return sem.apply_flags(B, FP32, sem.merge_flags(B, flags), bits)
+
+
+def markidis(B, p: ModelParams, a: Sequence[V], b: Sequence[V], full: bool = False) -> V:
+    """Markidis et al.'s refinement: every partial product accumulated inside the tensor cores."""
+    check_path(p)
+    sa = [split(B, x, 0) for x in a]
+    sb = [split(B, x, 0) for x in b]
+    ah, al = [s[0] for s in sa], [s[1] for s in sa]
+    bh, bl = [s[0] for s in sb], [s[1] for s in sb]
+    pairs = [(ah, bh), (ah, bl), (al, bh)] + ([(al, bl)] if full else [])
+    acc: V = B.const(0)
+    for k0, k1 in kblocks(len(a), p):
+        for xs, ys in pairs:
+            acc = tc(B, p, xs[k0:k1], ys[k0:k1], acc)
+    return acc
+
+
+def ootomo(B, p: ModelParams, a: Sequence[V], b: Sequence[V]) -> V:
+    """Ootomo-Yokota: main term summed with RN32 outside, scaled correction inside the tensor cores."""
+    check_path(p)
+    sa = [split(B, x, OOTOMO_SCALE_LOG2) for x in a]
+    sb = [split(B, x, OOTOMO_SCALE_LOG2) for x in b]
+    ah, da = [s[0] for s in sa], [s[1] for s in sa]
+    bh, db = [s[0] for s in sb], [s[1] for s in sb]
+    zero: V = B.const(0)
+    main: V = zero
+    corr: V = zero
+    for k0, k1 in kblocks(len(a), p):
+        tmp = tc(B, p, ah[k0:k1], bh[k0:k1], zero)
+        main = rn32_sum(B, [(main, 0), (tmp, 0)])
+        corr = tc(B, p, da[k0:k1], bh[k0:k1], corr)
+        corr = tc(B, p, ah[k0:k1], db[k0:k1], corr)
+    return rn32_sum(B, [(main, 0), (corr, -OOTOMO_SCALE_LOG2)])
+
+
+def fp32_simt(B, p: ModelParams | None, a: Sequence[V], b: Sequence[V]) -> V:
+    """Sequential IEEE fp32 FMAs from +0 (no tensor cores; ``p`` is ignored)."""
+    return sem.dot(B, _FMA32, list(a), list(b), B.const(0))
+
+
+def scheme(name: str) -> Callable[..., V]:
+    """The back-end-generic function of algorithm ``name`` (see ALGOS)."""
+    key = name.strip().lower()
+    if key == "markidis":
+        return lambda B, p, a, b: markidis(B, p, a, b, False)
+    if key == "markidis-full":
+        return lambda B, p, a, b: markidis(B, p, a, b, True)
+    if key in ("ootomo", "ootomo-yokota"):
+        return ootomo
+    if key in ("fp32", "simt", "fp32-simt"):
+        return fp32_simt
+    raise TcsmtError(f"unknown algorithm {name!r} (known: {', '.join(ALGOS)})")
+
+
+def canonical(name: str) -> str:
+    """The canonical algorithm name (raises TcsmtError for an unknown one)."""
+    scheme(name)
+    key = name.strip().lower()
+    return {"ootomo-yokota": "ootomo", "simt": "fp32", "fp32-simt": "fp32"}.get(key, key)
+
+
+def tensor_core_calls(name: str, K: int, p: ModelParams) -> int:
+    """How many tensor-core instructions the scheme issues for one dot product of length K."""
+    nb = len(kblocks(K, p))
+    return {"markidis": 3 * nb, "markidis-full": 4 * nb, "ootomo": 3 * nb, "fp32": 0}[canonical(name)]
