@@ -34,7 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1 << 18)
     ap.add_argument("--arch", default="hopper")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--gpu-model", action="store_true",
+                    help="everything on the GPU: inputs drawn there, the model run there (tcsmt.backend_cupy)")
     args = ap.parse_args(argv)
+    if args.gpu_model:
+        return gpu_resident(args)
 
     spec = find_path("fp16", "fp32", "mma")
     dev = get_device(args.device)
@@ -94,6 +98,73 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.out, "w") as fh:
             json.dump(res, fh, indent=1)
     return 0
+
+
+def gpu_resident(args) -> int:
+    """End to end on the GPU: draw finite fp16/fp32 patterns, run the kernel, run the model, compare."""
+    import cupy as cp
+
+    from tcsmt.backend_cupy import simulate_on_gpu
+    from tcsmt.hwcheck.device import get_device
+    from tcsmt.hwcheck.paths import find_path
+    from tcsmt.registry import resolve
+
+    spec = find_path("fp16", "fp32", "mma")
+    dev = get_device(args.device)
+    p = resolve(args.arch, "fp16", "fp32", "mma")
+    rng = cp.random.default_rng(0)
+
+    def finite16(shape):
+        x = rng.integers(0, 1 << 16, size=shape, dtype=cp.int64)
+        exp_all_ones = (x & 0x7C00) == 0x7C00
+        return cp.where(exp_all_ones, x & ~0x4000, x).astype(cp.uint16)  # exponent 31 -> 15
+
+    def finite32(shape):
+        x = rng.integers(0, 1 << 32, size=shape, dtype=cp.int64)
+        exp_all_ones = (x & 0x7F800000) == 0x7F800000
+        return cp.where(exp_all_ones, x & ~0x40000000, x).astype(cp.uint32)
+
+    per_batch_tiles = max(1, args.batch // spec.per_tile)
+    tiles = -(-args.n // spec.per_tile)
+    # warm-up: compile kernels and CuPy element-wise code
+    a, b, c = finite16((4, 16, 16)), finite16((4, 8, 16)), finite32((4, 16, 8))
+    dev.run_tiles_on_device(spec, a, b, c)
+    simulate_on_gpu(p, a.reshape(-1, 16)[:8], b.reshape(-1, 16)[:8], c.reshape(-1)[:8])
+    cp.cuda.Device().synchronize()
+    mismatches = 0
+    stage = {"generate": 0.0, "device": 0.0, "model": 0.0, "compare": 0.0}
+    t_all = time.perf_counter()
+    done = 0
+    while done < tiles:
+        T = min(per_batch_tiles, tiles - done)
+        t0 = time.perf_counter()
+        a, b, c = finite16((T, 16, 16)), finite16((T, 8, 16)), finite32((T, 16, 8))
+        cp.cuda.Device().synchronize()
+        t1 = time.perf_counter()
+        d = dev.run_tiles_on_device(spec, a, b, c).reshape(-1)
+        cp.cuda.Device().synchronize()
+        t2 = time.perf_counter()
+        aa = cp.broadcast_to(a[:, :, None, :], (T, 16, 8, 16)).reshape(-1, 16)
+        bb = cp.broadcast_to(b[:, None, :, :], (T, 16, 8, 16)).reshape(-1, 16)
+        dm = simulate_on_gpu(p, aa, bb, c.reshape(-1))
+        cp.cuda.Device().synchronize()
+        t3 = time.perf_counter()
+        mismatches += int((dm != d).sum())
+        t4 = time.perf_counter()
+        for k, v in zip(stage, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            stage[k] += v
+        done += T
+    total = time.perf_counter() - t_all
+    n = tiles * spec.per_tile
+    res = {"mode": "gpu-resident", "device": dev.info(), "path": spec.label, "k": 16, "model": p.name, "n": n,
+           "mismatches": mismatches, "end_to_end_seconds": round(total, 3),
+           "end_to_end_per_second": round(n / total),
+           "split_seconds": {k: round(v, 3) for k, v in stage.items()}}
+    print(json.dumps(res, indent=1))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(res, fh, indent=1)
+    return 0 if mismatches == 0 else 1
 
 
 if __name__ == "__main__":

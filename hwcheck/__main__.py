@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from tcsmt.cli import _Group
+from tcsmt.cli_errors import Group as _Group
 from tcsmt.hwcheck_cmd import hwcheck_cmd
 
 

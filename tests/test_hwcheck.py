@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tcsmt.cli import _Group
+from tcsmt.cli_errors import Group as _Group
 from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.check import ModelRunner, check_inputs, load_inputs, mismatch_kinds, resolve_models, run_random
 from tcsmt.hwcheck.device import ModelDevice, expand_tiles, get_device
