@@ -17,6 +17,9 @@ class OneLineErrors:
         except TcsmtError as exc:
             click.echo(f"tcsmt: error: {exc}", err=True)
             sys.exit(2)
+        except BrokenPipeError:  # output piped into head, less, ...: stop quietly
+            sys.stderr.close()
+            sys.exit(0)
         except (OSError, ValueError) as exc:
             click.echo(f"tcsmt: error: {exc}", err=True)
             sys.exit(2)
