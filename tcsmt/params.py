@@ -210,6 +210,8 @@ def validate(p: ModelParams) -> ModelParams:
         (p.product_exponent in ("raw", "normalized"), "product_exponent must be raw or normalized"),
         (p.c_mode in ("aligned", "after", "after_instr"), "c_mode must be aligned, after or after_instr"),
         (p.block_interleave >= 0, "block_interleave must be >= 0"),
+        (p.block_interleave == 0 or p.block_k == 0 or p.block_interleave <= p.block_k,
+         "block_interleave must not exceed block_k"),
         (p.reduction in ("chain", "pairwise"), "reduction must be chain or pairwise"),
         (p.overflow_result in ("ieee", "inf"), "overflow_result must be ieee or inf"),
         (p.zero_sign in ("ieee", "positive"), "zero_sign must be ieee or positive"),

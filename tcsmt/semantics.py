@@ -395,6 +395,7 @@ def groups(K: int, p: ModelParams) -> list[list[list[int]]]:
         if p.block_interleave and nblocks > 1:
             n = p.block_interleave
             blocks = [[k for k in ks if ((k - i0) // n) % nblocks == j] for j in range(nblocks)]
+            blocks = [blk for blk in blocks if blk] or [[]]
         else:
             blocks = [ks[j:j + block_k] for j in range(0, len(ks), block_k)] or [[]]
         out.append(blocks)
