@@ -279,10 +279,12 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
 
 def _register_optional_commands() -> None:
     from .hwcheck_cmd import hwcheck_cmd
+    from .identify_cmd import identify_cmd
     from .verify_cmd import verify_cmd
 
     main.add_command(hwcheck_cmd)
     main.add_command(verify_cmd)
+    main.add_command(identify_cmd)
 
 
 _register_optional_commands()
