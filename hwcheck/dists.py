@@ -21,6 +21,13 @@ subnormal  in half of the tiles, half of the A/B elements lie at the input
            format's subnormal boundary (exponents emin-f .. emin+2); in the
            other half the products are steered to C's subnormal boundary and
            C is drawn there (exponents emin-f .. emin+2 of C's format).
+tiny       every addend below C's smallest normal number: products steered to
+           exponents P = emin-f-4 .. emin-9 of C's format (a tile's factors
+           within +-3 of their share of P), C's exponent within -6..+3 of P (one
+           C in 8 is zero): sums that
+           stay in the accumulator's subnormal range, where an exponent floor
+           of the alignment shows (reachable only where the input format's
+           products get there: bf16, tf32 and fp64 inputs).
 overflow   products steered to C's largest exponents (as close as the input
            format allows), C within a factor 4 of C's largest finite value,
            random signs: overflow, saturation and inf handling.
@@ -33,7 +40,7 @@ from ..errors import TcsmtError
 from ..formats import Format
 from .paths import PathSpec
 
-DISTRIBUTIONS = ("wide", "narrow", "cancel", "subnormal", "overflow")
+DISTRIBUTIONS = ("wide", "narrow", "cancel", "subnormal", "overflow", "tiny")
 
 
 def from_exponents(fmt: Format, e: np.ndarray, neg: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -148,6 +155,12 @@ def generate(dist: str, spec: PathSpec, T: int, K: int, rng: np.random.Generator
         c2 = from_exponents(fc, rng.integers(fc.emin - fc.frac_bits, fc.emin + 3, sc), _signs(rng, sc), rng)
         pick = lambda x, y, shp: np.where(half.reshape(T, 1, 1), x, y)  # noqa: E731
         return pick(a1, a2, sa), pick(b1, b2, sb), pick(c1, c2, sc)
+    if dist == "tiny":
+        P = rng.integers(fc.emin - fc.frac_bits - 4, fc.emin - 8, (T, 1, 1))
+        a, b = _steered(fin, P, sa, sb, rng, 3)
+        c = from_exponents(fc, P.reshape(T, 1, 1) + rng.integers(-6, 4, sc), _signs(rng, sc), rng)
+        c = np.where(rng.random(sc) < 0.125, np.zeros_like(c), c)
+        return a, b, c
     # overflow
     P = rng.integers(fc.emax - 2, fc.emax + 1, (T, 1, 1))
     a, b = _steered(fin, P, sa, sb, rng, 1)

@@ -49,7 +49,7 @@ def _save(path: str | None, doc: dict) -> None:
 @click.option("--path", "path_text", default=None, help="with --random (or an .npz FILE): IN.OUT such as f16.f32, e4m3.f32, f64.f64")
 @click.option("--instr", type=click.Choice(["mma", "wgmma"]), default=None, help="instruction family (default mma)")
 @click.option("--k", "k", type=int, default=None, help="dot-product length, a multiple of the instruction's k (default: one instruction)")
-@click.option("--dist", type=click.Choice(["wide", "narrow", "subnormal", "cancel", "overflow", "all"]),
+@click.option("--dist", type=click.Choice(["wide", "narrow", "subnormal", "cancel", "overflow", "tiny", "all"]),
               default="all", show_default=True, help="input distribution")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--save", "save", default=None, help="write the results as JSON to this file")

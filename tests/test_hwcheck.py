@@ -281,6 +281,28 @@ def test_subnormal_distribution_reaches_subnormals():
     assert (spec.c_fmt.classify(c) == SUBNORMAL).any()
 
 
+@pytest.mark.parametrize("in_fmt", ["bf16", "tf32"])
+def test_tiny_distribution_keeps_every_addend_below_the_accumulator_emin(in_fmt):
+    """tiny: every product and C below 2^-126 (fp32's smallest normal), many all below 2^-129."""
+    spec = find_path(in_fmt, "fp32", "mma")
+    a, b, c = generate("tiny", spec, 64, 8, np.random.default_rng(6))
+    prods = np.abs(np.einsum("trk,tjk->trjk", spec.fin.decode_array(a), spec.fin.decode_array(b)))
+    cv = np.abs(spec.c_fmt.decode_array(c))
+    top = np.maximum(prods.max(axis=-1), cv)
+    assert (top < 2.0 ** -126).all()
+    assert (top < 2.0 ** -129).mean() > 0.3 and (top > 0).mean() > 0.9
+
+
+def test_tiny_distribution_tells_alignment_floors_apart():
+    """A virtual device with an alignment exponent floor is refuted for the model without one."""
+    spec = find_path("tf32", "fp32", "mma")
+    models = resolve_models(["hopper", "hopper:align_floor=-130"], spec)
+    with ModelRunner(1) as runner:
+        res = run_random(ModelDevice("hopper:align_floor=-130"), spec, models, "tiny", 20000, 8, 0, runner)
+    counts = {t.label: t.mismatches for t in res.tallies}
+    assert counts["hopper"] > 0 and counts["hopper:align_floor=-130"] == 0
+
+
 def test_mismatch_kinds():
     from tcsmt.formats import FP32
 

@@ -1,0 +1,4 @@
+"""``python -m tcsmt``: the command-line interface."""
+from .cli import main
+
+main(prog_name="tcsmt")
