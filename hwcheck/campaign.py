@@ -4,7 +4,8 @@
 runs, on the CUDA device (or ``--device model:SPEC``), the integer layout
 check of every path the device has, then ``n`` random dot products per
 distribution for every path of the architecture that the device can run,
-comparing with the architecture's model (and any ``--extra`` specs).  It stops
+comparing with the architecture's model (and every ``--extra`` spec that
+names a model of that path: a named hypothesis exists on its own path only).  It stops
 starting new paths once ``--budget`` seconds have passed, and writes one JSON
 document with everything (the same per-path records as ``tcsmt hwcheck
 --random --save``).
@@ -94,8 +95,8 @@ def _run(args) -> int:
             if args.budget and time.perf_counter() - t0 > args.budget:
                 doc["paths"].append({"path": spec.label, "skipped": "time budget used up"})
                 continue
-            K = max(spec.instr_k, -(-args.k // spec.instr_k) * spec.instr_k) if args.k else spec.instr_k
-            models = resolve_models([arch.name] + list(args.extra), spec)
+            K = max(spec.instr_k, -(-args.k // spec.instr_k) * spec.instr_k) if args.k else spec.check_k
+            models = resolve_models([arch.name], spec) + _extras_for(args.extra, spec)
             runner.warm_up(models[0][1])
             results = []
             for d in dists:
@@ -103,6 +104,8 @@ def _run(args) -> int:
                                           progress=lambda m: print(m, file=sys.stderr, flush=True)))
             rec = result_json(dev, spec, results, args.seed)
             rec.pop("device", None)
+            if spec.library:
+                doc.setdefault("library", rec.get("library"))
             rec.pop("tcsmt_commit", None)
             rec["k"] = K
             doc["paths"].append(rec)
@@ -123,6 +126,17 @@ def _run(args) -> int:
     doc["device"] = dev.info()
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     return status
+
+
+def _extras_for(extra: list[str], spec) -> list:
+    """The --extra specs that name a model of this path (a named hypothesis exists on one path only)."""
+    out = []
+    for s in extra:
+        try:
+            out += resolve_models([s], spec)
+        except TcsmtError:
+            continue
+    return out
 
 
 if __name__ == "__main__":

@@ -434,9 +434,13 @@ def check_inputs(device, inputs: FileInputs, models: list[tuple[str, ModelParams
 
 # ----------------------------------------------------------------- output
 def format_example(ex: dict[str, Any], indent: str = "    ") -> list[str]:
-    """Human-readable lines for one counterexample record."""
-    def vec(hexes, vals):
-        return ", ".join(f"{h} ({v})" for h, v in zip(hexes, vals))
+    """Human-readable lines for one counterexample record (vectors over 32 entries shortened)."""
+    def vec(hexes, vals, show: int = 32):
+        items = [f"{h} ({v})" for h, v in zip(hexes, vals)]
+        if len(items) <= show:
+            return ", ".join(items)
+        return ", ".join(items[:show // 2]) + f", ... ({len(items) - show} more; --save keeps all), " \
+            + ", ".join(items[-show // 2:])
     return [
         f"{indent}input #{ex['index']}:",
         f"{indent}  a = [{vec(ex['a'], ex['a_values'])}]",
@@ -479,6 +483,8 @@ def result_json(device, spec: PathSpec, results: list[DistResult], seed: int,
         "instr": spec.instr, "shape": spec.shape, "seed": seed,
         "results": [r.as_json() for r in results],
     }
+    if spec.library and hasattr(device, "library_info"):
+        doc["library"] = device.library_info()
     if layout is not None:
         doc["layout_check"] = layout
     return doc

@@ -51,6 +51,8 @@ def check_tiles(spec: PathSpec, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> 
         raise TcsmtError(f"K = {K} must be a positive multiple of {spec.instr_k} for {spec.shape}")
     if a.dtype != spec.fin.dtype or b.dtype != spec.fin.dtype or c.dtype != spec.c_fmt.dtype:
         raise TcsmtError(f"tile dtypes must be {spec.fin.dtype} (A, B) and {spec.c_fmt.dtype} (C)")
+    if not spec.has_c and np.any(c):
+        raise TcsmtError(f"{spec.label} ({spec.kernel}) computes A.B without C: every C must be +0")
 
 
 class ModelDevice:
@@ -192,10 +194,20 @@ class CudaDevice:
             "arch": self.arch,
         }
 
+    def library_info(self) -> dict[str, Any]:
+        """PyTorch/cuBLAS versions and settings (recorded with library-path results)."""
+        from . import library
+
+        return library.info()
+
     def supports(self, path: PathSpec) -> str | None:
         if self.cc < path.cc or (path.arch_specific and self.cc != 90):
             return (f"{path.shape} {path.label} needs {path.requirement()}; "
                     f"{self.gpu_name} has compute capability {self.cc // 10}.{self.cc % 10}")
+        if path.library:
+            from . import library
+
+            return library.unsupported(path)
         return None
 
     # ----------------------------------------------------------- kernels
@@ -232,6 +244,15 @@ class CudaDevice:
         check_tiles(path, a, b, c)
         cp = self.cp
         t0 = time.perf_counter()
+        if path.library:
+            why = self.supports(path)
+            if why:
+                raise TcsmtError(why)
+            from . import library
+
+            out = library.run_tiles(path, a, b, self.ordinal)
+            self.gpu_seconds += time.perf_counter() - t0
+            return out
         dd = self.run_tiles_on_device(path, cp.asarray(np.ascontiguousarray(a)), cp.asarray(np.ascontiguousarray(b)),
                                       cp.asarray(np.ascontiguousarray(c)))
         try:
@@ -247,6 +268,10 @@ class CudaDevice:
         if why:
             raise TcsmtError(why)
         cp = self.cp
+        if path.library:
+            from . import library
+
+            return cp.asarray(library.run_tiles(path, da, db, self.ordinal))
         T, _, K = da.shape
         fn = self.function(path.kernel)
         da, db, dc = cp.ascontiguousarray(da), cp.ascontiguousarray(db), cp.ascontiguousarray(dc)

@@ -98,9 +98,19 @@ def _values(fmt: Format, bits: np.ndarray) -> np.ndarray:
 
 def generate(dist: str, spec: PathSpec, T: int, K: int, rng: np.random.Generator
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Tiles (a, b, c) of distribution ``dist`` for ``spec`` with T tiles of length K."""
+    """Tiles (a, b, c) of distribution ``dist`` for ``spec`` with T tiles of length K.
+
+    On a path without C (library GEMMs) every C is +0; A and B are drawn as
+    for any other path, so ``cancel`` cancels among the products alone.
+    """
     if dist not in DISTRIBUTIONS:
         raise TcsmtError(f"unknown distribution {dist!r} (known: {', '.join(DISTRIBUTIONS)}, all)")
+    a, b, c = _generate(dist, spec, T, K, rng)
+    return a, b, (c if spec.has_c else np.zeros_like(c))
+
+
+def _generate(dist: str, spec: PathSpec, T: int, K: int, rng: np.random.Generator
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     fin, fc = spec.fin, spec.c_fmt
     m, n = spec.m, spec.n
     sa, sb, sc = (T, m, K), (T, n, K), (T, m, n)

@@ -1,11 +1,17 @@
 """The matrix-unit instructions the hardware check can run, and how tiles map onto them.
 
-A *path* is (input format, output format, instruction family).  Each one is run
-by one kernel of ``kernels.cu`` on tiles of ``m`` rows of A, ``n`` columns of B
-and an ``m x n`` block of C: one instruction computes the ``m*n`` dot products
-``D[r][j] = sum_k A[r][k] * B[j][k] + C[r][j]`` of length ``instr_k``, and a
-longer K chains ``K / instr_k`` instructions in k order through the accumulator
-registers.
+A *path* is (input format, output format, instruction family).  An instruction
+path is run by one kernel of ``kernels.cu`` on tiles of ``m`` rows of A, ``n``
+columns of B and an ``m x n`` block of C: one instruction computes the ``m*n``
+dot products ``D[r][j] = sum_k A[r][k] * B[j][k] + C[r][j]`` of length
+``instr_k``, and a longer K chains ``K / instr_k`` instructions in k order
+through the accumulator registers.
+
+A *library* path (``library`` set) is a GEMM call a user makes (cuBLAS through
+PyTorch: ``torch.mm`` with an fp32 output, ``torch._scaled_mm`` for fp8): one
+tile is one ``m x K`` by ``K x n`` GEMM whose kernel the library chooses.
+These calls take no C: every C is +0 (``has_c`` False), and ``instr_k`` is
+only the granularity K must have (the library's own instruction k).
 """
 from __future__ import annotations
 
@@ -37,6 +43,18 @@ class PathSpec:
     instr_k: int
     cc: int
     arch_specific: bool = False
+    library: str = ""
+    default_k: int = 0
+
+    @property
+    def has_c(self) -> bool:
+        """Whether the path takes a C input (library GEMMs here compute D = A.B: C is +0)."""
+        return not self.library
+
+    @property
+    def check_k(self) -> int:
+        """K used when none is given: one instruction, or a library path's default GEMM depth."""
+        return self.default_k or self.instr_k
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -65,11 +83,18 @@ class PathSpec:
 
     def requirement(self) -> str:
         major, minor = divmod(self.cc, 10)
-        return f"compute capability {major}.{minor}" + ("a (sm_90a)" if self.arch_specific else "") + " or newer"
+        need = f"compute capability {major}.{minor}" + ("a (sm_90a)" if self.arch_specific else "") + " or newer"
+        return need + (" and PyTorch with CUDA" if self.library else "")
 
 
 def _p(in_fmt, out_fmt, instr, kernel, shape, m, n, k, cc, arch_specific=False) -> PathSpec:
     return PathSpec(in_fmt, out_fmt, instr, kernel, shape, m, n, k, cc, arch_specific)
+
+
+def _lib(in_fmt, out_fmt, instr, call, k, cc, default_k, size=256) -> PathSpec:
+    """A library GEMM path: one tile = one size x K x size GEMM through PyTorch (cuBLAS)."""
+    return PathSpec(in_fmt, out_fmt, instr, call, f"{size}x{size}xK GEMM", size, size, k, cc,
+                    library="torch", default_k=default_k)
 
 
 PATHS: dict[tuple[str, str, str], PathSpec] = {p.key: p for p in (
@@ -88,7 +113,15 @@ PATHS: dict[tuple[str, str, str], PathSpec] = {p.key: p for p in (
     _p("e5m2", "fp32", "wgmma", "wgmma_e5m2_f32", "m64n8k32", 64, 8, 32, 90, True),
     _p("e4m3", "fp16", "wgmma", "wgmma_e4m3_f16", "m64n8k32", 64, 8, 32, 90, True),
     _p("e5m2", "fp16", "wgmma", "wgmma_e5m2_f16", "m64n8k32", 64, 8, 32, 90, True),
+    # library GEMMs (cuBLAS through PyTorch); kernel = the call made, see library.py
+    _lib("fp16", "fp32", "cublas", "mm_out_fp32", 16, 80, 256),
+    _lib("bf16", "fp32", "cublas", "mm_out_fp32", 16, 80, 256),
+    _lib("fp16", "fp16", "cublas", "mm", 16, 80, 256),
+    _lib("tf32", "fp32", "cublas", "mm_tf32", 8, 80, 256),
+    _lib("e4m3", "fp32", "scaled_mm", "scaled_mm", 32, 89, 512),
+    _lib("e4m3", "fp32", "scaled_mm_fast", "scaled_mm_fast_accum", 32, 89, 512),
 )}
+INSTRUCTION_FAMILIES = tuple(sorted({p.instr for p in PATHS.values()}))
 
 _SHORT = {"fp16": "f16", "fp32": "f32", "fp64": "f64"}
 
@@ -113,6 +146,14 @@ def parse_path(text: str, instr: str = "mma") -> PathSpec:
     if len(parts) != 2 or not all(parts):
         raise TcsmtError(f"--path takes IN.OUT such as f16.f32 or e4m3.f32, not {text!r}")
     return find_path(parts[0], parts[1], instr)
+
+
+def default_k(spec: PathSpec, k: int | None) -> int:
+    """The K to check: ``k`` if given (it must be a positive multiple of the path's k), else ``spec.check_k``."""
+    K = spec.check_k if k is None else k
+    if K <= 0 or K % spec.instr_k:
+        raise TcsmtError(f"--k must be a positive multiple of {spec.instr_k} for {spec.label}, not {K}")
+    return K
 
 
 def pad_k(K: int, spec: PathSpec) -> int:

@@ -47,8 +47,11 @@ def _save(path: str | None, doc: dict) -> None:
 @click.option("--random", "n_random", type=int, default=None, help="check N random dot products per distribution")
 @click.option("--arch", "archs", multiple=True, help="with --random: model spec(s) to check, e.g. hopper or 'hopper:extra_bits=3'")
 @click.option("--path", "path_text", default=None, help="with --random (or an .npz FILE): IN.OUT such as f16.f32, e4m3.f32, f64.f64")
-@click.option("--instr", type=click.Choice(["mma", "wgmma"]), default=None, help="instruction family (default mma)")
-@click.option("--k", "k", type=int, default=None, help="dot-product length, a multiple of the instruction's k (default: one instruction)")
+@click.option("--instr", type=click.Choice(["mma", "wgmma", "cublas", "scaled_mm", "scaled_mm_fast"]), default=None,
+              help="instruction family, or a library GEMM call (cublas: torch.mm; scaled_mm[_fast]: torch._scaled_mm "
+                   "without/with fast accumulation); default mma")
+@click.option("--k", "k", type=int, default=None,
+              help="dot-product length, a multiple of the instruction's k (default: one instruction; library paths: their GEMM depth)")
 @click.option("--dist", type=click.Choice(["wide", "narrow", "subnormal", "cancel", "overflow", "tiny", "all"]),
               default="all", show_default=True, help="input distribution")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -125,16 +128,14 @@ def _file(device, file, extra_models, path_text, instr, save, runner, show) -> i
 def _random(device, specs, n, path_text, instr, k, dist, seed, save, runner, show, batch) -> int:
     from tcsmt.hwcheck.check import format_example, resolve_models, result_json, run_random, summary_table
     from tcsmt.hwcheck.dists import DISTRIBUTIONS
-    from tcsmt.hwcheck.paths import parse_path
+    from tcsmt.hwcheck.paths import default_k, parse_path
 
     spec = parse_path(path_text, instr)
     models = resolve_models(list(dict.fromkeys(specs)), spec)
     why = device.supports(spec)
     if why:
         raise TcsmtError(why)
-    K = k if k is not None else spec.instr_k
-    if K <= 0 or K % spec.instr_k:
-        raise TcsmtError(f"--k must be a positive multiple of {spec.instr_k} for {spec.shape}, not {K}")
+    K = default_k(spec, k)
     dists = DISTRIBUTIONS if dist == "all" else (dist,)
     runner.warm_up(models[0][1])
     results = []

@@ -200,8 +200,8 @@ def named_points(path: PathInfo) -> list[tuple[str, ModelParams]]:
     for arch in architectures().values():
         for ap in arch.paths:
             base = ap.params
-            if base.in_fmt != path.in_fmt or base.out_fmt != path.out_fmt:
-                continue
+            if ap.library or base.in_fmt != path.in_fmt or base.out_fmt != path.out_fmt:
+                continue  # library GEMMs chain many instructions: no hypothesis for one instruction
             tag = arch.name if base.instr == path.instr else f"{arch.name}/{base.instr}"
             q = _retarget(base, path, tag)
             if q is not None:

@@ -43,6 +43,8 @@ class Path_:
     params: ModelParams
     hypotheses: dict[str, dict[str, Any]] = field(default_factory=dict)
     hypothesis_sources: dict[str, str] = field(default_factory=dict)
+    library: bool = False
+    """A library GEMM call (cuBLAS through PyTorch), not one instruction: K is the whole GEMM depth."""
 
 
 @dataclass
@@ -84,6 +86,7 @@ def _load_arch(path: Path) -> Arch:
         hyps = merged.pop("hypotheses", {})
         sources = tuple(merged.pop("sources", ()))
         notes = merged.pop("notes", "")
+        library = bool(merged.pop("library", False))
         kwargs = {k: coerce(k, v) for k, v in merged.items()}
         name = f"{data['name']}/{kwargs['in_fmt']}.{kwargs['out_fmt']}/{kwargs.get('instr', 'mma')}"
         params = validate(ModelParams(**kwargs, name=name, sources=sources, notes=notes))
@@ -94,7 +97,7 @@ def _load_arch(path: Path) -> Arch:
             for k, v in hval.items():
                 coerce(k, v)
             hyp_over[hname] = hval
-        paths.append(Path_(params, hyp_over, hyp_src))
+        paths.append(Path_(params, hyp_over, hyp_src, library))
     return Arch(
         name=data["name"], title=data.get("title", ""), gpus=list(data.get("gpus", [])),
         aliases=list(data.get("aliases", [])), sm=str(data.get("sm", "")), paths=paths,
