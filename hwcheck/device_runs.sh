@@ -15,7 +15,8 @@
 #   library_fp8  torch._scaled_mm e4m3 paths (with and without fast accumulation), likewise
 #   k64       every instruction path at K = 64 (instructions chained through the accumulator),
 #             $N per distribution, with the floor-less hypothesis beside the model
-# Environment: N (default 1000000), TL (identify time limit, s, default 420), JOBS (model workers).
+# Environment: N (default 1000000), TL (identify time limit, s, default 420), JOBS (model workers),
+# PATHS (library_cublas) and K64_PATHS (k64): comma-separated path labels instead of all.
 set -u
 OUT=${OUT:-/tmp/tcsmt-out}
 N=${N:-1000000}
@@ -64,7 +65,7 @@ library_fp8() {
 
 k64() {  # every instruction path, 16-bit and fp8 inputs and fp64, at K = 64
   local paths
-  paths=$(python3 -c "from tcsmt.hwcheck.paths import PATHS; print(','.join(p.label for p in PATHS.values() if not p.library))")
+  paths=${K64_PATHS:-$(python3 -c "from tcsmt.hwcheck.paths import PATHS; print(','.join(p.label for p in PATHS.values() if not p.library))")}
   python3 -m tcsmt.hwcheck.campaign --arch hopper --n "$N" --k 64 --jobs "$JOBS" --no-layouts \
     --paths "$paths" --extra hopper:no_floor --out "$OUT/k64.json"
 }
