@@ -171,6 +171,19 @@ def _tree(B, items: list, op):
     return items[0]
 
 
+def _floor_is_inert(terms: Sequence[Term], F: int, p: ModelParams) -> bool:
+    """Whether ``align_floor`` can never change this block's sum (a static fact).
+
+    When no term can have a bit below the floored window's last bit
+    (``lsb_min >= align_floor - F`` for every term), raising E to the floor
+    drops nothing, and without the floor nothing is dropped either (the window
+    then reaches lower still); with unbounded carries the sums are equal.
+    Leaving the floor out then keeps the solver's circuit smaller (fp16 inputs
+    never reach Hopper's floor, for example).
+    """
+    return p.carry_bits == "unbounded" and min(t.lsb_min for t in terms) >= int(p.align_floor) - F
+
+
 def block_sum(B, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockSum:
     """Align ``terms`` to the largest exponent with F fraction bits and add them (steps 3-4)."""
     n = len(terms)
@@ -190,7 +203,7 @@ def block_sum(B, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockS
         sentinel = min(t.top_min for t in terms) - 1
         tops = [B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]
         E = _tree(B, tops, B.max)
-        if p.align_floor is not None:
+        if p.align_floor is not None and not _floor_is_inert(terms, F, p):
             E = B.max(E, p.align_floor)
         L = B.sub(E, F)
         width = max(t.head for t in terms) + F + 1
