@@ -48,20 +48,37 @@ def _lowest_bit(v: Fraction) -> int:
     return e
 
 
+def _alignment_exponent(p, value: Fraction, factors: tuple[Fraction, Fraction] | None, fc) -> int:
+    """The exponent a model aligns an addend by: C's exponent (emin when subnormal); for a
+    product, e(a) + e(b) of the (operand-format) factors ("raw") or its leading bit ("normalized")."""
+    from .formats import get_format
+
+    if factors is None:
+        return max(_top_exponent(value), fc.emin)
+    if p.product_exponent != "raw":
+        return _top_exponent(value)
+    fop = get_format(p.operand_fmt or p.in_fmt)
+    return sum(max(_top_exponent(x), fop.emin) for x in factors)
+
+
 def bit_diagram(o: Outcome, case: Case, width: int = 56) -> list[str]:
     """The addends of the first block as binary digits, with each model's alignment cut.
 
     Columns are powers of two from the largest addend's leading bit down; a
     model keeps the digits left of its bar ``|`` (2^(E-F), F its window's
-    fraction bits, E the largest alignment exponent) and drops the rest.
+    fraction bits, E the largest alignment exponent in the model's own
+    convention, raised to ``align_floor`` where it has one) and drops the rest.
     """
     fin, fc = o.in_fmt, o.c_fmt
     terms = [("c", fc.to_fraction(case.c))]
+    factors: list[tuple[Fraction, Fraction] | None] = [None]
     for i, (x, y) in enumerate(zip(case.a, case.b)):
-        p = fin.to_fraction(x) * fin.to_fraction(y)
-        if p != 0:
-            terms.append((f"a{i}*b{i}", p))
-    terms = [(n, v) for n, v in terms if v != 0]
+        xa, yb = fin.to_fraction(x), fin.to_fraction(y)
+        if xa * yb != 0:
+            terms.append((f"a{i}*b{i}", xa * yb))
+            factors.append((xa, yb))
+    kept = [(t, f) for t, f in zip(terms, factors) if t[1] != 0]
+    terms, factors = [t for t, _ in kept], [f for _, f in kept]
     if not terms:
         return []
     hi = max(_top_exponent(v) for _, v in terms) + 1
@@ -70,7 +87,9 @@ def bit_diagram(o: Outcome, case: Case, width: int = 56) -> list[str]:
     for spec, p in zip(o.specs, o.params):
         F = p.window_frac_bits
         if F is not None and p.reduction == "chain":
-            E = max(_top_exponent(v) for _, v in terms)
+            E = max(_alignment_exponent(p, v, f, fc) for (_, v), f in zip(terms, factors))
+            if p.align_floor is not None:
+                E = max(E, p.align_floor)
             cuts[spec] = E - F
     lo = min([lo] + [c - 1 for c in cuts.values()])
     lo = max(lo, hi - width)
