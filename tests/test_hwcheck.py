@@ -341,3 +341,45 @@ def test_gpu_fp16_mma_matches_hopper_or_ampere_model():
     with ModelRunner(1) as runner:
         r = run_random(dev, spec, resolve_models([arch], spec), "wide", 4096, 32, 0, runner)
     assert r.tallies[0].checked == 4096
+
+
+# ------------------------------------------------------- library GEMM paths
+def test_library_paths_take_no_c():
+    """cuBLAS calls through torch compute A.B: generated C is +0, and a file with C != 0 is refused."""
+    spec = find_path("fp16", "fp32", "cublas")
+    assert spec.library and not spec.has_c and spec.check_k == 256
+    a, b, c = generate("wide", spec, 1, 32, np.random.default_rng(0))
+    assert c.shape == (1, 256, 256) and not c.any()
+    with pytest.raises(TcsmtError, match="without C"):
+        run_dot(spec, np.zeros((2, 16), np.uint16), np.zeros((2, 16), np.uint16),
+                np.array([0, 0x3F800000], np.uint32), device=ModelDevice("hopper"))
+
+
+def test_library_path_hypotheses_on_a_virtual_device():
+    """A model device of the cuBLAS fp16 path confirms its model and refutes blocks of 8 (as the H100 did)."""
+    spec = find_path("fp16", "fp32", "cublas")
+    models = resolve_models(["hopper", "hopper:block8"], spec)
+    with ModelRunner(1) as runner:
+        res = run_random(ModelDevice("hopper"), spec, models, "narrow", 4096, 64, 0, runner)
+    counts = {t.label: t.mismatches for t in res.tallies}
+    assert counts["hopper"] == 0 and counts["hopper:block8"] > 0
+
+
+def test_scaled_mm_promotion_interval_is_visible():
+    """Promotion every 128 products differs from every 64 once K spans more than one interval."""
+    spec = find_path("e4m3", "fp32", "scaled_mm")
+    models = resolve_models(["hopper", "hopper:promote64", "hopper:fast"], spec)
+    with ModelRunner(1) as runner:
+        res = run_random(ModelDevice("hopper"), spec, models, "narrow", 2048, 256, 0, runner)
+    counts = {t.label: t.mismatches for t in res.tallies}
+    assert counts["hopper"] == 0 and counts["hopper:promote64"] > 0 and counts["hopper:fast"] > 0
+
+
+def test_library_cli_default_k_and_instr_choice():
+    r = invoke("--random", "256", "--arch", "hopper", "--path", "tf32.f32", "--instr", "cublas",
+               "--device", "model:hopper", "--dist", "wide", "--jobs", "1")
+    assert r.exit_code == 0, r.output
+    assert "K = 256" in r.output and "hopper: confirmed" in r.output
+    r = invoke("--random", "256", "--arch", "hopper", "--path", "tf32.f32", "--instr", "cublas", "--k", "12",
+               "--device", "model:hopper", "--jobs", "1")
+    assert r.exit_code == 2 and "multiple of 8" in r.output
