@@ -293,13 +293,18 @@ def test_tiny_distribution_keeps_every_addend_below_the_accumulator_emin(in_fmt)
     assert (top < 2.0 ** -129).mean() > 0.3 and (top > 0).mean() > 0.9
 
 
+def _mismatches(device_spec: str, key: tuple[str, str, str], specs: list[str], dist: str, n: int, K: int) -> dict:
+    """Mismatch count per model spec of a random run on a virtual device (``model:device_spec``)."""
+    spec = find_path(*key)
+    with ModelRunner(1) as runner:
+        res = run_random(ModelDevice(device_spec), spec, resolve_models(specs, spec), dist, n, K, 0, runner)
+    return {t.label: t.mismatches for t in res.tallies}
+
+
 def test_tiny_distribution_tells_alignment_floors_apart():
     """A virtual device with an alignment exponent floor is refuted for the model without one."""
-    spec = find_path("tf32", "fp32", "mma")
-    models = resolve_models(["hopper", "hopper:align_floor=-130"], spec)
-    with ModelRunner(1) as runner:
-        res = run_random(ModelDevice("hopper:align_floor=-130"), spec, models, "tiny", 20000, 8, 0, runner)
-    counts = {t.label: t.mismatches for t in res.tallies}
+    counts = _mismatches("hopper:align_floor=-130", ("tf32", "fp32", "mma"), ["hopper", "hopper:align_floor=-130"],
+                         "tiny", 20000, 8)
     assert counts["hopper"] > 0 and counts["hopper:align_floor=-130"] == 0
 
 
@@ -357,21 +362,14 @@ def test_library_paths_take_no_c():
 
 def test_library_path_hypotheses_on_a_virtual_device():
     """A model device of the cuBLAS fp16 path confirms its model and refutes blocks of 8 (as the H100 did)."""
-    spec = find_path("fp16", "fp32", "cublas")
-    models = resolve_models(["hopper", "hopper:block8"], spec)
-    with ModelRunner(1) as runner:
-        res = run_random(ModelDevice("hopper"), spec, models, "narrow", 4096, 64, 0, runner)
-    counts = {t.label: t.mismatches for t in res.tallies}
+    counts = _mismatches("hopper", ("fp16", "fp32", "cublas"), ["hopper", "hopper:block8"], "narrow", 4096, 64)
     assert counts["hopper"] == 0 and counts["hopper:block8"] > 0
 
 
 def test_scaled_mm_promotion_interval_is_visible():
     """Promotion every 128 products differs from every 64 once K spans more than one interval."""
-    spec = find_path("e4m3", "fp32", "scaled_mm")
-    models = resolve_models(["hopper", "hopper:promote64", "hopper:fast"], spec)
-    with ModelRunner(1) as runner:
-        res = run_random(ModelDevice("hopper"), spec, models, "narrow", 2048, 256, 0, runner)
-    counts = {t.label: t.mismatches for t in res.tallies}
+    counts = _mismatches("hopper", ("e4m3", "fp32", "scaled_mm"), ["hopper", "hopper:promote64", "hopper:fast"],
+                         "narrow", 2048, 256)
     assert counts["hopper"] == 0 and counts["hopper:promote64"] > 0 and counts["hopper:fast"] > 0
 
 
