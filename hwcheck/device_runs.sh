@@ -16,7 +16,8 @@
 #   k64       every instruction path at K = 64 (instructions chained through the accumulator),
 #             $N per distribution, with the floor-less hypothesis beside the model
 # Environment: N (default 1000000), TL (identify time limit, s, default 420), JOBS (model workers),
-# PATHS (library_cublas) and K64_PATHS (k64): comma-separated path labels instead of all.
+# PATHS (library_cublas) and K64_PATHS (k64): comma-separated path labels instead of all;
+# IDENTIFY_PATHS (identify): PATH:INSTR,... instead of the twelve.
 set -u
 OUT=${OUT:-/tmp/tcsmt-out}
 N=${N:-1000000}
@@ -35,6 +36,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 identify() {  # runs in the background; the script waits for it at the end
   local specs=("f16.f32 mma" "f16.f16 mma" "e4m3.f32 mma" "e5m2.f32 mma" "e4m3.f16 mma" "e5m2.f16 mma"
                "f16.f32 wgmma" "bf16.f32 wgmma" "e4m3.f32 wgmma" "e5m2.f32 wgmma" "e4m3.f16 wgmma" "e5m2.f16 wgmma")
+  if [ -n "${IDENTIFY_PATHS:-}" ]; then  # e.g. "f64.f64:mma,bf16.f32:mma"
+    IFS=',' read -r -a specs <<< "${IDENTIFY_PATHS//:/ }"
+  fi
   mkdir -p "$OUT/identify"
   (
     for s in "${specs[@]}"; do
