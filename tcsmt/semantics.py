@@ -398,7 +398,7 @@ def convert(B, bits: V, src: Format, dst: Format, mode: str, keep_subnormals: bo
 
 def groups(K: int, p: ModelParams) -> list[list[list[int]]]:
     """Instructions, each a list of blocks, each the list of k indices it sums (in k order)."""
-    instr_k = p.instr_k or K
+    instr_k = p.instr_k or max(K, 1)  # 0: one "instruction" of all K (library chains)
     block_k = p.block_k or instr_k
     out = []
     for i0 in range(0, max(K, 1), instr_k):

@@ -28,7 +28,7 @@ def _gpu_paths():
 def _random(p, n, seed=3):
     rng = np.random.default_rng(seed)
     fin, fc = get_format(p.in_fmt), get_format(p.c_fmt)
-    K = p.instr_k * 2
+    K = 2 * (p.instr_k or p.block_k)  # two instructions, or two blocks of a library chain
     a = rng.integers(0, 1 << (fin.storage_bits - fin.pad_bits), (n, K)).astype(np.uint64) << np.uint64(fin.pad_bits)
     b = rng.integers(0, 1 << (fin.storage_bits - fin.pad_bits), (n, K)).astype(np.uint64) << np.uint64(fin.pad_bits)
     c = rng.integers(0, 1 << fc.storage_bits, n).astype(np.uint64)
