@@ -121,7 +121,6 @@ PATHS: dict[tuple[str, str, str], PathSpec] = {p.key: p for p in (
     _lib("e4m3", "fp32", "scaled_mm", "scaled_mm", 32, 89, 512),
     _lib("e4m3", "fp32", "scaled_mm_fast", "scaled_mm_fast_accum", 32, 89, 512),
 )}
-INSTRUCTION_FAMILIES = tuple(sorted({p.instr for p in PATHS.values()}))
 
 _SHORT = {"fp16": "f16", "fp32": "f32", "fp64": "f64"}
 
