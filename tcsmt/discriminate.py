@@ -1,6 +1,7 @@
 """Ask a solver for inputs on which two models (architectures, hypotheses, references) differ.
 
 The query is  domain(inputs) and where(inputs) and out_1(inputs) != out_2(inputs)
+(on a library GEMM path, such as hopper's ``cublas``, the domain also fixes C = +0: those calls take no C)
 over free bit patterns a_0..a_{K-1}, b_0..b_{K-1}, c, with both outputs
 given by the one semantics (:mod:`tcsmt.semantics`) through the SMT back end.
 Every answer is replayed through the simulator before it is reported.
@@ -94,10 +95,21 @@ def default_k_list(params: list[ModelParams]) -> list[int]:
     return ks
 
 
-def build(params: list[ModelParams], K: int, where: str | None, allow_subnormal: bool = True):
-    """Inputs, the constraint on the domain, and each model's output term."""
+def takes_no_c(spec: str, p: ModelParams) -> bool:
+    """Whether ``p`` is a library GEMM path of ``spec``'s architecture (those calls take no C: C = +0)."""
+    base = split_spec(spec)[0]
+    if base.lower() in REFERENCES:
+        return False
+    return any(q.library for q in find_arch(base).find_paths(p.in_fmt, p.out_fmt, p.instr))
+
+
+def build(params: list[ModelParams], K: int, where: str | None, allow_subnormal: bool = True,
+          c_zero: bool = False):
+    """Inputs, the constraint on the domain, and each model's output term (``c_zero``: C is +0)."""
     inp = make_inputs(params[0].in_fmt, params[0].c_fmt, K)
     dom = And(domain(inp, allow_subnormal), parse_where(where, inp))
+    if c_zero:
+        dom = And(dom, Equals(inp.symbol_of("c"), BV(0, get_format(params[0].c_fmt).storage_bits)))
     outs = [output_term(p, inp) for p in params]
     return inp, dom, outs
 
@@ -148,6 +160,7 @@ def discriminate(specs: list[str], in_fmt: str | None = None, out_fmt: str | Non
     c_fmts = {p.c_fmt for p in params}
     if len(c_fmts) > 1:
         raise TcsmtError(f"the models read C in different formats ({', '.join(sorted(c_fmts))})")
+    c_zero = any(takes_no_c(s, p) for s, p in zip(specs, params))
     ks = [K] if K else default_k_list(params)
     if any(k < 1 or k > 256 for k in ks):
         raise TcsmtError("--k must be between 1 and 256")
@@ -160,7 +173,7 @@ def discriminate(specs: list[str], in_fmt: str | None = None, out_fmt: str | Non
         if left <= 0:
             out.status = "timeout"
             break
-        inp, dom, outs = build(params, k, where)
+        inp, dom, outs = build(params, k, where, c_zero=c_zero)
         if where and not checked_where:
             check_satisfiable(dom, inp, solver, left)
             checked_where = True

@@ -165,3 +165,12 @@ def test_query_list_and_unknown(tmp_path):
     assert res.exit_code == 0 and "carry-bits" in res.output and "monotonicity" in res.output
     res, _ = run(["query", "nosuch"], tmp_path)
     assert res.exit_code == 2 and "no query" in res.output
+
+
+def test_library_paths_fix_c_to_plus_zero():
+    """cuBLAS calls take no C, so inputs for a library path have C = +0 (bit pattern 0)."""
+    from tcsmt.discriminate import discriminate
+
+    o = discriminate(["hopper", "hopper:chain_fp16"], "fp16", "fp16", "cublas", 2, 2, False, None, "auto", 60)
+    assert o.status == "found" and o.cases
+    assert all(case.c == 0 for case in o.cases)
