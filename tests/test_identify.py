@@ -154,6 +154,7 @@ def test_identify_volta(tmp_path):
 @pytest.mark.parametrize("spec,path", [
     ("turing", "f16.f32"), ("ampere", "f16.f32"), ("ada", "f16.f32"), ("hopper", "f16.f32"),
     ("blackwell", "f16.f32"), ("ada", "e4m3.f32"), ("hopper", "e4m3.f32"),
+    ("cdna1", "f16.f32"), ("cdna2", "f16.f32"),  # exact (Kulisch) blocks of 4; pairwise RNE, no subnormals
 ])
 def test_identify_builtin(spec, path, tmp_path):
     # ring 1 and one solver candidate per round keep CI time down; the CLI default is ring 2
