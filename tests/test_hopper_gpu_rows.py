@@ -80,3 +80,26 @@ def test_open_k64_rows_of_the_h200_run_now_fit():
                         assert (got == int(ex["gpu"], 16)) == want_match, (spec, p["path"], ex["gpu"], hex(got))
                     seen += 1
     assert seen == 3
+
+
+def _tile(name: str):
+    from tcsmt.hwcheck.device import expand_tiles
+
+    z = np.load(RESULTS / name)
+    aa, bb, cc = expand_tiles(z["a"], z["b"], z["c"])
+    return aa, bb, cc, z["d"].reshape(-1)
+
+
+@pytest.mark.parametrize("in_fmt,floors", [
+    ("bf16", [None, -126, -127, -128, -129, -130, -131, -132, -134, -135, -137, -140]),
+    ("tf32", [None, -126, -132, -134]),
+])
+def test_alignment_floor_is_pinned_at_minus_133(in_fmt, floors):
+    """One whole H100 GEMM (256 x 256 outputs, K = 256) of the tiny distribution, GPU bits in 'd'
+    (h100_tile_*_fp32_cublas_tiny.npz, dumped by hwcheck/device_runs.sh): only align_floor = -133 fits."""
+    a, b, c, d = _tile(f"h100_tile_{in_fmt}_fp32_cublas_tiny.npz")
+    assert int((simulate_params(resolve("hopper", in_fmt, "fp32", "cublas"), a, b, c) != d).sum()) == 0
+    assert resolve("hopper", in_fmt, "fp32", "cublas").align_floor == -133
+    for fl in floors:
+        p = resolve(f"hopper:align_floor={'none' if fl is None else fl}", in_fmt, "fp32", "cublas")
+        assert int((simulate_params(p, a, b, c) != d).sum()) > 0, f"align_floor={fl} fits too"
