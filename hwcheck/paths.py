@@ -122,6 +122,9 @@ PATHS: dict[tuple[str, str, str], PathSpec] = {p.key: p for p in (
     _lib("e4m3", "fp32", "scaled_mm_fast", "scaled_mm_fast_accum", 32, 89, 512),
 )}
 
+INSTRUCTION_FAMILIES = tuple(dict.fromkeys(p.instr for p in PATHS.values()))
+"""Every --instr value a path has: mma, wgmma, then the library calls."""
+
 _SHORT = {"fp16": "f16", "fp32": "f32", "fp64": "f64"}
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import click
 
 from .errors import TcsmtError
+from .hwcheck.paths import INSTRUCTION_FAMILIES
 
 
 def _echo_err(msg: str) -> None:
@@ -47,7 +48,7 @@ def _save(path: str | None, doc: dict) -> None:
 @click.option("--random", "n_random", type=int, default=None, help="check N random dot products per distribution")
 @click.option("--arch", "archs", multiple=True, help="with --random: model spec(s) to check, e.g. hopper or 'hopper:extra_bits=3'")
 @click.option("--path", "path_text", default=None, help="with --random (or an .npz FILE): IN.OUT such as f16.f32, e4m3.f32, f64.f64")
-@click.option("--instr", type=click.Choice(["mma", "wgmma", "cublas", "scaled_mm", "scaled_mm_fast"]), default=None,
+@click.option("--instr", type=click.Choice(list(INSTRUCTION_FAMILIES)), default=None,
               help="instruction family, or a library GEMM call (cublas: torch.mm; scaled_mm[_fast]: torch._scaled_mm "
                    "without/with fast accumulation); default mma")
 @click.option("--k", "k", type=int, default=None,
