@@ -118,9 +118,9 @@ def _run(args) -> int:
                 for d in dists:
                     rng = np.random.default_rng([args.seed, DISTRIBUTIONS.index(d), 0])
                     a, b, c = generate(d, spec, args.dump_tiles, K, rng)
-                    key = f"{spec.in_fmt}.{spec.out_fmt}.{spec.instr}.{d}"
-                    dump.update({key + ".a": a, key + ".b": b, key + ".c": c, key + ".d": dev.run_tiles(spec, a, b, c)})
-                np.savez_compressed(args.dump, **dump)
+                    prefix = f"{spec.in_fmt}.{spec.out_fmt}.{spec.instr}.{d}"
+                    dump.update({prefix + ".a": a, prefix + ".b": b, prefix + ".c": c, prefix + ".d": dev.run_tiles(spec, a, b, c)})
+                np.savez_compressed(args.dump, **dump)  # type: ignore[arg-type]  # numpy's stub types **kwds as its own keywords
             Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     doc["seconds"] = round(time.perf_counter() - t0, 1)
     doc["device"] = dev.info()

@@ -222,9 +222,9 @@ class CudaDevice:
             self.compiler = f"nvcc ({nvcc}) -arch={self.arch}"
         else:
             try:
-                self._module = cp.RawModule(code=KERNEL_SOURCE.read_text(), options=("-std=c++17",),
-                                            backend="nvrtc")
-                self._module.compile()
+                module = cp.RawModule(code=KERNEL_SOURCE.read_text(), options=("-std=c++17",), backend="nvrtc")
+                module.compile()
+                self._module = module
             except Exception as exc:
                 raise TcsmtError(f"compiling {KERNEL_SOURCE.name} with NVRTC failed: {_one_line(str(exc))}") from None
             self.compiler = "nvrtc (CuPy)"

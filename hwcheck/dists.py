@@ -163,8 +163,8 @@ def _generate(dist: str, spec: PathSpec, T: int, K: int, rng: np.random.Generato
         P = rng.integers(fc.emin - fc.frac_bits, fc.emin + 3, (T, 1, 1))
         a2, b2 = _steered(fin, P, sa, sb, rng, 2)
         c2 = from_exponents(fc, rng.integers(fc.emin - fc.frac_bits, fc.emin + 3, sc), _signs(rng, sc), rng)
-        pick = lambda x, y, shp: np.where(half.reshape(T, 1, 1), x, y)  # noqa: E731
-        return pick(a1, a2, sa), pick(b1, b2, sb), pick(c1, c2, sc)
+        first = half.reshape(T, 1, 1)
+        return np.where(first, a1, a2), np.where(first, b1, b2), np.where(first, c1, c2)
     if dist == "tiny":
         P = rng.integers(fc.emin - fc.frac_bits - 4, fc.emin - 8, (T, 1, 1))
         a, b = _steered(fin, P, sa, sb, rng, 3)

@@ -21,9 +21,10 @@ class CupyBackend:
         """``xp``: the array module (CuPy by default; NumPy runs the same code on the CPU, for tests)."""
         if xp is None:
             try:
-                import cupy as xp
+                import cupy
             except ImportError as exc:  # pragma: no cover - depends on the machine
                 raise TcsmtError("the GPU simulator needs CuPy (pip install 'tcsmt[cuda13]')") from exc
+            xp = cupy
         self.xp = xp
 
     def const(self, v: int):

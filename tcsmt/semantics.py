@@ -181,7 +181,9 @@ def _floor_is_inert(terms: Sequence[Term], F: int, p: ModelParams) -> bool:
     Leaving the floor out then keeps the solver's circuit smaller (fp16 inputs
     never reach Hopper's floor, for example).
     """
-    return p.carry_bits == "unbounded" and min(t.lsb_min for t in terms) >= int(p.align_floor) - F
+    if p.align_floor is None:
+        return True
+    return p.carry_bits == "unbounded" and min(t.lsb_min for t in terms) >= p.align_floor - F
 
 
 def block_sum(B, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockSum:

@@ -1,7 +1,7 @@
 """SMT encodings of dot products: free input bit patterns, a model's output term, domain constraints."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pysmt.fnode import FNode
 from pysmt.shortcuts import And, BV, BVExtract, Equals, Not, Or, TRUE
@@ -22,9 +22,9 @@ class Inputs:
     in_fmt: Format
     c_fmt: Format
     K: int
-    a: list[Bv] = field(default_factory=list)
-    b: list[Bv] = field(default_factory=list)
-    c: Bv | None = None
+    a: list[Bv]
+    b: list[Bv]
+    c: Bv
 
     @property
     def names(self) -> list[str]:
@@ -47,12 +47,11 @@ class Inputs:
 
 def make_inputs(in_fmt: str, c_fmt: str, K: int, prefix: str = "") -> Inputs:
     fin, fc = get_format(in_fmt), get_format(c_fmt)
-    inp = Inputs(fin, fc, K)
     # pysmt symbols are global by name: the format is part of the name
-    inp.a = [B.symbol(f"{prefix}a{i}_{fin.name}", fin.storage_bits) for i in range(K)]
-    inp.b = [B.symbol(f"{prefix}b{i}_{fin.name}", fin.storage_bits) for i in range(K)]
-    inp.c = B.symbol(f"{prefix}c_{fc.name}", fc.storage_bits)
-    return inp
+    return Inputs(fin, fc, K,
+                  a=[B.symbol(f"{prefix}a{i}_{fin.name}", fin.storage_bits) for i in range(K)],
+                  b=[B.symbol(f"{prefix}b{i}_{fin.name}", fin.storage_bits) for i in range(K)],
+                  c=B.symbol(f"{prefix}c_{fc.name}", fc.storage_bits))
 
 
 def output_term(p: ModelParams, inp: Inputs) -> FNode:

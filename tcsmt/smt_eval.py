@@ -61,9 +61,8 @@ def _eval_node(node: FNode, args: list, env, n: int):
     if t == op.SYMBOL:
         return np.asarray(env[node])
     if t == op.BV_CONSTANT:
-        w = node.bv_width()
         v = node.constant_value()
-        return np.full(n, v, dtype=object if w > _LIMIT else np.int64)
+        return np.full(n, v, dtype=object if node.bv_width() > _LIMIT else np.int64)
     if t == op.BOOL_CONSTANT:
         return np.full(n, bool(node.constant_value()))
     if t == op.AND:
@@ -84,7 +83,7 @@ def _eval_node(node: FNode, args: list, env, n: int):
         return np.where(args[0], args[1], args[2])
     if t == op.EQUALS:
         return np.equal(args[0], args[1])
-    w = node.bv_width() if node.get_type().is_bv_type() else None
+    w: int = node.bv_width() if node.get_type().is_bv_type() else 0  # 0: a Boolean node (no width)
     if t in (op.BV_SLT, op.BV_SLE, op.BV_ULT, op.BV_ULE):
         aw = _width(node.arg(0))
         if t == op.BV_SLT:

@@ -20,6 +20,7 @@ import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -74,8 +75,8 @@ def compare(algos: list[str], p: ModelParams, a: np.ndarray, b: np.ndarray, devi
         model_bits = simulate_scheme(algo, p, a, b).astype(np.uint32)
         bad = np.nonzero(dev_bits != model_bits)[0]
         out[algo] = {
-            "rows": int(len(a)),
-            "mismatches": int(len(bad)),
+            "rows": len(a),
+            "mismatches": len(bad),
             "counterexamples": [
                 {"a": [f"0x{int(x):08x}" for x in a[i]], "b": [f"0x{int(x):08x}" for x in b[i]],
                  "device": f"0x{int(dev_bits[i]):08x}", "model": f"0x{int(model_bits[i]):08x}"}
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         rng = np.random.default_rng(args.seed)
         report: dict = {"tool": "python -m tcsmt.verify_device", "arch": args.arch, "model": p.name,
                         "device": getattr(device, "describe", lambda: args.device)(),
-                        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                         "k": args.k, "ranges": {}, "witnesses": []}
         for rng_text in args.ranges.split(","):
             dom: Domain = parse_range(rng_text)
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         for w in args.witness:
             wa, wb = _parse_witness(w)
             a, b = np.array([wa], np.uint32), np.array([wb], np.uint32)
-            entry = {"a": [format_value(FP32.to_fraction(x)) for x in wa],
+            entry: dict[str, Any] = {"a": [format_value(FP32.to_fraction(x)) for x in wa],
                      "b": [format_value(FP32.to_fraction(x)) for x in wb]}
             for algo in algos:
                 d_dev = int(run_scheme(algo, p, a, b, device)[0])
