@@ -366,17 +366,26 @@ def block_fma(B, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bit
     F = p.window_frac_bits
     pterms = [t for t, _ in prods]
     if p.reduction == "pairwise":
+        # every partial is rounded into acc; one that overflows there is an infinity, which
+        # stays one (or meets the opposite one: NaN) through the rest of the tree, as in IEEE
+        # arithmetic: its flags join the block's before its bits are read back as an addend
+        part_flags: list[Flags] = []
+
+        def addend(bits: V) -> Term:
+            t, fl = value_term(B, decode(B, acc, bits))
+            part_flags.append(fl)
+            return t
+
         parts = [sum_and_round(B, [t], None, p, acc, acc.frac_bits, "rne") for t in pterms]
         while len(parts) > 1:
             nxt = []
             for i in range(0, len(parts) - 1, 2):
-                x = value_term(B, decode(B, acc, parts[i]))[0]
-                y = value_term(B, decode(B, acc, parts[i + 1]))[0]
-                nxt.append(sum_and_round(B, [x, y], None, p, acc, acc.frac_bits, "rne"))
+                nxt.append(sum_and_round(B, [addend(parts[i]), addend(parts[i + 1])], None, p, acc, acc.frac_bits, "rne"))
             if len(parts) % 2:
                 nxt.append(parts[-1])
             parts = nxt
-        psum = value_term(B, decode(B, acc, parts[0]))[0]
+        psum = addend(parts[0])
+        flags = merge_flags(B, [flags, *part_flags])
         bits = sum_and_round(B, [psum, c_term], None, p, acc, acc.frac_bits, p.c_round)
     elif p.c_mode in ("aligned", "after_instr"):
         bits = sum_and_round(B, pterms + [c_term], F, p, acc, p.block_frac_bits, p.block_round)
