@@ -221,3 +221,68 @@ class NumpyBackend:
 
     def not_(self, x):
         return np.logical_not(x)
+
+
+class BoundViolation(AssertionError):
+    """A static bound claimed by the semantics does not hold (an internal error, never a user error)."""
+
+
+def _all(cond) -> bool:
+    return bool(np.all(np.asarray(cond)))
+
+
+class CheckedNumpyBackend(NumpyBackend):
+    """The simulator's back end with every static claim of the contract checked (:mod:`tcsmt.backend`).
+
+    For tests: ``semantics`` run through it raises :class:`BoundViolation` where a width bound that
+    the SMT back end relies on (``fit``, ``mul``, ``shl``, ``msb``) or an operand sign that ``shr``,
+    ``low_nonzero`` and ``mod_pow2`` require does not hold.  Slower than :class:`NumpyBackend`.
+    """
+
+    @staticmethod
+    def _check(ok, what: str) -> None:
+        if not _all(ok):
+            raise BoundViolation(what)
+
+    @staticmethod
+    def _ints(x):
+        a = np.asarray(x)
+        return a.astype(object) if a.dtype != object else a
+
+    def _within(self, x, bits: int, what: str) -> None:
+        a = self._ints(x)
+        self._check((a >= -(1 << (bits - 1))) & (a < (1 << (bits - 1))), f"{what}: a value outside {bits}-bit two's complement")
+
+    def mul(self, x, y, out_bits: int):
+        r = super().mul(x, y, out_bits)
+        a = self._ints(r)
+        self._check((a > -(1 << out_bits)) & (a < (1 << out_bits)), f"mul: |x*y| >= 2^{out_bits}")
+        return r
+
+    def shl(self, x, s, smax: int, out_bits: int):
+        self._check(self._ints(x) >= 0, "shl: negative x")
+        self._check((self._ints(s) >= 0) & (self._ints(s) <= smax), f"shl: shift outside 0..{smax}")
+        r = super().shl(x, s, smax, out_bits)
+        self._check(self._ints(r) < (1 << out_bits), f"shl: result >= 2^{out_bits}")
+        return r
+
+    def shr(self, x, s):
+        self._check((self._ints(x) >= 0) & (self._ints(s) >= 0), "shr: negative operand")
+        return super().shr(x, s)
+
+    def low_nonzero(self, x, s):
+        self._check((self._ints(x) >= 0) & (self._ints(s) >= 0), "low_nonzero: negative operand")
+        return super().low_nonzero(x, s)
+
+    def mod_pow2(self, x, n: int):
+        self._check(self._ints(x) >= 0, "mod_pow2: negative x")
+        return super().mod_pow2(x, n)
+
+    def msb(self, x, bits: int):
+        a = self._ints(x)
+        self._check((a >= 0) & (a < (1 << bits)), f"msb: x outside 0..2^{bits}-1")
+        return super().msb(x, bits)
+
+    def fit(self, x, bits: int):
+        self._within(x, bits, "fit")
+        return super().fit(x, bits)

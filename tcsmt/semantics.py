@@ -2,7 +2,7 @@
 
 Every function here takes a back end ``B`` (:class:`tcsmt.backend_numpy.NumpyBackend`
 for the simulator, :class:`tcsmt.backend_smt.SmtBackend` for the solver) and only
-uses its exact-integer operations, so the simulator and the SMT encoding cannot
+uses its exact-integer operations (the contract :class:`tcsmt.backend.Backend`), so the simulator and the SMT encoding cannot
 drift apart.  All quantities are exact integers; booleans are the back end's
 booleans.  Static bit-width bounds (plain Python ints) are passed along so the
 SMT back end can size its bit-vectors and the simulator can switch from int64 to
@@ -33,12 +33,11 @@ format between instructions, and adds IEEE-like NaN/Inf handling.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
+from .backend import V, Backend
 from .formats import Format, get_format
 from .params import ModelParams
-
-V = Any  # a back-end value (numpy array, python int, or SMT term wrapper)
 
 
 @dataclass
@@ -89,7 +88,7 @@ def _ceil_log2(n: int) -> int:
 
 
 # ----------------------------------------------------------------- decoding
-def decode(B, fmt: Format, bits: V, keep_subnormals: bool = True) -> Decoded:
+def decode(B: Backend, fmt: Format, bits: V, keep_subnormals: bool = True) -> Decoded:
     """Decode bit patterns of ``fmt`` exactly (specials get sig = 0 and a flag)."""
     sign, expf, frac = B.fields(fmt, bits)
     sub = B.eq(expf, 0)
@@ -102,7 +101,9 @@ def decode(B, fmt: Format, bits: V, keep_subnormals: bool = True) -> Decoded:
         nan = B.and_(B.eq(expf, top_field), B.eq(frac, (1 << fmt.frac_bits) - 1))
         inf = B.false()
         special = nan
-    e = B.ite(sub, fmt.emin, B.sub(expf, fmt.bias))
+    # a special's significand is 0 (its flags carry it); its exponent is set to emin so that
+    # e stays in [emin, emax], the range every static bound below assumes
+    e = B.ite(B.or_(sub, special), fmt.emin, B.sub(expf, fmt.bias))
     sig = B.ite(sub, frac, B.add(frac, 1 << fmt.frac_bits))
     if not keep_subnormals:
         sig = B.ite(sub, 0, sig)
@@ -110,7 +111,7 @@ def decode(B, fmt: Format, bits: V, keep_subnormals: bool = True) -> Decoded:
     return Decoded(B.ne(sign, 0), e, sig, nan, inf, fmt)
 
 
-def product_term(B, p: ModelParams, a: Decoded, b: Decoded) -> tuple[Term, Flags]:
+def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded) -> tuple[Term, Flags]:
     """The exact product a*b as an addend, with its special-value flags."""
     f = a.fmt.frac_bits
     sig_bits = f + 1
@@ -134,7 +135,7 @@ def product_term(B, p: ModelParams, a: Decoded, b: Decoded) -> tuple[Term, Flags
     return term, flags
 
 
-def value_term(B, d: Decoded) -> tuple[Term, Flags]:
+def value_term(B: Backend, d: Decoded) -> tuple[Term, Flags]:
     """A decoded value (C, or an intermediate result) as an addend."""
     f = d.fmt.frac_bits
     term = Term(d.neg, d.sig, B.sub(d.e, f), d.e, f + 1, d.fmt.emin - f, d.fmt.emax - f,
@@ -142,7 +143,7 @@ def value_term(B, d: Decoded) -> tuple[Term, Flags]:
     return term, Flags(d.nan, B.and_(d.inf, B.not_(d.neg)), B.and_(d.inf, d.neg))
 
 
-def merge_flags(B, flags: Sequence[Flags]) -> Flags:
+def merge_flags(B: Backend, flags: Sequence[Flags]) -> Flags:
     nan, pinf, ninf = flags[0].nan, flags[0].pinf, flags[0].ninf
     for fl in flags[1:]:
         nan, pinf, ninf = B.or_(nan, fl.nan), B.or_(pinf, fl.pinf), B.or_(ninf, fl.ninf)
@@ -162,7 +163,7 @@ class BlockSum:
     all_negative: V
 
 
-def _tree(B, items: list, op):
+def _tree(B: Backend, items: list, op):
     while len(items) > 1:
         nxt = [op(items[i], items[i + 1]) for i in range(0, len(items) - 1, 2)]
         if len(items) % 2:
@@ -186,7 +187,7 @@ def _floor_is_inert(terms: Sequence[Term], F: int, p: ModelParams) -> bool:
     return p.carry_bits == "unbounded" and min(t.lsb_min for t in terms) >= p.align_floor - F
 
 
-def block_sum(B, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockSum:
+def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockSum:
     """Align ``terms`` to the largest exponent with F fraction bits and add them (steps 3-4)."""
     n = len(terms)
     nonzero = [B.ne(t.mag, 0) for t in terms]
@@ -250,7 +251,7 @@ def block_sum(B, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockS
 
 
 # ---------------------------------------------------------------- rounding
-def round_to(B, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, frac_bits: int, mode: str,
+def round_to(B: Backend, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, frac_bits: int, mode: str,
              keep_subnormals: bool = True, overflow_inf: bool = False) -> V:
     """Bit pattern of (-1)^neg * mag * 2^lsb rounded to ``frac_bits`` fraction bits in ``fmt``.
 
@@ -299,6 +300,9 @@ def round_to(B, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, frac_bits: i
     else:
         to_inf = neg
     pad = fmt.frac_bits - frac_bits
+    # overflowing lanes take ``big`` below; their exponent can exceed the field, so it is clamped
+    # (no result changes) to keep the packed word inside the width that ``pack`` claims
+    expf = B.min(expf, (1 << fmt.exp_bits) - 1)
     finite = pack(B, fmt, neg, expf, B.fit(frac, frac_bits + 1), pad)
     max_bits = pack_const(fmt, 0, fmt.emax + fmt.bias, ((1 << frac_bits) - 1) << pad)
     inf_bits = pack_const(fmt, 0, (1 << fmt.exp_bits) - 1, 0)
@@ -312,7 +316,7 @@ def pack_const(fmt: Format, sign: int, expf: int, frac: int) -> int:
     return ((sign << (fmt.exp_bits + fmt.frac_bits)) | (expf << fmt.frac_bits) | frac) << fmt.pad_bits
 
 
-def pack(B, fmt: Format, neg: V, expf: V, frac: V, frac_shift: int) -> V:
+def pack(B: Backend, fmt: Format, neg: V, expf: V, frac: V, frac_shift: int) -> V:
     """Assemble a bit pattern from sign, exponent field and (shifted) fraction."""
     fb = fmt.frac_bits
     wide = fmt.storage_bits + 1
@@ -323,7 +327,7 @@ def pack(B, fmt: Format, neg: V, expf: V, frac: V, frac_shift: int) -> V:
     return B.fit(word, fmt.storage_bits + 1)
 
 
-def apply_flags(B, fmt: Format, flags: Flags, bits: V) -> V:
+def apply_flags(B: Backend, fmt: Format, flags: Flags, bits: V) -> V:
     """Replace a finite result by NaN / +inf / -inf where the flags say so."""
     nan_bits = fmt.nan_pattern()
     if fmt.specials == "ieee":
@@ -335,7 +339,7 @@ def apply_flags(B, fmt: Format, flags: Flags, bits: V) -> V:
     return B.ite(flags.nan, nan_bits, out)
 
 
-def sum_and_round(B, terms: Sequence[Term], F: int | None, p: ModelParams, fmt: Format,
+def sum_and_round(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams, fmt: Format,
                   frac_bits: int, mode: str) -> V:
     """Block sum of ``terms`` rounded into ``fmt`` (finite part; zero-sign rules applied)."""
     s = block_sum(B, terms, F, p)
@@ -351,7 +355,7 @@ def sum_and_round(B, terms: Sequence[Term], F: int | None, p: ModelParams, fmt: 
 
 
 # --------------------------------------------------------------- block FMA
-def block_fma(B, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V, c_fmt: Format) -> V:
+def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V, c_fmt: Format) -> V:
     """One block FMA: the products of ``a_bits``/``b_bits`` plus C, in acc_fmt bits."""
     fin, acc = get_format(p.in_fmt), get_format(p.acc_fmt)
     if p.operand_fmt:  # exact conversion of the operands first (e.g. fp8 -> fp16)
@@ -369,11 +373,11 @@ def block_fma(B, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bit
         # every partial is rounded into acc; one that overflows there is an infinity, which
         # stays one (or meets the opposite one: NaN) through the rest of the tree, as in IEEE
         # arithmetic: its flags join the block's before its bits are read back as an addend
-        part_flags: list[Flags] = []
+        partial_flags: list[Flags] = []
 
         def addend(bits: V) -> Term:
             t, fl = value_term(B, decode(B, acc, bits))
-            part_flags.append(fl)
+            partial_flags.append(fl)
             return t
 
         parts = [sum_and_round(B, [t], None, p, acc, acc.frac_bits, "rne") for t in pterms]
@@ -385,7 +389,7 @@ def block_fma(B, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bit
                 nxt.append(parts[-1])
             parts = nxt
         psum = addend(parts[0])
-        flags = merge_flags(B, [flags, *part_flags])
+        flags = merge_flags(B, [flags, *partial_flags])
         bits = sum_and_round(B, [psum, c_term], None, p, acc, acc.frac_bits, p.c_round)
     elif p.c_mode in ("aligned", "after_instr"):
         bits = sum_and_round(B, pterms + [c_term], F, p, acc, p.block_frac_bits, p.block_round)
@@ -397,7 +401,7 @@ def block_fma(B, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bit
     return apply_flags(B, acc, flags, bits)
 
 
-def convert(B, bits: V, src: Format, dst: Format, mode: str, keep_subnormals: bool = True) -> V:
+def convert(B: Backend, bits: V, src: Format, dst: Format, mode: str, keep_subnormals: bool = True) -> V:
     """Convert patterns from ``src`` to ``dst`` with rounding ``mode`` (exact when it fits)."""
     if src == dst:
         return bits
@@ -426,7 +430,7 @@ def groups(K: int, p: ModelParams) -> list[list[list[int]]]:
     return out
 
 
-def add_rounded(B, p: ModelParams, x_bits: V, x_fmt: Format, y_bits: V, y_fmt: Format, fmt: Format, mode: str) -> V:
+def add_rounded(B: Backend, p: ModelParams, x_bits: V, x_fmt: Format, y_bits: V, y_fmt: Format, fmt: Format, mode: str) -> V:
     """x + y computed exactly and rounded once into ``fmt`` with ``mode`` (IEEE-like specials)."""
     x_term, x_flags = value_term(B, decode(B, x_fmt, x_bits))
     y_term, y_flags = value_term(B, decode(B, y_fmt, y_bits, p.subnormal_c))
@@ -434,7 +438,7 @@ def add_rounded(B, p: ModelParams, x_bits: V, x_fmt: Format, y_bits: V, y_fmt: F
     return apply_flags(B, fmt, merge_flags(B, [x_flags, y_flags]), bits)
 
 
-def dot(B, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V) -> V:
+def dot(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V) -> V:
     """D = sum_k a_k b_k + c as the model computes it, in out_fmt bits.
 
     The products are consumed instruction by instruction (``instr_k``

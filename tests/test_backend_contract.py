@@ -1,0 +1,71 @@
+"""Every static bound that semantics.py claims holds (the back-end contract, tcsmt/backend.py).
+
+The SMT back end sizes its bit-vectors from the bounds the semantics passes to ``fit``, ``mul``,
+``shl`` and ``msb``; the numpy back end does not need them.  A wrong bound would make the solver's
+circuit wrap where the simulator does not, silently.  Here the semantics runs on the checking numpy
+back end for every built-in path, every named hypothesis and every reference, on random and
+edge-case inputs (those of tests/test_smt_agreement.py), and must give the simulator's bits.
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+from test_smt_agreement import _edge_patterns, _random_patterns
+
+from tcsmt import semantics as sem
+from tcsmt.backend_numpy import BoundViolation, CheckedNumpyBackend
+from tcsmt.formats import get_format
+from tcsmt.params import ModelParams, validate
+from tcsmt.registry import REFERENCES, all_paths, reference_params
+from tcsmt.simulator import simulate_params
+
+N_EACH = 300
+
+
+def _cases():
+    out = []
+    for _arch, path in all_paths():
+        out.append(pytest.param(path.params, id=path.params.name))
+        for hyp, over in path.hypotheses.items():
+            out.append(pytest.param(validate(path.params.with_overrides(over)), id=f"{path.params.name}:{hyp}"))
+    for ref in REFERENCES:
+        out.append(pytest.param(reference_params(ref, "fp16", "fp32"), id=f"{ref}/fp16.fp32"))
+    return out
+
+
+def _inputs(p: ModelParams, K: int):
+    fin, fc = get_format(p.in_fmt), get_format(p.c_fmt)
+    rng = np.random.default_rng(zlib.crc32(p.name.encode()))
+    a = [_random_patterns(rng, fin, (N_EACH, K), m) for m in ("bits", "narrow", "wide")]
+    b = [_random_patterns(rng, fin, (N_EACH, K), m) for m in ("bits", "narrow", "wide")]
+    c = [_random_patterns(rng, fc, (N_EACH,), m) for m in ("bits", "narrow", "wide")]
+    ea, ec = _edge_patterns(fin), _edge_patterns(fc)
+    a.append(ea[rng.integers(0, len(ea), size=(N_EACH, K))])
+    b.append(ea[rng.integers(0, len(ea), size=(N_EACH, K))])
+    c.append(ec[rng.integers(0, len(ec), size=N_EACH)])
+    return (np.concatenate(a).astype(fin.dtype), np.concatenate(b).astype(fin.dtype),
+            np.concatenate(c).astype(fc.dtype))
+
+
+@pytest.mark.parametrize("p", _cases())
+def test_semantics_bounds_hold(p):
+    K = p.instr_k or 2 * (p.block_k or 2)  # library chains: two blocks through the accumulator
+    if p.in_fmt == "fp64":
+        K = 2
+    a, b, c = _inputs(p, K)
+    d = sem.dot(CheckedNumpyBackend(), p, [a[:, k] for k in range(K)], [b[:, k] for k in range(K)], c)
+    expect = simulate_params(p, a, b, c)
+    assert np.array_equal(np.asarray(d).astype(expect.dtype), expect)
+
+
+def test_checking_backend_catches_a_false_claim():
+    cb = CheckedNumpyBackend()
+    with pytest.raises(BoundViolation):
+        cb.fit(np.array([1 << 10]), 10)  # 2^10 does not fit 10-bit two's complement
+    with pytest.raises(BoundViolation):
+        cb.shl(np.array([3]), np.array([5]), 4, 20)  # shift beyond smax
+    with pytest.raises(BoundViolation):
+        cb.mul(np.array([1 << 20]), np.array([1 << 20]), 40)  # product 2^40 is not below 2^40
+    assert int(cb.fit(np.array([-(1 << 9)]), 10)[0]) == -(1 << 9)
