@@ -101,9 +101,7 @@ def decode(B: Backend, fmt: Format, bits: V, keep_subnormals: bool = True) -> De
         nan = B.and_(B.eq(expf, top_field), B.eq(frac, (1 << fmt.frac_bits) - 1))
         inf = B.false()
         special = nan
-    # a special's significand is 0 (its flags carry it); its exponent is set to emin so that
-    # e stays in [emin, emax], the range every static bound below assumes
-    e = B.ite(B.or_(sub, special), fmt.emin, B.sub(expf, fmt.bias))
+    e = B.ite(sub, fmt.emin, B.sub(expf, fmt.bias))
     sig = B.ite(sub, frac, B.add(frac, 1 << fmt.frac_bits))
     if not keep_subnormals:
         sig = B.ite(sub, 0, sig)
@@ -200,7 +198,9 @@ def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) 
         width = max(t.mag_bits + t.lsb_max - L_static for t in terms) + 1
         for t in terms:
             smax = t.lsb_max - L_static
-            a = B.shl(t.mag, B.sub(t.lsb, L_static), smax, t.mag_bits + smax)
+            # a special input's term has mag 0 and an exponent of emax + 1 (beyond lsb_max):
+            # clamping its shift changes no value and keeps the shift within its bound
+            a = B.shl(t.mag, B.min(B.sub(t.lsb, L_static), smax), smax, t.mag_bits + smax)
             signed.append((t.neg, a))
     else:
         sentinel = min(t.top_min for t in terms) - 1
@@ -300,9 +300,10 @@ def round_to(B: Backend, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, fra
     else:
         to_inf = neg
     pad = fmt.frac_bits - frac_bits
-    # overflowing lanes take ``big`` below; their exponent can exceed the field, so it is clamped
-    # (no result changes) to keep the packed word inside the width that ``pack`` claims
-    expf = B.min(expf, (1 << fmt.exp_bits) - 1)
+    # overflowing lanes take ``big`` below; their exponent can exceed the field, so only its low
+    # bits are packed (no result changes; an extract in the SMT back end), keeping the word
+    # inside the width that ``pack`` claims
+    expf = B.mod_pow2(expf, fmt.exp_bits)
     finite = pack(B, fmt, neg, expf, B.fit(frac, frac_bits + 1), pad)
     max_bits = pack_const(fmt, 0, fmt.emax + fmt.bias, ((1 << frac_bits) - 1) << pad)
     inf_bits = pack_const(fmt, 0, (1 << fmt.exp_bits) - 1, 0)
