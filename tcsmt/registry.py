@@ -74,17 +74,42 @@ class Arch:
 _META_KEYS = {"hypotheses", "sources", "notes"}
 
 
+def _expand_source(path: Path, shared: dict, text: str) -> str:
+    """A path's source, or ``@name``: the text of ``[shared.sources] name`` (written once per file)."""
+    if not text.startswith("@"):
+        return text
+    try:
+        return str(shared["sources"][text[1:]])
+    except KeyError:
+        raise TcsmtError(f"model file {path}: source {text} names no entry of [shared.sources]") from None
+
+
+def _shared_hypotheses(path: Path, shared: dict, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The hypotheses of the ``[shared.hypotheses.NAME]`` groups a path lists in ``shared_hypotheses``."""
+    out: dict[str, dict[str, Any]] = {}
+    for group in names:
+        try:
+            out.update({h: dict(v) for h, v in shared["hypotheses"][group].items()})
+        except KeyError:
+            raise TcsmtError(f"model file {path}: shared_hypotheses names {group!r}, which [shared.hypotheses] "
+                             "does not define") from None
+    return out
+
+
 def _load_arch(path: Path) -> Arch:
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise TcsmtError(f"cannot read model file {path}: {exc}") from exc
     defaults = data.get("defaults", {})
+    shared = data.get("shared", {})
     paths = []
     for raw in data.get("paths", []):
         merged = {**defaults, **raw}
-        hyps = merged.pop("hypotheses", {})
-        sources = tuple(merged.pop("sources", ()))
+        hyps = dict(merged.pop("hypotheses", {}))
+        for hname, hval in _shared_hypotheses(path, shared, merged.pop("shared_hypotheses", [])).items():
+            hyps.setdefault(hname, hval)
+        sources = tuple(_expand_source(path, shared, s) for s in merged.pop("sources", ()))
         notes = merged.pop("notes", "")
         library = bool(merged.pop("library", False))
         kwargs = {k: coerce(k, v) for k, v in merged.items()}
