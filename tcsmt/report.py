@@ -7,6 +7,8 @@ import re
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
+
 from .discriminate import Case, Outcome
 from .errors import TcsmtError
 from .formats import Format
@@ -48,17 +50,16 @@ def _lowest_bit(v: Fraction) -> int:
     return e
 
 
-def _alignment_exponent(p, value: Fraction, factors: tuple[Fraction, Fraction] | None, fc) -> int:
-    """The exponent a model aligns an addend by: C's exponent (emin when subnormal); for a
-    product, e(a) + e(b) of the (operand-format) factors ("raw") or its leading bit ("normalized")."""
+def first_block_cut(p, a: list[int], b: list[int], c: int) -> int | None:
+    """The semantics' cut of the first block (E - F) on one input, or None (no window)."""
+    from . import semantics as sem
+    from .backend_numpy import NumpyBackend
     from .formats import get_format
 
-    if factors is None:
-        return max(_top_exponent(value), fc.emin)
-    if p.product_exponent != "raw":
-        return _top_exponent(value)
-    fop = get_format(p.operand_fmt or p.in_fmt)
-    return sum(max(_top_exponent(x), fop.emin) for x in factors)
+    fin, fc = get_format(p.in_fmt), get_format(p.c_fmt)
+    cut = sem.first_block_cut(NumpyBackend(), p, [np.array([x], dtype=fin.dtype) for x in a],
+                              [np.array([y], dtype=fin.dtype) for y in b], np.array([c], dtype=fc.dtype))
+    return None if cut is None else int(np.asarray(cut).reshape(-1)[0])
 
 
 def bit_diagram(o: Outcome, case: Case, width: int = 56) -> list[str]:
@@ -66,31 +67,23 @@ def bit_diagram(o: Outcome, case: Case, width: int = 56) -> list[str]:
 
     Columns are powers of two from the largest addend's leading bit down; a
     model keeps the digits left of its bar ``|`` (2^(E-F), F its window's
-    fraction bits, E the largest alignment exponent in the model's own
-    convention, raised to ``align_floor`` where it has one) and drops the rest.
+    fraction bits and E its largest alignment exponent, as :func:`tcsmt.semantics.first_block_cut`
+    computes them for this input) and drops the rest.
     """
     fin, fc = o.in_fmt, o.c_fmt
     terms = [("c", fc.to_fraction(case.c))]
-    factors: list[tuple[Fraction, Fraction] | None] = [None]
     for i, (x, y) in enumerate(zip(case.a, case.b)):
-        xa, yb = fin.to_fraction(x), fin.to_fraction(y)
-        if xa * yb != 0:
-            terms.append((f"a{i}*b{i}", xa * yb))
-            factors.append((xa, yb))
-    kept = [(t, f) for t, f in zip(terms, factors) if t[1] != 0]
-    terms, factors = [t for t, _ in kept], [f for _, f in kept]
+        terms.append((f"a{i}*b{i}", fin.to_fraction(x) * fin.to_fraction(y)))
+    terms = [(name, v) for name, v in terms if v != 0]
     if not terms:
         return []
     hi = max(_top_exponent(v) for _, v in terms) + 1
     lo = min(_lowest_bit(v) for _, v in terms)
     cuts = {}
     for spec, p in zip(o.specs, o.params):
-        F = p.window_frac_bits
-        if F is not None and p.reduction == "chain":
-            E = max(_alignment_exponent(p, v, f, fc) for (_, v), f in zip(terms, factors))
-            if p.align_floor is not None:
-                E = max(E, p.align_floor)
-            cuts[spec] = E - F
+        cut = first_block_cut(p, case.a, case.b, case.c)
+        if cut is not None:
+            cuts[spec] = cut
     lo = min([lo] + [c - 1 for c in cuts.values()])
     lo = max(lo, hi - width)
     cols = list(range(hi, lo - 1, -1))

@@ -356,9 +356,11 @@ def sum_and_round(B: Backend, terms: Sequence[Term], F: int | None, p: ModelPara
 
 
 # --------------------------------------------------------------- block FMA
-def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V, c_fmt: Format) -> V:
-    """One block FMA: the products of ``a_bits``/``b_bits`` plus C, in acc_fmt bits."""
-    fin, acc = get_format(p.in_fmt), get_format(p.acc_fmt)
+def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V,
+                c_fmt: Format) -> tuple[list[Term], Term, Flags]:
+    """A block's addends: the exact products (operands first converted to ``operand_fmt`` where the
+    model has one) and C, with the special-value flags of all of them."""
+    fin = get_format(p.in_fmt)
     if p.operand_fmt:  # exact conversion of the operands first (e.g. fp8 -> fp16)
         fop = get_format(p.operand_fmt)
         a_bits = [convert(B, a, fin, fop, "rne") for a in a_bits]
@@ -367,9 +369,32 @@ def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[
     prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fin, b, p.subnormal_in))
              for a, b in zip(a_bits, b_bits)]
     c_term, c_flags = value_term(B, decode(B, c_fmt, c_bits, p.subnormal_c))
-    flags = merge_flags(B, [fl for _, fl in prods] + [c_flags])
+    return [t for t, _ in prods], c_term, merge_flags(B, [fl for _, fl in prods] + [c_flags])
+
+
+def first_block_cut(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V) -> V | None:
+    """The exponent of the last bit the first block's window keeps, ``E - F`` (:func:`block_sum`), or
+    None where the model keeps every bit (no window) or rounds each addition (pairwise).
+
+    The first block holds the products of ``groups(K, p)[0][0]`` and, unless the model adds C after
+    the products (``c_mode`` "after"; with "after_instr" the first block's C is +0), the call's C:
+    exactly what :func:`dot` aligns first.  For explanations (the bit diagram of ``tcsmt discriminate``).
+    """
     F = p.window_frac_bits
-    pterms = [t for t, _ in prods]
+    if F is None or p.reduction != "chain":
+        return None
+    ks = groups(len(a_bits), p)[0][0]
+    pterms, c_term, _ = block_terms(B, p, [a_bits[k] for k in ks], [b_bits[k] for k in ks], c_bits,
+                                    get_format(p.c_fmt))
+    with_c = p.c_mode == "aligned"
+    return block_sum(B, [*pterms, c_term] if with_c else pterms, F, p).lsb
+
+
+def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V, c_fmt: Format) -> V:
+    """One block FMA: the products of ``a_bits``/``b_bits`` plus C, in acc_fmt bits."""
+    acc = get_format(p.acc_fmt)
+    pterms, c_term, flags = block_terms(B, p, a_bits, b_bits, c_bits, c_fmt)
+    F = p.window_frac_bits
     if p.reduction == "pairwise":
         # every partial is rounded into acc; one that overflows there is an infinity, which
         # stays one (or meets the opposite one: NaN) through the rest of the tree, as in IEEE
