@@ -109,14 +109,19 @@ def decode(B: Backend, fmt: Format, bits: V, keep_subnormals: bool = True) -> De
     return Decoded(B.ne(sign, 0), e, sig, nan, inf, fmt)
 
 
-def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded) -> tuple[Term, Flags]:
-    """The exact product a*b as an addend, with its special-value flags."""
+def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
+                 exp_range: tuple[int, int] | None = None) -> tuple[Term, Flags]:
+    """The exact product a*b as an addend, with its special-value flags.
+
+    ``exp_range`` (lo, hi) narrows the static bounds when the caller knows every factor's exponent
+    lies in [lo, hi] (a query domain, as in ``verify``); by default the format's [emin, emax].
+    """
     f = a.fmt.frac_bits
     sig_bits = f + 1
     mag = B.mul(a.sig, b.sig, 2 * sig_bits)
     esum = B.add(a.e, b.e)
     lsb = B.sub(esum, 2 * f)
-    emin, emax = a.fmt.emin, a.fmt.emax
+    emin, emax = exp_range or (a.fmt.emin, a.fmt.emax)
     if p.product_exponent == "raw":
         top, top_min, top_max, gap, head = esum, 2 * emin, 2 * emax, 2 * f, 2
     else:
@@ -185,6 +190,21 @@ def _floor_is_inert(terms: Sequence[Term], F: int, p: ModelParams) -> bool:
     return p.carry_bits == "unbounded" and min(t.lsb_min for t in terms) >= p.align_floor - F
 
 
+def on_grid(B: Backend, t: Term, L: int, specials: bool = True) -> V:
+    """|t| as an integer multiple of 2^L: t.mag * 2^(t.lsb - L), for a constant L <= t.lsb_min (exact).
+
+    A special input (inf, NaN) decodes with exponent emax + 1 and significand 0, so its term's lsb can
+    exceed ``lsb_max`` by up to 2 (a product of two specials): the shift bound allows that (its value
+    is 0 there).  ``specials=False`` is the caller's claim that its inputs are finite (a query domain
+    that excludes specials, as ``verify``'s): the tighter bound keeps that circuit smaller.
+    """
+    smax = t.lsb_max + (_SPECIAL_SLACK if specials else 0) - L
+    return B.shl(t.mag, B.sub(t.lsb, L), smax, t.mag_bits + smax)
+
+
+_SPECIAL_SLACK = 2
+
+
 def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockSum:
     """Align ``terms`` to the largest exponent with F fraction bits and add them (steps 3-4)."""
     n = len(terms)
@@ -197,11 +217,7 @@ def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) 
         L = B.const(L_static)
         width = max(t.mag_bits + t.lsb_max - L_static for t in terms) + 1
         for t in terms:
-            smax = t.lsb_max - L_static
-            # a special input's term has mag 0 and an exponent of emax + 1 (beyond lsb_max):
-            # clamping its shift changes no value and keeps the shift within its bound
-            a = B.shl(t.mag, B.min(B.sub(t.lsb, L_static), smax), smax, t.mag_bits + smax)
-            signed.append((t.neg, a))
+            signed.append((t.neg, on_grid(B, t, L_static)))
     else:
         sentinel = min(t.top_min for t in terms) - 1
         tops = [B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]

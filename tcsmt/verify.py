@@ -261,16 +261,14 @@ def make_problem(K: int, dom: Domain) -> SmtProblem:
         m = _magnitude(s)
         cons.append(BVULE(lo, m))
         cons.append(BVULE(m, hi))
-    elo, ehi = dom.exp_range
-    prods = []
-    for x, y in zip(a, b):
-        dx, dy = sem.decode(SB, FP32, x), sem.decode(SB, FP32, y)
-        f = FP32.frac_bits
-        mag = SB.mul(dx.sig, dy.sig, 2 * (f + 1))
-        esum = SB.add(dx.e, dy.e)
-        prods.append(sem.Term(SB.xor(dx.neg, dy.neg), mag, SB.sub(esum, 2 * f), esum, 2 * (f + 1),
-                              2 * elo - 2 * f, 2 * ehi - 2 * f, 2 * elo, 2 * ehi, 2 * f, 2))
+    prods = [sem.product_term(SB, _EXACT_PRODUCTS, sem.decode(SB, FP32, x), sem.decode(SB, FP32, y),
+                              exp_range=dom.exp_range)[0] for x, y in zip(a, b)]
     return SmtProblem(K, dom, a, b, symbols, And(cons), prods)
+
+
+#: the exact fp32 products a*b of the problem: raw alignment exponent e(a) + e(b), like every
+#: model's (only ``product_exponent`` is read by ``semantics.product_term``)
+_EXACT_PRODUCTS = ModelParams(in_fmt="fp32", out_fmt="fp32", acc_fmt="fp32", product_exponent="raw")
 
 
 def _sign_bit_clear(sym: FNode) -> FNode:
@@ -340,20 +338,13 @@ def grid(prob: SmtProblem) -> tuple[int, int]:
     return L, H
 
 
-def _aligned(t: sem.Term, L: int) -> Bv:
-    """t.mag * 2^(t.lsb - L) for a term whose LSB is statically >= L."""
-    smax = t.lsb_max - L
-    return SB.shl(t.mag, SB.sub(t.lsb, L), smax, t.mag_bits + smax)
-
-
 def _products_on_grid(prob: SmtProblem, L: int) -> tuple[Bv, Bv]:
     """(P, sum|p_k|) as integers times 2^L (P signed)."""
-    s = norm = None
-    for t in prob.products:
-        m = _aligned(t, L)
-        v = SB.ite(t.neg, SB.neg(m), m)
-        s = v if s is None else SB.add(s, v)
-        norm = m if norm is None else SB.add(norm, m)
+    mags = [sem.on_grid(SB, t, L, specials=False) for t in prob.products]  # the domain excludes inf and NaN
+    s, norm = SB.ite(prob.products[0].neg, SB.neg(mags[0]), mags[0]), mags[0]
+    for t, m in zip(prob.products[1:], mags[1:]):
+        s = SB.add(s, SB.ite(t.neg, SB.neg(m), m))
+        norm = SB.add(norm, m)
     return s, norm
 
 
@@ -583,7 +574,9 @@ def search_worst(algo: str, arch: str, K: int, dom: Domain, relative: bool = Tru
     if relative:
         t = Fraction(1, 1 << 24)
     else:
-        t = _dyadic(Fraction(1, 1 << 24) * FP32.to_fraction(dom.hi_pattern) ** 2, 4, True)
+        hi = FP32.to_fraction(dom.hi_pattern)
+        assert isinstance(hi, Fraction)  # the domain is finite
+        t = _dyadic(Fraction(1, 1 << 24) * hi ** 2, 4, True)
     best: Fraction | None = None
     ceiling: Fraction | None = None  # the lowest threshold a query timed out on
     timeouts = 0
