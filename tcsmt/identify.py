@@ -40,6 +40,7 @@ import numpy as np
 from pysmt.fnode import FNode
 from pysmt.shortcuts import And, BV, Equals, Not
 
+from . import semantics as sem
 from .errors import TcsmtError
 from .formats import Format, get_format
 from .identify_search import random_rows, random_separating
@@ -524,7 +525,9 @@ FEATURES = (
 
 
 def feature_value(p: ModelParams, feature: str) -> str:
-    """One cell of the feature table for parameters ``p``."""
+    """One cell of the feature table for parameters ``p`` ("n/a" where the semantics reads none of the
+    feature's parameters: :func:`tcsmt.semantics.unread_parameters`)."""
+    unread = sem.unread_parameters(p)
     if p.reduction == "pairwise" and feature in ("Extra bits", "Rounding inside (alignment)", "Carry bits",
                                                  "Rounding of block result", "Normalisation"):
         return "pairwise RTN-TE tree" if feature == "Rounding of block result" else "n/a (pairwise)"
@@ -539,7 +542,7 @@ def feature_value(p: ModelParams, feature: str) -> str:
             return "exact (all bits)"
         return f"{p.extra_bits} (F = {p.window_frac_bits})"
     if feature == "Rounding inside (alignment)":
-        return "none (exact)" if p.extra_bits == "exact" else _ALIGN[p.align]
+        return "none (exact)" if "align" in unread else _ALIGN[p.align]
     if feature == "Rounding of block result":
         acc = get_format(p.acc_fmt)
         bits = "" if p.block_frac_bits == acc.frac_bits else f" to {p.block_frac_bits} fraction bits"
@@ -547,9 +550,9 @@ def feature_value(p: ModelParams, feature: str) -> str:
     if feature == "FMA unit width (block)":
         return f"{p.block_k or p.instr_k} of {p.instr_k}"
     if feature == "Carry bits":
-        return "n/a (exact)" if p.extra_bits == "exact" else str(p.carry_bits)
+        return "n/a (exact)" if "carry_bits" in unread else str(p.carry_bits)
     if feature == "Normalisation":
-        if p.extra_bits == "exact":
+        if "product_exponent" in unread:
             return "n/a (exact)"
         return "products not normalised (raw exponent)" if p.product_exponent == "raw" else "products normalised"
     if feature == "C handling":
@@ -557,7 +560,7 @@ def feature_value(p: ModelParams, feature: str) -> str:
             return f"added last ({_ROUND[p.c_round]})"
         return "aligned with the products" if p.c_mode == "aligned" else f"added after the block ({_ROUND[p.c_round]})"
     if feature == "Output rounding":
-        return f"none ({p.out_fmt} out)" if p.out_fmt == p.acc_fmt else _ROUND[p.out_round]
+        return f"none ({p.out_fmt} out)" if "out_round" in unread else _ROUND[p.out_round]
     raise KeyError(feature)
 
 

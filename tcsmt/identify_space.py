@@ -23,6 +23,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
+from . import semantics as sem
 from .errors import TcsmtError
 from .formats import get_format
 from .params import PARAM_NAMES, ModelParams, validate
@@ -144,31 +145,9 @@ def default_factors(path: PathInfo) -> dict[str, list[Any]]:
 
 
 def canonical(p: ModelParams) -> ModelParams:
-    """``p`` with every parameter the semantics never reads in its configuration set to a fixed value.
-
-    From :mod:`tcsmt.semantics`: with ``extra_bits = "exact"`` (F = None) the
-    alignment (align, align_floor), the carry bits (and overflow) and the
-    products' alignment exponent are unused; with unbounded carry bits the
-    overflow mode is unused; ``c_round`` is read only when C is added after the
-    block or in pairwise reduction; ``out_round`` only when the output format
-    differs from the accumulator's; pairwise reduction reads none of the block
-    window parameters; the block interleave is unused with one block per instruction.
-    """
-    ch: dict[str, Any] = {}
-    if p.reduction == "pairwise":
-        ch.update(extra_bits="exact", block_round="rne", c_mode="aligned",
-                  block_frac_bits=get_format(p.acc_fmt).frac_bits)
-    elif p.c_mode == "aligned":
-        ch["c_round"] = "rne"
-    if ch.get("extra_bits", p.extra_bits) == "exact":
-        ch.update(align="trunc", align_floor=None, carry_bits="unbounded", overflow="wrap", product_exponent="raw")
-    elif p.carry_bits == "unbounded":
-        ch["overflow"] = "wrap"
-    if p.out_fmt == p.acc_fmt:
-        ch["out_round"] = "rne"
-    nblocks = (p.instr_k // p.block_k) if p.block_k and p.instr_k else 1
-    if getattr(p, "block_interleave", 0) and (nblocks <= 1 or p.block_interleave == p.block_k):
-        ch["block_interleave"] = 0  # one block, or runs of a whole block: the contiguous blocks
+    """``p`` with every parameter the semantics never reads in its configuration set to a fixed value
+    (:func:`tcsmt.semantics.unread_parameters`)."""
+    ch = sem.unread_parameters(p)
     return dataclasses.replace(p, **ch) if ch else p
 
 

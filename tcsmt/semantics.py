@@ -33,7 +33,7 @@ format between instructions, and adds IEEE-like NaN/Inf handling.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from .backend import V, Backend
 from .formats import Format, get_format
@@ -441,6 +441,35 @@ def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[
         flags = merge_flags(B, [flags, part_flags])
         bits = sum_and_round(B, [part_term, c_term], None, p, acc, acc.frac_bits, p.c_round)
     return apply_flags(B, acc, flags, bits)
+
+
+def unread_parameters(p: ModelParams) -> dict[str, Any]:
+    """The parameters this module never reads for ``p``'s configuration, each with the value that
+    stands for "unused" (models that differ only in these compute the same function).
+
+    Read off the code above: with ``extra_bits = "exact"`` (F = None) :func:`block_sum` uses no
+    alignment (align, align_floor), no carry bits (nor overflow) and no products' alignment exponent;
+    with unbounded carry bits the overflow mode is unused; ``c_round`` is read only when C is added
+    after the block or in pairwise reduction; ``out_round`` only when the output format differs from
+    the accumulator's; pairwise reduction reads none of the block window parameters; the block
+    interleave is unused with one block per instruction, or with runs of a whole block.
+    """
+    ch: dict[str, Any] = {}
+    if p.reduction == "pairwise":
+        ch.update(extra_bits="exact", block_round="rne", c_mode="aligned",
+                  block_frac_bits=get_format(p.acc_fmt).frac_bits)
+    elif p.c_mode == "aligned":
+        ch["c_round"] = "rne"
+    if ch.get("extra_bits", p.extra_bits) == "exact":
+        ch.update(align="trunc", align_floor=None, carry_bits="unbounded", overflow="wrap", product_exponent="raw")
+    elif p.carry_bits == "unbounded":
+        ch["overflow"] = "wrap"
+    if p.out_fmt == p.acc_fmt:
+        ch["out_round"] = "rne"
+    nblocks = (p.instr_k // p.block_k) if p.block_k and p.instr_k else 1
+    if p.block_interleave and (nblocks <= 1 or p.block_interleave == p.block_k):
+        ch["block_interleave"] = 0  # one block, or runs of a whole block: the contiguous blocks
+    return ch
 
 
 def convert(B: Backend, bits: V, src: Format, dst: Format, mode: str, keep_subnormals: bool = True) -> V:
