@@ -62,11 +62,7 @@ def from_exponents(fmt: Format, e: np.ndarray, neg: np.ndarray, rng: np.random.G
     lead = np.where(normal, 0, e - (fmt.emin - f)).astype(np.uint64)   # bit position of a subnormal's leading 1
     sub_frac = (np.uint64(1) << lead) | (frac & ((np.uint64(1) << lead) - np.uint64(1)))
     frac = np.where(normal, frac, sub_frac)
-    sign = np.asarray(neg, dtype=bool).astype(np.uint64)
-    word = (sign << np.uint64(fmt.exp_bits + f)) | (expf << np.uint64(f)) | frac
-    if fmt.pad_bits:
-        word = word << np.uint64(fmt.pad_bits)
-    return word.astype(fmt.dtype)
+    return fmt.pack_fields(np.asarray(neg, dtype=bool), expf, frac)
 
 
 def _signs(rng, shape, p_neg: float = 0.5) -> np.ndarray:

@@ -145,7 +145,7 @@ class Format:
         sign = 1 if v < 0 or (v == 0 and isinstance(value, float) and np.copysign(1, value) < 0) else 0
         m = abs(v)
         if m == 0:
-            return self._pack(sign, 0, 0)
+            return self.pack_fields(sign, 0, 0)
         # exponent of leading bit
         e = m.numerator.bit_length() - m.denominator.bit_length()
         if Fraction(2) ** e > m:
@@ -158,22 +158,32 @@ class Format:
             raise TcsmtError(f"{_fmt_value(v)} overflows {self.name} (max {_fmt_value(self.max_finite)})")
         sig = scaled.numerator
         if sig < (1 << self.frac_bits):
-            return self._pack(sign, 0, sig)
-        return self._pack(sign, e + self.bias, sig - (1 << self.frac_bits))
+            return self.pack_fields(sign, 0, sig)
+        return self.pack_fields(sign, e + self.bias, sig - (1 << self.frac_bits))
 
-    def _pack(self, sign: int, expf: int, frac: int) -> int:
-        return ((sign << (self.exp_bits + self.frac_bits)) | (expf << self.frac_bits) | frac) << self.pad_bits
+    def pack_fields(self, sign, expf, frac):
+        """Bit patterns from (sign, exponent field, fraction field): the inverse of :meth:`fields`.
+
+        Python ints give an int; arrays give an array of the storage type.  Each field must already fit
+        its width (no check: callers build the fields from the format's own ranges).
+        """
+        if all(isinstance(x, int) for x in (sign, expf, frac)):
+            return ((sign << (self.exp_bits + self.frac_bits)) | (expf << self.frac_bits) | frac) << self.pad_bits
+        u = np.uint64
+        word = (np.asarray(sign).astype(u) << u(self.exp_bits + self.frac_bits)) | \
+            (np.asarray(expf).astype(u) << u(self.frac_bits)) | np.asarray(frac).astype(u)
+        return (word << u(self.pad_bits)).astype(self.dtype)
 
     def nan_pattern(self) -> int:
         if self.specials == "fn":
-            return self._pack(0, (1 << self.exp_bits) - 1, (1 << self.frac_bits) - 1)
+            return self.pack_fields(0, (1 << self.exp_bits) - 1, (1 << self.frac_bits) - 1)
         # NVIDIA's canonical NaN: all ones below the sign bit
-        return self._pack(0, (1 << self.exp_bits) - 1, (1 << self.frac_bits) - 1)
+        return self.pack_fields(0, (1 << self.exp_bits) - 1, (1 << self.frac_bits) - 1)
 
     def inf_pattern(self, negative: bool = False) -> int:
         if self.specials != "ieee":
             raise TcsmtError(f"{self.name} has no infinities")
-        return self._pack(int(negative), (1 << self.exp_bits) - 1, 0)
+        return self.pack_fields(int(negative), (1 << self.exp_bits) - 1, 0)
 
     # ----------------------------------------------------------- numpy arrays
     def encode_array(self, values: np.ndarray) -> np.ndarray:

@@ -28,9 +28,7 @@ def _patterns(fmt: Format, neg: np.ndarray, e: np.ndarray, frac: np.ndarray) -> 
     if fmt.specials == "fn":  # e4m3: the top pattern S.1111.111 is NaN
         top = (expf == (1 << fmt.exp_bits) - 1) & (f == (1 << fmt.frac_bits) - 1)
         f = np.where(top, f - 1, f)
-    bits = (neg.astype(np.uint64) << np.uint64(fmt.exp_bits + fmt.frac_bits)) | \
-        (expf.astype(np.uint64) << np.uint64(fmt.frac_bits)) | f.astype(np.uint64)
-    return (bits << np.uint64(fmt.pad_bits)).astype(fmt.dtype)
+    return fmt.pack_fields(neg, expf, f)
 
 
 def random_rows(in_fmt: str, c_fmt: str, K: int, n: int, rng: np.random.Generator

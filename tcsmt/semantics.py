@@ -321,16 +321,12 @@ def round_to(B: Backend, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, fra
     # inside the width that ``pack`` claims
     expf = B.mod_pow2(expf, fmt.exp_bits)
     finite = pack(B, fmt, neg, expf, B.fit(frac, frac_bits + 1), pad)
-    max_bits = pack_const(fmt, 0, fmt.emax + fmt.bias, ((1 << frac_bits) - 1) << pad)
-    inf_bits = pack_const(fmt, 0, (1 << fmt.exp_bits) - 1, 0)
+    max_bits = fmt.pack_fields(0, fmt.emax + fmt.bias, ((1 << frac_bits) - 1) << pad)
+    inf_bits = fmt.pack_fields(0, (1 << fmt.exp_bits) - 1, 0)
     sign_bit = 1 << (fmt.exp_bits + fmt.frac_bits + fmt.pad_bits)
     big = B.fit(B.ite(to_inf, inf_bits, max_bits), fmt.storage_bits + 1)
     big = B.ite(neg, B.add(big, sign_bit), big)
     return B.ite(overflow, big, finite)
-
-
-def pack_const(fmt: Format, sign: int, expf: int, frac: int) -> int:
-    return ((sign << (fmt.exp_bits + fmt.frac_bits)) | (expf << fmt.frac_bits) | frac) << fmt.pad_bits
 
 
 def pack(B: Backend, fmt: Format, neg: V, expf: V, frac: V, frac_shift: int) -> V:
