@@ -32,7 +32,9 @@ format between instructions, and adds IEEE-like NaN/Inf handling.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Sequence
 
 from .backend import V, Backend
@@ -72,6 +74,13 @@ class Term:
     top_max: int
     gap_min: int
     head: int
+    known_zero: bool = False
+    """Statically +0 (the constant C a chain starts from): it takes part in the zero-sign rules but
+    adds nothing, so the sum's static bound leaves it out."""
+    peak: Fraction | None = None
+    """|value| <= peak * 2^top (None: 2^head).  Tighter than the head where the significands carry
+    fewer bits than their format (fp8 operands converted exactly to fp16): it lets a block's
+    static sum bound, and so the question whether carry bits can bind, follow the real precision."""
 
 
 @dataclass
@@ -110,11 +119,13 @@ def decode(B: Backend, fmt: Format, bits: V, keep_subnormals: bool = True) -> De
 
 
 def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
-                 exp_range: tuple[int, int] | None = None) -> tuple[Term, Flags]:
+                 exp_range: tuple[int, int] | None = None, precision: int | None = None) -> tuple[Term, Flags]:
     """The exact product a*b as an addend, with its special-value flags.
 
     ``exp_range`` (lo, hi) narrows the static bounds when the caller knows every factor's exponent
     lies in [lo, hi] (a query domain, as in ``verify``); by default the format's [emin, emax].
+    ``precision``: the factors carry at most this many fraction bits (fewer than their format's when
+    they were converted exactly from a narrower one); it tightens the term's ``peak``.
     """
     f = a.fmt.frac_bits
     sig_bits = f + 1
@@ -134,7 +145,11 @@ def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
     nan = B.or_(B.or_(a.nan, b.nan), B.or_(B.and_(a.inf, b_fin_zero), B.and_(b.inf, a_fin_zero)))
     inf = B.and_(B.or_(a.inf, b.inf), B.not_(nan))
     flags = Flags(nan, B.and_(inf, B.not_(neg)), B.and_(inf, neg))
-    term = Term(neg, mag, lsb, top, 2 * sig_bits, 2 * (emin - f), 2 * (emax - f), top_min, top_max, gap, head)
+    # a factor with at most q fraction bits is at most (2 - 2^-q) * 2^e (e = emin for subnormals)
+    q = f if precision is None else precision
+    peak = (2 - Fraction(1, 1 << q)) ** 2 if p.product_exponent == "raw" else None
+    term = Term(neg, mag, lsb, top, 2 * sig_bits, 2 * (emin - f), 2 * (emax - f), top_min, top_max, gap, head,
+                peak=peak)
     return term, flags
 
 
@@ -142,7 +157,7 @@ def value_term(B: Backend, d: Decoded) -> tuple[Term, Flags]:
     """A decoded value (C, or an intermediate result) as an addend."""
     f = d.fmt.frac_bits
     term = Term(d.neg, d.sig, B.sub(d.e, f), d.e, f + 1, d.fmt.emin - f, d.fmt.emax - f,
-                d.fmt.emin, d.fmt.emax, f, 1)
+                d.fmt.emin, d.fmt.emax, f, 1, peak=2 - Fraction(1, 1 << f))
     return term, Flags(d.nan, B.and_(d.inf, B.not_(d.neg)), B.and_(d.inf, d.neg))
 
 
@@ -205,9 +220,24 @@ def on_grid(B: Backend, t: Term, L: int, specials: bool = True) -> V:
 _SPECIAL_SLACK = 2
 
 
+def _sum_bits(terms: Sequence[Term], F: int | None, p: ModelParams, width: int) -> int:
+    """A static bound of a block's sum: |S| < 2^result (it sizes the circuit, and decides whether
+    carry bits can bind).
+
+    In the window, |value| <= peak * 2^top with top <= E, so a truncated addend
+    mag * 2^(lsb - L) is at most peak * 2^F; rounding it up (align "rne", "floor") adds at most 1.
+    In an exact block (F None) every addend is below 2^(width - 1).  A known +0 adds nothing.
+    """
+    live = [t for t in terms if not t.known_zero] or list(terms[:1])
+    if F is None:
+        return width - 1 + _ceil_log2(len(live))
+    peaks = sum((t.peak if t.peak is not None else Fraction(1 << t.head)) for t in live)
+    bound = int(peaks * (1 << F)) + (len(live) if p.align != "trunc" else 0)  # |S| <= bound
+    return bound.bit_length()
+
+
 def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockSum:
     """Align ``terms`` to the largest exponent with F fraction bits and add them (steps 3-4)."""
-    n = len(terms)
     nonzero = [B.ne(t.mag, 0) for t in terms]
     any_nz = _tree(B, list(nonzero), B.or_)
     all_neg = _tree(B, [t.neg for t in terms], B.and_)
@@ -249,7 +279,9 @@ def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) 
                 lost = B.and_(B.gt(right, 0), B.low_nonzero(t.mag, right))
                 up = B.and_(t.neg, lost)
                 signed.append((t.neg, B.add(kept, B.ite(up, 1, 0))))
-    sum_bits = width + _ceil_log2(n) + 1
+    # the circuit keeps its generous width (measured: narrowing it to the tight bound made small
+    # solver queries several times slower); the tight bound decides whether carry bits can bind
+    sum_bits = width + _ceil_log2(len(terms)) + 1
     vals = [B.fit(B.ite(neg, B.neg(a), a), sum_bits + 1) for neg, a in signed]
     S = B.fit(_tree(B, vals, B.add), sum_bits + 1)
     neg = B.lt(S, 0)
@@ -257,7 +289,7 @@ def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) 
     mag_bits = sum_bits
     if F is not None and p.carry_bits != "unbounded":
         cap = F + 1 + int(p.carry_bits)
-        if cap < mag_bits:
+        if cap < _sum_bits(terms, F, p, width):  # otherwise no sum reaches the carry bits: inert
             if p.overflow == "wrap":
                 mag = B.mod_pow2(mag, cap)
             else:
@@ -316,10 +348,9 @@ def round_to(B: Backend, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, fra
     else:
         to_inf = neg
     pad = fmt.frac_bits - frac_bits
-    # overflowing lanes take ``big`` below; their exponent can exceed the field, so only its low
-    # bits are packed (no result changes; an extract in the SMT back end), keeping the word
-    # inside the width that ``pack`` claims
-    expf = B.mod_pow2(expf, fmt.exp_bits)
+    # overflowing lanes take ``big`` below; their exponent can exceed the field, so they pack a
+    # zero exponent instead (no result changes), keeping the word inside the width ``pack`` claims
+    expf = B.ite(overflow, 0, expf)
     finite = pack(B, fmt, neg, expf, B.fit(frac, frac_bits + 1), pad)
     max_bits = fmt.pack_fields(0, fmt.emax + fmt.bias, ((1 << frac_bits) - 1) << pad)
     inf_bits = fmt.pack_fields(0, (1 << fmt.exp_bits) - 1, 0)
@@ -373,14 +404,18 @@ def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequenc
     """A block's addends: the exact products (operands first converted to ``operand_fmt`` where the
     model has one) and C, with the special-value flags of all of them."""
     fin = get_format(p.in_fmt)
+    precision = fin.frac_bits
     if p.operand_fmt:  # exact conversion of the operands first (e.g. fp8 -> fp16)
         fop = get_format(p.operand_fmt)
         a_bits = [convert(B, a, fin, fop, "rne") for a in a_bits]
         b_bits = [convert(B, b, fin, fop, "rne") for b in b_bits]
         fin = fop
-    prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fin, b, p.subnormal_in))
+    prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fin, b, p.subnormal_in),
+                          precision=min(precision, fin.frac_bits))
              for a, b in zip(a_bits, b_bits)]
     c_term, c_flags = value_term(B, decode(B, c_fmt, c_bits, p.subnormal_c))
+    if isinstance(c_bits, int) and c_bits == 0:  # the +0 an after_instr chain starts from
+        c_term = dataclasses.replace(c_term, known_zero=True)
     return [t for t, _ in prods], c_term, merge_flags(B, [fl for _, fl in prods] + [c_flags])
 
 

@@ -9,6 +9,7 @@ edge-case inputs (those of tests/test_smt_agreement.py), and must give the simul
 from __future__ import annotations
 
 import zlib
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -69,3 +70,23 @@ def test_checking_backend_catches_a_false_claim():
     with pytest.raises(BoundViolation):
         cb.mul(np.array([1 << 20]), np.array([1 << 20]), 40)  # product 2^40 is not below 2^40
     assert int(cb.fit(np.array([-(1 << 9)]), 10)[0]) == -(1 << 9)
+
+
+
+def test_inert_carry_bits_are_left_out_of_the_circuit():
+    """Issue 14's example: with e4m3 products (at most (15/8)^2 * 2^E each, converted exactly to fp16)
+    a Hopper fp8 block of 16 plus its C stays below 2^(F + 6), so 5 carry bits never bind and the
+    solver proves the two models equal at once, up to one whole instruction (K = 32)."""
+    from tcsmt.discriminate import discriminate
+
+    o = discriminate(["hopper", "hopper:carry_bits=5"], "e4m3", "fp32", None, 32, 1, False, None, "auto", 30)
+    assert o.status == "equivalent"
+
+
+def test_carry_bits_that_can_bind_still_do():
+    """4 carry bits do bind: 16 products (15/8)^2 sum to 56.25 * 2^E >= 2^(E + 5) (window F = 25)."""
+    from conftest import dot1
+
+    x = [Fraction(15, 8)] * 16
+    assert dot1("hopper", x, x, 0, "e4m3", "fp32") == Fraction(225, 4)
+    assert dot1("hopper:carry_bits=4", x, x, 0, "e4m3", "fp32") != Fraction(225, 4)
