@@ -93,3 +93,57 @@ def test_verify_bound_beyond_float_range_is_printed(runner):
                              "--arch", "volta"])
     assert "Traceback" not in r.output and r.exception is None or isinstance(r.exception, SystemExit), r.output
     assert "claim: error <= 2^4000 (1.318e+1204)" in r.output
+
+
+# -------------------------------------------------------------- parameters
+@pytest.mark.parametrize("spec,needle", [
+    ("hopper:align_floor=100000", "align_floor must be -149..127"),   # issue 11 failure 8: 1*1 gave 0
+    ("hopper:align_floor=-100000", "align_floor must be -149..127"),
+    ("volta:instr_k=100000", "instr_k must be 0..4096"),
+    ("volta:block_k=-1", "block_k must be 0..4096"),
+    ("volta:block_k=8", "block_k must not exceed instr_k"),
+])
+def test_out_of_range_parameters_are_refused(spec, needle):
+    from tcsmt import resolve
+
+    with pytest.raises(TcsmtError, match=needle):
+        resolve(spec, "fp16", "fp32")
+
+
+def test_align_floor_range_follows_the_formats():
+    """fp16 products reach 2^-48, fp32 C and accumulator 2^-149 .. 2^127; fp64 reaches 2^-1074."""
+    from tcsmt import resolve
+    from tcsmt.params import floor_range
+
+    assert floor_range(resolve("hopper", "fp16", "fp32")) == (-149, 127)
+    assert floor_range(resolve("ampere", "fp64", "fp64")) == (-2148, 2048)
+    assert resolve("hopper:align_floor=-149", "fp16", "fp32").align_floor == -149
+    assert resolve("ampere:align_floor=-1074", "fp64", "fp64").align_floor == -1074
+
+
+@pytest.mark.parametrize("field,value", [("in_fmt", "bf16"), ("out_fmt", "fp16"), ("c_fmt", "fp16"),
+                                         ("instr", "wgmma"), ("instr_shape", "m16n8k16")])
+def test_path_fields_cannot_be_overridden(field, value):
+    """volta:in_fmt=bf16 silently turned Volta's fp16 path into a bf16 one (issue 11, weak inputs)."""
+    from tcsmt import resolve
+
+    with pytest.raises(TcsmtError, match=f"{field} names the path.*--in, --out and --instr"):
+        resolve(f"volta:{field}={value}", "fp16", "fp32")
+
+
+def test_path_field_override_on_the_command_line(runner):
+    r = runner.invoke(main, ["dot", "--arch", "volta:in_fmt=bf16", "1", "1"])
+    _one_line_error(r, "in_fmt names the path", "--in")
+
+
+def test_parameter_types_are_checked():
+    import dataclasses
+
+    from tcsmt import resolve
+    from tcsmt.params import validate
+
+    p = resolve("volta", "fp16", "fp32")
+    for field, value in (("instr_k", "4"), ("block_k", 2.0), ("carry_bits", None), ("subnormal_in", 1),
+                         ("align_floor", "low"), ("instr_k", True)):
+        with pytest.raises(TcsmtError, match=field):
+            validate(dataclasses.replace(p, **{field: value}))
