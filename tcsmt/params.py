@@ -8,6 +8,7 @@ the parameters mean, checks their values and applies overrides such as
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,8 +230,19 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _plain_ints(p: ModelParams) -> ModelParams:
+    """numpy integer scalars (np.int64(4)) in integer fields become Python ints."""
+    changes = {}
+    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor"):
+        v = getattr(p, key)
+        if isinstance(v, numbers.Integral) and not isinstance(v, (bool, int)):
+            changes[key] = int(v)
+    return dataclasses.replace(p, **changes) if changes else p
+
+
 def validate(p: ModelParams) -> ModelParams:
     """Check every parameter's type and range; fill derived defaults (c_fmt, block_frac_bits)."""
+    p = _plain_ints(p)
     for key in ("in_fmt", "out_fmt", "acc_fmt", "c_fmt", "operand_fmt", "instr", "instr_shape"):
         if not isinstance(getattr(p, key), str):
             raise TcsmtError(f"invalid model parameters: {key} must be a string, not {getattr(p, key)!r}")

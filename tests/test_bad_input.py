@@ -393,3 +393,18 @@ def test_float16_values_as_fast_as_patterns():
         return min(times)
 
     assert best(pat.view(np.float16)) < 2 * best(pat)  # the old code took ~56x as long
+
+
+def test_numpy_integer_parameters_become_ints():
+    """Messages and semantic keys never carry numpy-2 reprs such as np.int64(4)."""
+    import dataclasses
+
+    import numpy as np
+
+    from tcsmt import resolve
+    from tcsmt.params import validate
+
+    p = validate(dataclasses.replace(resolve("volta", "fp16", "fp32"), instr_k=np.int64(4), align_floor=np.int32(-5)))
+    assert type(p.instr_k) is int and type(p.align_floor) is int and p.instr_k == 4
+    with pytest.raises(TcsmtError, match=r"align_floor must be -149\.\.127 .*, not 100000$"):
+        validate(dataclasses.replace(p, align_floor=np.int64(100000)))
