@@ -408,3 +408,24 @@ def test_numpy_integer_parameters_become_ints():
     assert type(p.instr_k) is int and type(p.align_floor) is int and p.instr_k == 4
     with pytest.raises(TcsmtError, match=r"align_floor must be -149\.\.127 .*, not 100000$"):
         validate(dataclasses.replace(p, align_floor=np.int64(100000)))
+
+
+def test_ml_dtypes_values():
+    """bfloat16 and float8 value arrays (ml_dtypes) are values: reinterpreted on their own path, converted elsewhere."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    bf = rng.standard_normal((500, 8)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    c = np.zeros(500, np.float32)
+    want = _api("ampere", bf.view(np.uint16), bf.view(np.uint16), c, "bf16", "fp32")
+    assert np.array_equal(_api("ampere", bf, bf, c, "bf16", "fp32"), want)
+    assert np.array_equal(_api("ampere", bf.astype(np.float32), bf.astype(np.float32), c, "bf16", "fp32"), want)
+    small = np.array([[1.0, 0.5, 2.0 ** -14]], ml_dtypes.bfloat16)
+    # 1 + 1/4 + 2^-28: Ampere's fp16 window ends at 2^-24 below the leading 2^0 (extra_bits = 1), so 2^-28 is cut
+    assert _api("ampere", small, small, [0.0], "fp16", "fp32")[0] == 0x3FA00000  # 1.25
+    with pytest.raises(TcsmtError, match=r"a\[0, 0\]: 1.2676506002282294e\+30 is not exactly representable in fp16"):
+        _api("ampere", np.array([[2.0 ** 100]], ml_dtypes.bfloat16), [[1.0]], [0.0], "fp16", "fp32")
+    e4 = np.array([[1.0, 448.0, -(2.0 ** -9)]], ml_dtypes.float8_e4m3fn)
+    assert _api("hopper", e4, e4, [0.0], "e4m3", "fp32")[0] == _api("hopper", e4.view(np.uint8), e4.view(np.uint8),
+                                                                      [0.0], "e4m3", "fp32")[0]
