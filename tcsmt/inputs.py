@@ -10,10 +10,10 @@ read as follows (:func:`as_patterns`):
 * float arrays are *values*: float16, float32, float64, and (when the package
   ``ml_dtypes`` is installed) bfloat16, float8_e4m3fn and float8_e5m2.  When the
   value format is the model's format the array is reinterpreted in place (no
-  copy); otherwise it is converted in chunks by exact integer bit manipulation
-  (:func:`tcsmt.semantics.convert`, round trip checked), never through a full
-  float64 copy.  A value the model's format cannot hold exactly is an error
-  naming the first such element;
+  copy); otherwise it is converted in chunks of :data:`CONVERT_CHUNK` elements,
+  each conversion checked to be exact (:func:`_convert_values`), never through
+  a full float64 copy.  A value the model's format cannot hold exactly is an
+  error naming the first such element;
 * unsigned integer arrays whose width is the format's storage width (uint16
   for fp16/bf16, uint32 for fp32/tf32, uint8 for fp8, uint64 for fp64) are the
   format's *bit patterns*;
@@ -174,12 +174,6 @@ def _ml_dtypes_formats() -> dict[str, Format]:
 def _index(shape: tuple[int, ...], flat: int) -> str:
     """``[i, j]`` of a flat index, as plain ints."""
     return "[" + ", ".join(str(int(i)) for i in np.unravel_index(int(flat), shape)) + "]"
-
-
-def _ambiguous(what: str, arr: np.ndarray, fmt: Format) -> TcsmtError:
-    return TcsmtError(
-        f"{what}: {arr.dtype} integers are ambiguous for {fmt.name} (values or bit patterns?): pass float values "
-        f"(e.g. a float16, float32 or float64 array), or bit patterns as {fmt.dtype.name} or with bits=True")
 
 
 def as_patterns(x: Any, fmt: Format, what: str, bits: bool = False, *, api: bool = True) -> np.ndarray:
