@@ -28,8 +28,13 @@ _RATIO = re.compile(r"^[+-]?\d+/\d+$")
 _INTEGER = re.compile(r"^[+-]?\d+$")
 
 
+def _quoted(text: str, limit: int = 60) -> str:
+    """``text`` quoted for a message, shortened to ``limit`` characters."""
+    return repr(text if len(text) <= limit else text[:limit - 3] + "...")
+
+
 def _range_error(text: str) -> TcsmtError:
-    return TcsmtError(f"value {text!r} is out of range: values and their factors must lie within "
+    return TcsmtError(f"value {_quoted(text)} is out of range: values and their factors must lie within "
                       f"2^-{MAX_BITS}..2^{MAX_BITS} (every format lies within 2^-1074..2^1024)")
 
 
@@ -75,9 +80,14 @@ def _parse_factor(text: str, whole: str) -> Fraction:
         raise ValueError(f"not an integer exponent: {exp_t!r}")
     base = _parse_number(base_t.strip(), whole)
     exp = int(exp_t)
-    if base == 0 and exp < 0:
-        raise ZeroDivisionError("0 to a negative power")
-    if base != 0 and abs(exp) * _log2_size(base) > MAX_BITS + 2:
+    if base == 0:
+        if exp < 0:
+            raise ZeroDivisionError("0 to a negative power")
+        return Fraction(1 if exp == 0 else 0)
+    if abs(base) == 1:
+        return base if exp % 2 else Fraction(1)
+    # |base| != 0, 1: max(|num|, den) >= 2, so each unit of exponent costs at least one bit
+    if abs(exp) > MAX_BITS + 2 or abs(exp) * _log2_size(base) > MAX_BITS + 2:
         raise _range_error(whole)
     return base ** exp
 
@@ -109,7 +119,7 @@ def parse_value(text: str) -> Fraction:
                 prod = _check_size(prod * _parse_factor(f, text), text)
             total += sign * prod
     except (ValueError, ZeroDivisionError) as exc:
-        raise TcsmtError(f"cannot read value {text!r}: write e.g. 1-2^-24, 3*2^-5, 0.75") from exc
+        raise TcsmtError(f"cannot read value {_quoted(text)}: write e.g. 1-2^-24, 3*2^-5, 0.75") from exc
     return _check_size(total, text)
 
 

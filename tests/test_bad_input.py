@@ -429,3 +429,16 @@ def test_ml_dtypes_values():
     e4 = np.array([[1.0, 448.0, -(2.0 ** -9)]], ml_dtypes.float8_e4m3fn)
     assert _api("hopper", e4, e4, [0.0], "e4m3", "fp32")[0] == _api("hopper", e4.view(np.uint8), e4.view(np.uint8),
                                                                       [0.0], "e4m3", "fp32")[0]
+
+
+@pytest.mark.parametrize("text", ["2^" + "9" * 500, "1e" + "9" * 500, "3^-" + "9" * 500, "1.5^" + "9" * 400])
+def test_exponents_too_long_for_a_float_are_refused(text):
+    """An exponent of hundreds of digits overflowed the float estimate (OverflowError); the message stays short."""
+    with pytest.raises(TcsmtError, match="out of range") as exc:
+        parse_value(text)
+    assert len(str(exc.value)) < 200
+
+
+def test_powers_of_zero_and_one_with_huge_exponents():
+    assert parse_value("1^" + "9" * 500) == 1 and parse_value("0^" + "9" * 500) == 0
+    assert parse_value("2*-1^" + "9" * 500) == -2 and parse_value("2*-1^" + "9" * 499 + "8") == 2
