@@ -8,7 +8,6 @@ input files, the counterexample records and the result JSON.
 """
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import subprocess
@@ -23,6 +22,7 @@ import numpy as np
 
 from ..errors import TcsmtError
 from ..formats import Format, get_format
+from ..inputs import dot_patterns, read_json, read_npz
 from ..params import ModelParams
 from ..values import format_value
 from .device import expand_tiles
@@ -333,10 +333,7 @@ def load_inputs(path: str, in_fmt: str | None = None, out_fmt: str | None = None
         raise TcsmtError(f"no such file: {path}")
     if p.suffix == ".npz":
         return _load_npz(p, in_fmt, out_fmt, instr)
-    try:
-        data = json.loads(p.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TcsmtError(f"{path} is not a readable JSON file ({exc})") from None
+    data = read_json(p)
     if not isinstance(data, dict):
         raise TcsmtError(f"{path}: expected a JSON object with in_fmt, out_fmt, inputs")
     fi = in_fmt or data.get("in_fmt")
@@ -371,33 +368,21 @@ def load_inputs(path: str, in_fmt: str | None = None, out_fmt: str | None = None
 
 
 def _load_npz(p: Path, in_fmt, out_fmt, instr) -> FileInputs:
-    from ..simulator import to_bits
-
-    try:
-        with np.load(p, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except (ValueError, OSError) as exc:
-        raise TcsmtError(f"{p} is not a readable .npz file ({exc})") from None
-    missing = [k for k in ("a", "b", "c") if k not in data]
-    if missing:
-        raise TcsmtError(f"{p} lacks array(s) {', '.join(missing)} (needs a, b, c)")
+    data = read_npz(p, ("a", "b", "c"))
 
     def meta(key, given):
         if given:
             return given
-        if key in data and data[key].shape == ():
-            return str(data[key])
+        if key in data and data[key].shape == () and data[key].dtype.kind in "US":
+            v = data[key].item()
+            return v.decode("ascii", "replace") if isinstance(v, bytes) else str(v)
         return None
 
     fi, fo, ins = meta("in_fmt", in_fmt), meta("out_fmt", out_fmt), meta("instr", instr) or "mma"
     if not fi or not fo:
         raise TcsmtError(f"{p}: give --path IN.OUT (or store in_fmt/out_fmt strings in the file)")
     spec = find_path(fi, fo, ins)
-    a = to_bits(data["a"], spec.fin, "a")
-    b = to_bits(data["b"], spec.fin, "b")
-    c = to_bits(data["c"], spec.c_fmt, "c")
-    if a.ndim != 2 or a.shape != b.shape or c.shape != (a.shape[0],) or a.shape[1] == 0:
-        raise TcsmtError(f"{p}: a, b must have shape (n, K) and c shape (n,); got {a.shape}, {b.shape}, {c.shape}")
+    a, b, c = dot_patterns(data["a"], data["b"], data["c"], spec.fin, spec.c_fmt, source=str(p))
     return FileInputs(spec, [], list(a), list(b), c)
 
 

@@ -42,9 +42,10 @@ def as_path(path: PathSpec | Sequence[str]) -> PathSpec:
 
 
 def _bits(x: Any, fmt_name: str, what: str) -> np.ndarray:
+    """Patterns of ``x``: run_dot takes bit patterns, so integer arrays of any width are patterns (bits=True)."""
     from ..simulator import to_bits
 
-    return to_bits(np.asarray(x), get_format(fmt_name), what)
+    return to_bits(np.asarray(x), get_format(fmt_name), what, bits=True)
 
 
 def run_tiles(path: PathSpec | Sequence[str], a: np.ndarray, b: np.ndarray, c: np.ndarray,

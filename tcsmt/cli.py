@@ -61,30 +61,23 @@ def models_cmd(arch: str | None) -> None:
 @click.argument("infile", type=click.Path(dir_okay=False))
 @click.argument("outfile", type=click.Path(dir_okay=False))
 def simulate_cmd(arch, in_fmt, out_fmt, instr, force, infile, outfile) -> None:
-    """Run the model on IN.npz (a, b: n x K; c: n) and write d (output bit patterns) to OUT.npz."""
+    """Run the model on IN.npz (a, b: n x K; c: n) and write d (output bit patterns) to OUT.npz.
+
+    a, b and c hold float values (float16, float32, float64) or the formats' bit
+    patterns as unsigned integers of their width (uint16 for fp16/bf16, uint32
+    for fp32/tf32, uint8 for fp8).
+    """
+    from .inputs import read_dot_npz
     from .simulator import simulate_params
 
     p = resolve(arch, in_fmt, out_fmt, instr)
-    data = _load_npz(infile, ("a", "b", "c"))
+    a, b, c = read_dot_npz(infile, get_format(p.in_fmt), get_format(p.c_fmt))
     if Path(outfile).exists() and not force:
         raise TcsmtError(f"{outfile} exists; use --force to overwrite it")
-    d = simulate_params(p, data["a"], data["b"], data["c"])
+    d = simulate_params(p, a, b, c)
     with open(outfile, "wb") as fh:
         np.savez(fh, d=d)
-    click.echo(f"{p.name}: {len(d)} dot products of length {np.asarray(data['a']).shape[-1]} -> {outfile}")
-
-
-def _load_npz(path: str, keys: tuple[str, ...]) -> dict:
-    if not Path(path).is_file():
-        raise TcsmtError(f"no such file: {path}")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            missing = [k for k in keys if k not in z.files]
-            if missing:
-                raise TcsmtError(f"{path} lacks array(s) {', '.join(missing)} (needs {', '.join(keys)})")
-            return {k: z[k] for k in z.files}
-    except (ValueError, OSError) as exc:
-        raise TcsmtError(f"{path} is not a readable .npz file ({exc})") from exc
+    click.echo(f"{p.name}: {len(d)} dot products of length {a.shape[-1]} -> {outfile}")
 
 
 # --------------------------------------------------------------------- dot

@@ -237,6 +237,8 @@ _ALIASES = {a: f.name for f in FORMATS.values() for a in f.aliases}
 
 def get_format(name: str) -> Format:
     """Look a format up by name or alias (case-insensitive)."""
+    if not isinstance(name, str):
+        raise TcsmtError(f"a number format is named by a string such as 'fp16', not {name!r}")
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
     if key not in FORMATS:

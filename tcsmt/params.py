@@ -8,6 +8,7 @@ the parameters mean, checks their values and applies overrides such as
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,17 +34,24 @@ class ModelParams:
       out_fmt  format of D.
       acc_fmt  format of the accumulator between blocks inside one instruction.
 
+      in_fmt, out_fmt, c_fmt, instr and instr_shape name the path: an
+      override (``volta:in_fmt=bf16``) is refused; the path is chosen with
+      the formats and instruction asked for (--in/--out/--instr).
+
     Grouping
-      instr_k  products consumed by one instruction (the k of mma.mMnNkK);
+      instr_k  products consumed by one instruction (the k of mma.mMnNkK),
+               0..MAX_K (0: no instruction boundary, K is one instruction);
                between instructions the accumulator is held in ``out_fmt``.
-      block_k  products summed by one block FMA (<= instr_k; 0 = all K at once).
+      block_k  products summed by one block FMA, 0..MAX_K (<= instr_k and
+               dividing it; 0 = all K at once).
                Blocks chain through the rounded accumulator: the block result
                is C of the next block.
       block_interleave  0: block j of an instruction holds the products
                k = j*block_k .. (j+1)*block_k - 1 (contiguous); n > 0: runs
                of n consecutive products are dealt to the instruction's
                blocks in turn (block j holds k with (k // n) % blocks == j),
-               as Hopper's fp8 mma.sync emulation does with n = 2.
+               as Hopper's fp8 mma.sync emulation does with n = 2;
+               0..block_k.
       reduction "chain" (block FMAs in k order, C first) or "pairwise" (each
                product rounded to acc_fmt with RNE, then a balanced tree of
                RNE additions, then + C with RNE).
@@ -62,20 +70,26 @@ class ModelParams:
                (``c_round``) in acc_fmt.
       extra_bits  alignment bits kept below the acc_fmt LSB of the largest
                term: the window's LSB is 2^(E - F), F = acc.frac_bits +
-               extra_bits (may be negative: fp8 on Ada/Hopper keeps F = 13).
-               "exact" keeps every bit (a Kulisch accumulator).
+               extra_bits (may be negative: fp8 on Ada/Hopper keeps F = 13),
+               -acc.frac_bits..256 (so F >= 0); "exact" keeps every bit (a
+               Kulisch accumulator).
       align    how an aligned term loses the bits below the window: "trunc"
                (magnitude truncated, sign kept: sign-magnitude), "rne"
                (magnitude rounded to nearest even at the window LSB), "floor"
                (two's-complement truncation: towards minus infinity).
-      align_floor  E is never below this exponent (None: no floor).
+      align_floor  E is never below this exponent (None: no floor); it must
+               lie in the exponent range of the terms (:func:`floor_range`:
+               from the least subnormal exponent of the products, C and the
+               accumulator up to their largest exponent), since a floor
+               outside it is either inert or discards every normal sum.
       carry_bits  bits above the largest term's leading bit (2^E) that the
-               adder holds: |sum| < 2^(E+1+carry_bits); "unbounded".
+               adder holds: |sum| < 2^(E+1+carry_bits), 0..64; "unbounded".
       overflow "wrap": |sum| is reduced modulo 2^(F+1+carry_bits) (the carry
                out is lost, as seed 000 describes); "saturate": clipped.
       block_round  rounding of the normalised block sum: rz, rne, ru, rd.
       block_frac_bits  fraction bits the block result keeps (23 for fp32;
-               13 for the e8m13 fp8 accumulator), within acc_fmt's range.
+               13 for the e8m13 fp8 accumulator), 1..acc.frac_bits (0 in the
+               model file: acc.frac_bits).
       c_round  rounding of the C addition when c_mode = "after".
       out_round  rounding from acc_fmt to out_fmt (fp16 output: rne).
 
@@ -143,6 +157,12 @@ class ModelParams:
         return tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in skip)
 
     def with_overrides(self, overrides: dict[str, Any]) -> "ModelParams":
+        """These parameters with ``overrides`` applied (TcsmtError for a path field or a bad value)."""
+        for k in overrides:
+            if k in PATH_FIELDS:
+                raise TcsmtError(f"{k} names the path, not a model parameter: choose the path with --in, --out "
+                                 f"and --instr (in Python: the in_fmt, out_fmt and instr arguments), "
+                                 f"not with {k}=...")
         changes = {k: coerce(k, v) for k, v in overrides.items()}
         return validate(dataclasses.replace(self, **changes))
 
@@ -152,6 +172,10 @@ class ModelParams:
 
 
 PARAM_NAMES = tuple(f.name for f in dataclasses.fields(ModelParams))
+PATH_FIELDS = ("in_fmt", "out_fmt", "c_fmt", "instr", "instr_shape")
+"""Fields that identify a path of an architecture: never overridden in a model spec."""
+MAX_K = 4096
+"""Largest instr_k / block_k accepted (the largest in models/ is 128)."""
 _INT_OR = {"extra_bits": "exact", "carry_bits": "unbounded"}
 _BOOLS = {"subnormal_in", "subnormal_c", "subnormal_out"}
 _INTS = {"instr_k", "block_k", "block_frac_bits", "block_interleave"}
@@ -187,8 +211,53 @@ def coerce(key: str, value: Any) -> Any:
     return str(value).lower() if key not in ("in_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_shape") else str(value)
 
 
+def floor_range(p: ModelParams) -> tuple[int, int]:
+    """The exponents an ``align_floor`` may take on this path: (lowest, highest).
+
+    lowest is the least subnormal exponent of any term (a product of two
+    operand-format subnormals, C, or the accumulator chained between blocks);
+    highest is the largest exponent a term can have (a product's 2*(emax+1),
+    C's or the accumulator's emax).
+    """
+    op = get_format(p.operand_fmt or p.in_fmt)
+    fc, acc = get_format(p.c_fmt or p.out_fmt), get_format(p.acc_fmt)
+    lowest = min(2 * op.min_subnormal_exp, fc.min_subnormal_exp, acc.min_subnormal_exp)
+    highest = max(2 * (op.emax + 1), fc.emax, acc.emax)
+    return lowest, highest
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _plain_ints(p: ModelParams) -> ModelParams:
+    """numpy integer scalars (np.int64(4)) in integer fields become Python ints."""
+    changes = {}
+    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor"):
+        v = getattr(p, key)
+        if isinstance(v, numbers.Integral) and not isinstance(v, (bool, int)):
+            changes[key] = int(v)
+    return dataclasses.replace(p, **changes) if changes else p
+
+
 def validate(p: ModelParams) -> ModelParams:
-    """Check every parameter's range; fill derived defaults (c_fmt, block_frac_bits)."""
+    """Check every parameter's type and range; fill derived defaults (c_fmt, block_frac_bits)."""
+    p = _plain_ints(p)
+    for key in ("in_fmt", "out_fmt", "acc_fmt", "c_fmt", "operand_fmt", "instr", "instr_shape"):
+        if not isinstance(getattr(p, key), str):
+            raise TcsmtError(f"invalid model parameters: {key} must be a string, not {getattr(p, key)!r}")
+    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits"):
+        if not _is_int(getattr(p, key)):
+            raise TcsmtError(f"invalid model parameters: {key} must be an integer, not {getattr(p, key)!r}")
+    for key, word in (("extra_bits", "exact"), ("carry_bits", "unbounded")):
+        v = getattr(p, key)
+        if not (_is_int(v) or v == word):
+            raise TcsmtError(f"invalid model parameters: {key} must be an integer or {word!r}, not {v!r}")
+    if not (p.align_floor is None or _is_int(p.align_floor)):
+        raise TcsmtError(f"invalid model parameters: align_floor must be an integer or None, not {p.align_floor!r}")
+    for key in ("subnormal_in", "subnormal_c", "subnormal_out"):
+        if not isinstance(getattr(p, key), bool):
+            raise TcsmtError(f"invalid model parameters: {key} must be true or false, not {getattr(p, key)!r}")
     for key in ("in_fmt", "out_fmt", "acc_fmt"):
         get_format(getattr(p, key))
     if p.operand_fmt:
@@ -215,12 +284,19 @@ def validate(p: ModelParams) -> ModelParams:
         (p.reduction in ("chain", "pairwise"), "reduction must be chain or pairwise"),
         (p.overflow_result in ("ieee", "inf"), "overflow_result must be ieee or inf"),
         (p.zero_sign in ("ieee", "positive"), "zero_sign must be ieee or positive"),
-        (p.block_k >= 0 and p.instr_k >= 0, "block_k and instr_k must be >= 0"),
+        (0 <= p.instr_k <= MAX_K, f"instr_k must be 0..{MAX_K} (0: no instruction boundary)"),
+        (0 <= p.block_k <= MAX_K, f"block_k must be 0..{MAX_K} (0: all K in one block)"),
+        (p.block_k == 0 or p.instr_k == 0 or p.block_k <= p.instr_k, "block_k must not exceed instr_k"),
         (p.block_k == 0 or p.instr_k == 0 or p.instr_k % p.block_k == 0, "instr_k must be a multiple of block_k"),
         (1 <= p.block_frac_bits <= acc.frac_bits, f"block_frac_bits must be 1..{acc.frac_bits}"),
         (p.carry_bits == "unbounded" or 0 <= int(p.carry_bits) <= 64, "carry_bits must be 0..64 or unbounded"),
         (p.extra_bits == "exact" or -acc.frac_bits <= int(p.extra_bits) <= 256, f"extra_bits must be -{acc.frac_bits}..256 or exact"),
     ]
+    if p.align_floor is not None:
+        lo, hi = floor_range(p)
+        checks.append((lo <= p.align_floor <= hi,
+                       f"align_floor must be {lo}..{hi} (the exponents of this path's terms) or none, "
+                       f"not {p.align_floor}"))
     for ok, msg in checks:
         if not ok:
             raise TcsmtError(f"invalid model parameters{' for ' + p.name if p.name else ''}: {msg}")

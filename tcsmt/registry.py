@@ -192,6 +192,11 @@ def split_spec(spec: str) -> tuple[str, list[str], dict[str, str]]:
 def resolve(spec: str, in_fmt: str | None = None, out_fmt: str | None = None,
             instr: str | None = None) -> ModelParams:
     """The ModelParams a spec names for the given path (see module docstring)."""
+    if not isinstance(spec, str):
+        raise TcsmtError(f"a model spec is a string such as 'volta' or 'volta:carry_bits=2', not {spec!r}")
+    for what, v in (("in_fmt", in_fmt), ("out_fmt", out_fmt), ("instr", instr)):
+        if v is not None and not isinstance(v, str):
+            raise TcsmtError(f"{what} must be a string such as 'fp16' or 'mma', not {v!r}")
     base, hyps, over = split_spec(spec)
     if base.lower() in REFERENCES:
         if hyps:

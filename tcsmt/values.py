@@ -4,28 +4,98 @@ Parsing accepts sums and differences of terms, each term a decimal or integer,
 a power of two ``2^-24``, or a product ``3*2^-5``; for example ``1-2^-24``,
 ``1+2^-1+2^-2+2^-3``, ``-0.75``, ``2^10``.  Formatting writes an exact value
 as the shortest signed sum of powers of two (non-adjacent form).
+
+Parsing is bounded, so that no input can make it run for long: a value has at
+most :data:`MAX_TEXT` characters, and every factor and the value itself lie
+within 2^-MAX_BITS .. 2^MAX_BITS (checked before any power is computed), far
+beyond every format here (fp64 spans 2^-1074 .. 2^1024).
 """
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
 from .errors import TcsmtError
 
-_TERM = re.compile(r"\s*([+-]?)\s*([^+-]+(?:[eE][+-]?\d+)?)")
+MAX_TEXT = 1000
+"""Longest value text accepted (characters)."""
+MAX_BITS = 4096
+"""Every factor and every value lies within 2^-MAX_BITS .. 2^MAX_BITS."""
+_MAX_DECIMAL_EXP = 1233  # 10^1233 < 2^4096 < 10^1234
+_DECIMAL = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+))?$")
+_RATIO = re.compile(r"^[+-]?\d+/\d+$")
+_INTEGER = re.compile(r"^[+-]?\d+$")
 
 
-def _parse_factor(text: str) -> Fraction:
+def _quoted(text: str, limit: int = 60) -> str:
+    """``text`` quoted for a message, shortened to ``limit`` characters."""
+    return repr(text if len(text) <= limit else text[:limit - 3] + "...")
+
+
+def _range_error(text: str) -> TcsmtError:
+    return TcsmtError(f"value {_quoted(text)} is out of range: values and their factors must lie within "
+                      f"2^-{MAX_BITS}..2^{MAX_BITS} (every format lies within 2^-1074..2^1024)")
+
+
+def _log2_size(v: Fraction) -> float:
+    """log2 of max(|numerator|, denominator): the bits a power of v costs per unit of exponent."""
+    return math.log2(max(abs(v.numerator), v.denominator))
+
+
+_HI = Fraction(2) ** MAX_BITS
+_LO = Fraction(1, 2 ** MAX_BITS)
+
+
+def _check_size(v: Fraction, text: str) -> Fraction:
+    """v itself, if 0 or 2^-MAX_BITS <= |v| <= 2^MAX_BITS (cheap bit-length test first)."""
+    if v:
+        if abs(v.numerator.bit_length() - v.denominator.bit_length()) > MAX_BITS + 2 or not _LO <= abs(v) <= _HI:
+            raise _range_error(text)
+    return v
+
+
+def _parse_number(text: str, whole: str) -> Fraction:
+    """A decimal, integer or ratio literal (``12``, ``0.75``, ``1e-3``, ``1/3``), decimal exponent bounded."""
+    if _RATIO.match(text):
+        return _check_size(Fraction(text), whole)
+    m = _DECIMAL.match(text)
+    if not m:
+        raise ValueError(f"not a number: {text!r}")
+    if m.group(1) is not None and abs(int(m.group(1))) > _MAX_DECIMAL_EXP:
+        raise _range_error(whole)
+    return _check_size(Fraction(text), whole)
+
+
+def _parse_factor(text: str, whole: str) -> Fraction:
+    """``NUMBER`` or ``NUMBER^EXP`` (EXP an integer, optionally in parentheses); bounded."""
     text = text.strip()
-    if "^" in text:
-        base, exp = text.split("^", 1)
-        exp = exp.strip().strip("()")
-        return Fraction(base.strip()) ** int(exp)
-    return Fraction(text)
+    if "^" not in text:
+        return _parse_number(text, whole)
+    base_t, exp_t = text.split("^", 1)
+    exp_t = exp_t.strip()
+    if exp_t.startswith("(") and exp_t.endswith(")"):
+        exp_t = exp_t[1:-1].strip()
+    if not _INTEGER.match(exp_t):
+        raise ValueError(f"not an integer exponent: {exp_t!r}")
+    base = _parse_number(base_t.strip(), whole)
+    exp = int(exp_t)
+    if base == 0:
+        if exp < 0:
+            raise ZeroDivisionError("0 to a negative power")
+        return Fraction(1 if exp == 0 else 0)
+    if abs(base) == 1:
+        return base if exp % 2 else Fraction(1)
+    # |base| != 0, 1: max(|num|, den) >= 2, so each unit of exponent costs at least one bit
+    if abs(exp) > MAX_BITS + 2 or abs(exp) * _log2_size(base) > MAX_BITS + 2:
+        raise _range_error(whole)
+    return base ** exp
 
 
 def parse_value(text: str) -> Fraction:
     """Parse an exact value such as ``1-2^-24`` or ``3*2^-5`` (raises TcsmtError)."""
+    if len(text) > MAX_TEXT:
+        raise TcsmtError(f"value too long ({len(text)} characters; at most {MAX_TEXT})")
     s = text.strip().replace(" ", "")
     if not s:
         raise TcsmtError("empty value")
@@ -46,11 +116,11 @@ def parse_value(text: str) -> Fraction:
             t = t.lstrip("+-")
             prod = Fraction(1)
             for f in t.split("*"):
-                prod *= _parse_factor(f)
+                prod = _check_size(prod * _parse_factor(f, text), text)
             total += sign * prod
     except (ValueError, ZeroDivisionError) as exc:
-        raise TcsmtError(f"cannot read value {text!r}: write e.g. 1-2^-24, 3*2^-5, 0.75") from exc
-    return total
+        raise TcsmtError(f"cannot read value {_quoted(text)}: write e.g. 1-2^-24, 3*2^-5, 0.75") from exc
+    return _check_size(total, text)
 
 
 def parse_vector(text: str) -> list[Fraction]:

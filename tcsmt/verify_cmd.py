@@ -26,7 +26,20 @@ def _num(v: Fraction | float | None) -> str:
         return "inf" if v == float("inf") else f"{v:.3g}"
     if v == 0:
         return "0"
-    return f"{float(v):.3e}"
+    try:
+        f = float(v)
+    except OverflowError:  # beyond float range (e.g. --bound 2^4000): scientific notation from exact logs
+        f = 0.0
+    if f != 0.0:
+        return f"{f:.3e}"
+    import math
+
+    x = abs(v)
+    e10 = math.floor(math.log10(x.numerator) - math.log10(x.denominator))
+    m = float(x / Fraction(10) ** e10)
+    if m >= 10:
+        m, e10 = m / 10, e10 + 1
+    return f"{'-' if v < 0 else ''}{m:.3f}e{e10:+d}"
 
 
 def _pow2(v: Fraction | float | None) -> str:

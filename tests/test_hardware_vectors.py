@@ -70,6 +70,8 @@ def replay(path: Path, gpu: str, fmt: str, out: str, spec: str | None = None, ro
             instr = "mma"  # our replay: these rows used the given C and mma.sync
     if out == "fp16":
         c = convert_bits(c, FP32, FP16, "rne")  # README: C converted to fp16 (RNE) on the host
+    if fmt != "tf32":  # the files store every input as an fp32 pattern: the narrower formats' values as float32
+        a, b = a.view(np.float32), b.view(np.float32)
     d = simulate(spec or ARCH[gpu], a, b, c, fmt, out, instr)
     if out == "fp16":
         d = convert_bits(d, FP16, FP32)  # exact

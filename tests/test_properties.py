@@ -144,16 +144,19 @@ def test_sign_symmetry(arch, out, data):
 @settings(max_examples=100, deadline=None)
 @given(st.sampled_from(["volta", "ampere", "hopper", "cdna2"]), vec(8), vec(8), fp32_values())
 def test_values_and_bit_patterns_agree(arch, a, b, c):
-    """simulate() on float values equals simulate() on the same values' bit patterns."""
+    """simulate() on float values (float64, float32, float16) equals simulate() on the same values' bit patterns
+    (uint16, or any integer dtype with bits=True)."""
     fa = np.array([a])
     fb = np.array([b])
     fc = np.array([c], dtype=np.float32)
     d1 = simulate(arch, fa, fb, fc, "fp16", "fp32")
-    d2 = simulate(arch, fa.astype(np.float16).view(np.uint16), fb.astype(np.float16).view(np.uint16),
-                  fc.view(np.uint32), "fp16", "fp32")
-    d3 = simulate(arch, fa.astype(np.float32).view(np.uint32), fb.astype(np.float32).view(np.uint32),
-                  fc.view(np.uint32), "fp16", "fp32")  # fp32 patterns of fp16 values are accepted too
-    assert d1[0] == d2[0] == d3[0]
+    pa, pb = fa.astype(np.float16).view(np.uint16), fb.astype(np.float16).view(np.uint16)
+    d2 = simulate(arch, pa, pb, fc.view(np.uint32), "fp16", "fp32")
+    d3 = simulate(arch, fa.astype(np.float32), fb.astype(np.float32), fc, "fp16", "fp32")
+    d4 = simulate(arch, pa.view(np.float16), pb.view(np.float16), fc, "fp16", "fp32")
+    d5 = simulate(arch, pa.astype(np.int64), pb.astype(np.int32), fc.view(np.uint32).astype(np.int64), "fp16", "fp32",
+                  bits=True)
+    assert d1[0] == d2[0] == d3[0] == d4[0] == d5[0]
 
 
 # ------------------------------------------------------------ special values
