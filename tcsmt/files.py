@@ -1,0 +1,361 @@
+"""Every file tcsmt writes goes through here: no silent overwrite, no damage, no leftovers, no shared names.
+
+The rules (one place for all of them):
+
+* **Without force nothing that exists is replaced.**  The name is *claimed* before the work
+  starts, by an exclusive create (``O_CREAT | O_EXCL``): an empty file that this process owns.
+  With ``free=True`` a taken name moves on to ``stem-2.ext``, ``stem-3.ext``, ... (the first
+  name whose exclusive create succeeds), so concurrent runs never share or lose a file, and the
+  claimed name is the one the run reports and writes.  Without ``free`` a taken name is a
+  one-line :class:`TcsmtError` ("X exists; use --force ...").
+* **With force only a regular file is replaced.**  A directory, symbolic link, device node
+  (``/dev/null``, ``/dev/full``), FIFO, socket or anything else is refused with a one-line
+  :class:`TcsmtError` and left untouched (checked before the work and again just before the
+  rename).
+* **Writes are atomic.**  The bytes go to a uniquely named temporary file in the target's
+  directory (``tempfile.mkstemp``: an exclusive create, ``.NAME.XXXXXXXX.tmp``), are flushed
+  and fsynced, and the temporary file is renamed over the target (``os.replace``), so a reader
+  sees the old file or the whole new one.  The temporary file is removed on every failure path
+  (an exception, ``KeyboardInterrupt``, a signal turned into an exception).  The new file gets
+  the replaced file's permission bits, or ``0o666`` less the umask.
+* **Unwritten claims are removed.**  A claimed file that is still the empty file this process
+  created (same device and inode, size 0), or a claimed directory that is still empty, is
+  removed by :meth:`Output.release` / :meth:`OutputDir.release`, and by :func:`release_all`,
+  which the CLI calls when a command ends (error, timeout, interrupt, signal) and which also
+  runs at interpreter exit.  A claim that was written is kept.
+
+Typical use (the claim happens before the solver runs)::
+
+    out = files.output("generated/x.json", force=False, free=True)   # claims x.json or x-2.json ...
+    ...                                                                # solve
+    out.write_json(doc)                                                # atomic; out.path is the name
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import signal
+import stat
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterator
+
+from .errors import TcsmtError
+
+__all__ = ["Output", "OutputDir", "output", "output_dir", "write_bytes", "write_text", "write_json",
+           "replace_file", "release_all"]
+
+_MAX_NUMBER = 100_000  # stem-2 ... stem-100000: then give up (a directory that full is a mistake)
+_DEFERRED = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
+
+_lock = threading.Lock()
+_claims: dict[int, "Output | OutputDir"] = {}  # unwritten claims of this process, by id()
+_temporaries: set[str] = set()                   # temporary files not yet renamed or removed
+
+
+# ------------------------------------------------------------------ helpers
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise TcsmtError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _refuse_non_regular(path: Path, st: os.stat_result | None) -> None:
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise TcsmtError(f"{path} is {_kind(st.st_mode)}; tcsmt replaces only regular files "
+                         "(--force included): choose another name")
+
+
+def _exists_error(path: Path) -> TcsmtError:
+    return TcsmtError(f"{path} exists; use --force to overwrite it, or choose another name")
+
+
+def _numbered(path: Path, n: int) -> Path:
+    """``path`` itself for n = 1, else ``stem-n.suffix`` beside it."""
+    return path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
+
+
+def _make_parent(path: Path) -> None:
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise TcsmtError(f"cannot write {path}: {parent} is not a directory") from None
+    except OSError as exc:
+        raise TcsmtError(f"cannot create directory {parent}: {exc.strerror}") from None
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _lock:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP while a file is created and registered, so that an interrupt
+    cannot fall between the two (the signal is delivered right after)."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _remove_temporary(tmp: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+    with _lock:
+        _temporaries.discard(tmp)
+
+
+def _write_replacing(path: Path, fill: Callable[[BinaryIO], None], mode: int,
+                     check: Callable[[], None]) -> tuple[int, ...]:
+    """Write ``fill``'s bytes to a fresh temporary file beside ``path`` and rename it over ``path``.
+
+    ``check`` runs just before the rename (it raises to refuse).  Returns the new file's
+    identity (:func:`_identity`).  The temporary file never survives a failure.
+    """
+    with _signals_deferred():
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        except OSError as exc:
+            raise TcsmtError(f"cannot write {path}: {exc.strerror}") from None
+        with _lock:
+            _temporaries.add(tmp)
+    renamed = False
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fill(fh)
+            fh.flush()
+            with contextlib.suppress(OSError):  # some file systems cannot fsync; the rename is still atomic
+                os.fsync(fh.fileno())
+            os.fchmod(fh.fileno(), mode)
+            st = os.fstat(fh.fileno())
+        check()
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise TcsmtError(f"cannot write {path}: {exc.strerror}") from None
+        renamed = True
+        return _identity(st)
+    finally:
+        if renamed:
+            with _lock:
+                _temporaries.discard(tmp)
+        else:
+            _remove_temporary(tmp)
+
+
+# ------------------------------------------------------------------ outputs
+class Output:
+    """One output file: claimed (``force=False``) or checked replaceable (``force=True``) up front.
+
+    ``path`` is the name the run reports and writes (with ``free=True`` possibly ``stem-N.ext``).
+    The ``write_*`` methods replace the file atomically; they may be called again (a log
+    rewritten after every step).  ``release()`` removes the claim if nothing was written.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], force: bool = False, free: bool = False):
+        self.path = Path(path)
+        self.force = force
+        self.written = False
+        self._identity: tuple[int, ...] | None = None  # of the file this process made (claim or last write)
+        self._mode = 0o666 & ~_umask()
+        if force:
+            st = _lstat(self.path)
+            _refuse_non_regular(self.path, st)
+            if st is not None:
+                self._mode = stat.S_IMODE(st.st_mode)
+            else:
+                _make_parent(self.path)
+            return
+        _make_parent(self.path)
+        for n in range(1, (_MAX_NUMBER if free else 1) + 1):
+            cand = _numbered(self.path, n)
+            with _signals_deferred():
+                try:
+                    fd = os.open(cand, os.O_WRONLY | os.O_CREAT | os.O_EXCL, self._mode)
+                except FileExistsError:
+                    continue
+                except OSError as exc:
+                    raise TcsmtError(f"cannot create {cand}: {exc.strerror}") from None
+                try:
+                    st = os.fstat(fd)
+                finally:
+                    os.close(fd)
+                self.path, self._identity = cand, _identity(st)
+                with _lock:
+                    _claims[id(self)] = self
+            return
+        if free:
+            raise TcsmtError(f"no free name for {self.path} (up to -{_MAX_NUMBER} taken)")
+        raise _exists_error(self.path)
+
+    def _check(self) -> None:
+        st = _lstat(self.path)
+        if self._identity is not None:
+            if st is None or _identity(st) != self._identity or not stat.S_ISREG(st.st_mode):
+                raise TcsmtError(f"{self.path} was replaced or removed by someone else while tcsmt ran; "
+                                 "not overwritten")
+            return
+        _refuse_non_regular(self.path, st)
+
+    def write_with(self, fill: Callable[[BinaryIO], None]) -> Path:
+        """Write what ``fill(binary_file)`` writes, atomically; return the path."""
+        ident = _write_replacing(self.path, fill, self._mode, self._check)
+        if self._identity is not None:
+            self._identity = ident
+        self.written = True
+        with _lock:
+            _claims.pop(id(self), None)
+        return self.path
+
+    def write_bytes(self, data: bytes) -> Path:
+        return self.write_with(lambda fh: fh.write(data))
+
+    def write_text(self, text: str) -> Path:
+        return self.write_bytes(text.encode("utf-8"))
+
+    def write_json(self, doc: Any) -> Path:
+        """``doc`` as indented JSON (one space), with a final newline."""
+        return self.write_text(json.dumps(doc, indent=1) + "\n")
+
+    def release(self) -> None:
+        """Remove the claimed file if nothing was written and it is still our empty file."""
+        with _lock:
+            _claims.pop(id(self), None)
+        if self.written or self._identity is None:
+            return
+        st = _lstat_quiet(self.path)
+        if st is not None and stat.S_ISREG(st.st_mode) and _identity(st) == self._identity:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+        self._identity = None
+
+
+class OutputDir:
+    """A directory claimed by ``mkdir`` (never one that exists), ``dir-2``, ``dir-3``, ... with ``free``.
+
+    ``release()`` removes it if it is still empty (``os.rmdir`` removes nothing else).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], free: bool = False):
+        self.path = Path(path)
+        _make_parent(self.path)
+        for n in range(1, (_MAX_NUMBER if free else 1) + 1):
+            cand = self.path if n == 1 else self.path.with_name(f"{self.path.name}-{n}")
+            with _signals_deferred():
+                try:
+                    os.mkdir(cand)
+                except FileExistsError:
+                    continue
+                except OSError as exc:
+                    raise TcsmtError(f"cannot create directory {cand}: {exc.strerror}") from None
+                st = os.lstat(cand)
+                self.path, self._identity = cand, (st.st_dev, st.st_ino)  # rmdir removes only an empty one
+                with _lock:
+                    _claims[id(self)] = self
+            return
+        if free:
+            raise TcsmtError(f"no free name for {self.path} (up to -{_MAX_NUMBER} taken)")
+        raise _exists_error(self.path)
+
+    def release(self) -> None:
+        with _lock:
+            _claims.pop(id(self), None)
+        st = _lstat_quiet(self.path)
+        if st is not None and stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) == self._identity:
+            with contextlib.suppress(OSError):  # not empty: kept
+                os.rmdir(self.path)
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    """Device, inode, size and modification time: a file someone else put under the name (even on a
+    reused inode) differs in at least one of them."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _lstat_quiet(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+# ------------------------------------------------------------------ the short forms
+def output(path: str | os.PathLike[str], force: bool = False, free: bool = False) -> Output:
+    """Claim ``path`` (or, with ``free``, the first free ``stem-N.ext``) or check it is replaceable (``force``).
+
+    Call it before the work, so that a refusal costs nothing and concurrent runs get
+    different names; write with the returned object's ``write_*`` methods.
+    """
+    return Output(path, force=force, free=free and not force)
+
+
+def output_dir(path: str | os.PathLike[str], free: bool = False) -> OutputDir:
+    """Claim a new directory ``path`` (``path-2``, ... with ``free``) by ``mkdir``."""
+    return OutputDir(path, free=free)
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes, force: bool = False) -> Path:
+    """Write ``data`` to ``path`` atomically under the rules above (claim and write in one step)."""
+    out = Output(path, force=force)
+    try:
+        return out.write_bytes(data)
+    finally:
+        out.release()
+
+
+def write_text(path: str | os.PathLike[str], text: str, force: bool = False) -> Path:
+    return write_bytes(path, text.encode("utf-8"), force)
+
+
+def write_json(path: str | os.PathLike[str], doc: Any, force: bool = False) -> Path:
+    return write_text(path, json.dumps(doc, indent=1) + "\n", force)
+
+
+def replace_file(path: str | os.PathLike[str], text: str) -> Path:
+    """(Re)write ``text`` to a file of our own (a log inside a claimed directory): atomic, regular files only."""
+    return write_text(path, text, force=True)
+
+
+def release_all() -> None:
+    """Remove every unwritten claim and stray temporary file of this process (see the module docstring)."""
+    with _lock:
+        claims = list(_claims.values())
+        temps = list(_temporaries)
+    for c in claims:
+        c.release()
+    for t in temps:
+        _remove_temporary(t)
+
+
+atexit.register(release_all)
