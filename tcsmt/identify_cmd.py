@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from . import files, interrupts
 from .errors import TcsmtError
 
 
@@ -107,9 +108,11 @@ def identify_cmd(use_gpu: bool, model: str | None, replay_dir: str | None, path_
     except TcsmtError as exc:
         click.echo(f"tcsmt: error: {exc}", err=True)
         sys.exit(2)
-    except KeyboardInterrupt:
-        click.echo("tcsmt: interrupted", err=True)
-        sys.exit(2)
+    except KeyboardInterrupt as exc:
+        click.echo(interrupts.message(exc), err=True)
+        sys.exit(interrupts.exit_status(exc))
+    finally:
+        files.release_all()
 
 
 def _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experiments, solver, timeout,

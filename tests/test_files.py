@@ -148,3 +148,79 @@ def test_claimed_directories(tmp_path):
     files.replace_file(d1.path / "experiments.json", "{}\n")
     files.release_all()
     assert d1.path.is_dir() and not d2.path.exists()  # a directory with a log is kept, an empty one removed
+
+
+# ------------------------------------------------------------------ signals
+HARD = ["discriminate", "exact", "pairwise-rne", "--k", "16", "--timeout", "600"]  # no answer within 20 s
+
+
+def _children(pid: int) -> set[int]:
+    try:
+        return {int(c) for t in Path(f"/proc/{pid}/task").iterdir()
+                for c in (t / "children").read_text().split()}
+    except (OSError, ValueError):
+        r = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+        return {int(x) for x in r.stdout.split()}
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _signal_solver(cwd: Path, sig: int) -> tuple[list[int], int, str]:
+    """Start a hard discriminate, wait for its solver child, send ``sig`` to the CLI.
+
+    Returns the children still running 2 s after the signal, the exit status and stderr.
+    """
+    proc = subprocess.Popen(TCSMT + HARD, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kids: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while not kids and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+            kids = _children(proc.pid)
+        assert kids, "the solver child never started"
+        proc.send_signal(sig)
+        t0 = time.monotonic()
+        while any(_running(k) for k in kids) and time.monotonic() - t0 < 2.0:
+            time.sleep(0.05)
+        alive = [k for k in kids if _running(k)]
+    finally:
+        for k in kids:  # stragglers (old code) would keep the pipes open
+            if _running(k):
+                os.kill(k, signal.SIGKILL)
+    try:
+        _, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return alive, proc.returncode, err
+
+
+_LINUX_PROC = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+
+
+@_LINUX_PROC
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_signal_ends_solver_children(tmp_path, sig):
+    """SIGTERM/SIGHUP/SIGINT to the CLI: the solver child is gone within 2 s, one line, exit 128 + signal,
+    and the output name claimed for the answer is removed again."""
+    alive, rc, err = _signal_solver(tmp_path, sig)
+    assert not alive, f"solver child {alive} still running 2 s after {sig.name}"
+    assert rc == 128 + sig
+    assert err.strip().splitlines() == [f"tcsmt: interrupted ({sig.name})"], err
+    generated = tmp_path / "generated"
+    assert not generated.exists() or not list(generated.iterdir())
+
+
+@_LINUX_PROC
+def test_solver_child_dies_with_a_killed_parent(tmp_path):
+    """SIGKILL cannot be handled: the child still goes (PR_SET_PDEATHSIG)."""
+    alive, rc, _ = _signal_solver(tmp_path, signal.SIGKILL)
+    assert rc == -signal.SIGKILL
+    assert not alive, f"solver child {alive} outlived its killed parent"
