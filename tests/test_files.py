@@ -224,3 +224,102 @@ def test_solver_child_dies_with_a_killed_parent(tmp_path):
     alive, rc, _ = _signal_solver(tmp_path, signal.SIGKILL)
     assert rc == -signal.SIGKILL
     assert not alive, f"solver child {alive} outlived its killed parent"
+
+
+# ------------------------------------------------------------------ discriminate, query, simulate
+def _one_line_error(r, *words: str) -> None:
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("tcsmt: error:"), r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_discriminate_output_force_replaces_only_regular_files(tmp_path):
+    """Was: the JSON renamed over a device node, FIFO or symlink; DIR.tmp left behind for a directory."""
+    specials = _specials(tmp_path)
+    runner = CliRunner()
+    for name, p in specials.items():
+        r = runner.invoke(main, ["discriminate", "volta", "ampere", "--output", str(p), "--force"])
+        _one_line_error(r, str(p), "regular files")
+        assert "discriminating input" not in r.output  # refused before the solver ran
+    _unchanged(tmp_path, specials)
+    assert _leftovers(tmp_path) == []
+    r = runner.invoke(main, ["discriminate", "volta", "ampere", "--output", str(specials["fifo"])])
+    _one_line_error(r, "exists", "--force")
+
+
+def test_discriminate_output_force_replaces_a_regular_file(tmp_path):
+    target = tmp_path / "answer.json"
+    target.write_text("old\n")
+    r = CliRunner().invoke(main, ["discriminate", "volta", "ampere", "--output", str(target), "--force"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(target.read_text())["models"] == ["volta", "ampere"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["answer.json"]
+
+
+def test_discriminate_without_result_leaves_no_claimed_file(tmp_path, monkeypatch):
+    """ampere and ada are equivalent (exit 1), a 1 ms timeout gives no answer: the names claimed before the
+    solve are removed again."""
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    r = runner.invoke(main, ["discriminate", "ampere", "ada"])
+    assert r.exit_code == 1, r.output
+    r = runner.invoke(main, ["discriminate", "ampere", "ada", "--output", "x.json"])
+    assert r.exit_code == 1, r.output
+    r = runner.invoke(main, ["discriminate", "exact", "pairwise-rne", "--k", "16", "--timeout", "0.001"])
+    assert r.exit_code == 2, r.output
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == []
+
+
+def test_simulate_out_force_replaces_only_regular_files(tmp_path):
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 0x7BFF, size=(4, 4)).astype(np.uint16)
+    np.savez(tmp_path / "in.npz", a=a, b=a, c=np.zeros(4, np.uint32))
+    specials = _specials(tmp_path)
+    runner = CliRunner()
+    for name, p in specials.items():
+        r = runner.invoke(main, ["simulate", "--arch", "volta", "--in", "fp16", "--out", "fp32", "--force",
+                                 str(tmp_path / "in.npz"), str(p)])
+        assert r.exit_code == 2, r.output
+        assert "regular files" in r.output or "directory" in r.output, r.output
+    _unchanged(tmp_path, specials)
+    out = tmp_path / "out.npz"
+    out.write_bytes(b"old")
+    r = runner.invoke(main, ["simulate", "--arch", "volta", "--in", "fp16", "--out", "fp32", "--force",
+                             str(tmp_path / "in.npz"), str(out)])
+    assert r.exit_code == 0, r.output
+    with np.load(out) as z:
+        assert z["d"].shape == (4,)
+    assert _leftovers(tmp_path) == []
+
+
+def _run_concurrently(args: list[str], cwd: Path, n: int) -> list[subprocess.CompletedProcess]:
+    procs = [subprocess.Popen(TCSMT + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(n)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        results.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    return results
+
+
+def _written(stdout: str) -> str:
+    return [ln for ln in stdout.splitlines() if ln.startswith("written: ")][-1].split(": ", 1)[1]
+
+
+def test_concurrent_discriminate_runs_get_distinct_files(tmp_path):
+    """Was: 8 concurrent runs in one directory, 17 of 32 failed with "exists" after solving and two runs
+    reported the same -2.json (one result lost).  Now every run claims its own name before solving."""
+    results = _run_concurrently(["discriminate", "volta", "ampere"], tmp_path, 8)
+    assert [r.returncode for r in results] == [0] * 8, [r.stderr for r in results]
+    names = [_written(r.stdout) for r in results]
+    assert len(set(names)) == 8, names
+    on_disk = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "generated").iterdir())
+    assert on_disk == sorted(names)
+    expected = ["generated/volta-vs-ampere-fp16-fp32.json"] + \
+        [f"generated/volta-vs-ampere-fp16-fp32-{i}.json" for i in range(2, 9)]
+    assert sorted(names) == sorted(expected)
+    for name in names:  # each file is a whole answer
+        doc = json.loads((tmp_path / name).read_text())
+        assert doc["models"] == ["volta", "ampere"] and doc["inputs"]
