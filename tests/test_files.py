@@ -323,3 +323,58 @@ def test_concurrent_discriminate_runs_get_distinct_files(tmp_path):
     for name in names:  # each file is a whole answer
         doc = json.loads((tmp_path / name).read_text())
         assert doc["models"] == ["volta", "ampere"] and doc["inputs"]
+
+
+# ------------------------------------------------------------------ identify
+QUICK_IDENTIFY = ["identify", "--model", "volta", "--path", "f16.f32", "--radius", "0"]  # about 3 s
+
+
+def test_concurrent_identify_runs_get_distinct_log_directories(tmp_path):
+    """Was: two concurrent runs wrote the same generated/identify-... directory."""
+    results = _run_concurrently(QUICK_IDENTIFY, tmp_path, 2)
+    assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]
+    logs = [[ln for ln in r.stdout.splitlines() if ln.startswith("experiments: ")][0].split()[1]
+            for r in results]
+    assert sorted(logs) == ["generated/identify-model-volta-f16.f32-2/experiments.json",
+                            "generated/identify-model-volta-f16.f32/experiments.json"]
+    for log in logs:
+        doc = json.loads((tmp_path / log).read_text())
+        assert doc["status"] == "identified" and doc["experiments"]
+        assert (tmp_path / log).with_name("result.json").is_file()
+
+
+@_LINUX_PROC
+def test_interrupted_identify_leaves_no_empty_log_directory(tmp_path):
+    """Was: SIGTERM (or Ctrl-C) before the first experiment left an empty generated/identify-... directory."""
+    proc = subprocess.Popen(TCSMT + QUICK_IDENTIFY, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "generated" / "identify-model-volta-f16.f32"
+    try:
+        deadline = time.monotonic() + 60
+        while not log.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.005)
+        assert log.exists() and not (log / "experiments.json").exists(), "too late to interrupt"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert not log.exists()
+
+
+def test_identify_outputs_claimed_before_the_search_and_regular_files_only(tmp_path):
+    from tcsmt.identify_cmd import identify_cmd
+
+    specials = _specials(tmp_path)
+    runner = CliRunner()
+    for name in ("directory", "symlink"):
+        for opt in ("--json", "--write"):
+            t0 = time.monotonic()
+            r = runner.invoke(identify_cmd, QUICK_IDENTIFY[1:] + ["--no-log", opt, str(specials[name]), "--force"])
+            assert r.exit_code == 2, r.output
+            assert "regular files" in r.output and time.monotonic() - t0 < 2.0, r.output
+    _unchanged(tmp_path, specials)
+    r = runner.invoke(identify_cmd, QUICK_IDENTIFY[1:] + ["--log-dir", str(tmp_path / "victim.txt")])
+    assert r.exit_code == 2 and "not a directory" in r.output, r.output
