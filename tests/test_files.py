@@ -378,3 +378,46 @@ def test_identify_outputs_claimed_before_the_search_and_regular_files_only(tmp_p
     _unchanged(tmp_path, specials)
     r = runner.invoke(identify_cmd, QUICK_IDENTIFY[1:] + ["--log-dir", str(tmp_path / "victim.txt")])
     assert r.exit_code == 2 and "not a directory" in r.output, r.output
+
+
+# ------------------------------------------------------------------ hwcheck --save, verify --plot
+HWCHECK = ["hwcheck", "--random", "16", "--arch", "volta", "--path", "f16.f32", "--device", "model:volta",
+           "--dist", "narrow", "--jobs", "1"]
+VERIFY_STATS = ["verify", "--stats", "--arch", "volta", "--n", "200"]
+
+
+@pytest.mark.parametrize("args,opt", [(HWCHECK, "--save"), (VERIFY_STATS, "--plot")])
+def test_save_and_plot_never_overwrite_without_force(tmp_path, args, opt):
+    """Was: hwcheck --save and verify --plot overwrote an existing file silently (and had no --force)."""
+    target = tmp_path / "result.png"
+    target.write_text("earlier result\n")
+    runner = CliRunner()
+    r = runner.invoke(main, args + [opt, str(target)])
+    _one_line_error(r, "exists", "--force")
+    assert target.read_text() == "earlier result\n"
+    specials = _specials(tmp_path)
+    for name, p in specials.items():
+        r = runner.invoke(main, args + [opt, str(p), "--force"])
+        _one_line_error(r, str(p))
+    _unchanged(tmp_path, specials)
+    assert _leftovers(tmp_path) == []
+
+
+def test_hwcheck_save_force_replaces_a_regular_file(tmp_path):
+    target = tmp_path / "r.json"
+    target.write_text("old\n")
+    r = CliRunner().invoke(main, HWCHECK + ["--save", str(target), "--force"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(target.read_text())["results"][0]["distribution"] == "narrow"
+    assert _leftovers(tmp_path) == []
+
+
+def test_verify_plot_written_atomically(tmp_path):
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "h.png"
+    r = CliRunner().invoke(main, VERIFY_STATS + ["--plot", str(target)])
+    assert r.exit_code == 0, r.output
+    assert target.read_bytes().startswith(b"\x89PNG") and _leftovers(tmp_path) == []
+    r = CliRunner().invoke(main, VERIFY_STATS + ["--plot", str(target), "--force"])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.png"]
