@@ -6,7 +6,6 @@ its own (click.testing).
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
