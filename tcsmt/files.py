@@ -91,14 +91,58 @@ def _numbered(path: Path, n: int) -> Path:
     return path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
 
 
-def _make_parent(path: Path) -> None:
+def _make_parent(path: Path) -> list[Path]:
+    """Create ``path``'s missing parent directories; return those this call created, deepest first."""
     parent = path.parent
+    missing = []
+    d = parent
+    while not os.path.lexists(d) and d != d.parent:
+        missing.append(d)
+        d = d.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise TcsmtError(f"cannot write {path}: {parent} is not a directory") from None
     except OSError as exc:
         raise TcsmtError(f"cannot create directory {parent}: {exc.strerror}") from None
+    return missing
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    """rmdir ``dirs`` (deepest first) while they are empty: the parents a claim created and did not use."""
+    for d in dirs:
+        try:
+            os.rmdir(d)
+        except OSError:
+            return
+
+
+def _numbered_dir(path: Path, n: int) -> Path:
+    return path if n == 1 else path.with_name(f"{path.name}-{n}")
+
+
+def _claim(path: Path, free: bool, create: Callable[[Path], tuple[int, ...]],
+           numbered: Callable[[Path, int], Path] = _numbered) -> tuple[Path, tuple[int, ...], list[Path]]:
+    """Create ``path`` (or, with ``free``, the first free ``numbered`` name) with ``create``, which must
+    fail with FileExistsError when the name is taken.  Returns the name, its identity and the parents made."""
+    made: list[Path] = []
+    for _attempt in range(3):  # a concurrent run's release may remove a parent it made: make it again
+        made += [d for d in _make_parent(path) if d not in made]
+        for n in range(1, (_MAX_NUMBER if free else 1) + 1):
+            cand = numbered(path, n)
+            try:
+                return cand, create(cand), made
+            except FileExistsError:
+                continue
+            except FileNotFoundError:
+                break
+            except OSError as exc:
+                raise TcsmtError(f"cannot create {cand}: {exc.strerror}") from None
+        else:
+            if free:
+                raise TcsmtError(f"no free name for {path} (up to -{_MAX_NUMBER} taken)")
+            raise _exists_error(path)
+    raise TcsmtError(f"cannot create {path}: its directory keeps disappearing")
 
 
 def _umask() -> int:
@@ -189,35 +233,31 @@ class Output:
         self.written = False
         self._identity: tuple[int, ...] | None = None  # of the file this process made (claim or last write)
         self._mode = 0o666 & ~_umask()
+        self._parents: list[Path] = []  # directories made for this output, removed again if it stays unwritten
         if force:
             st = _lstat(self.path)
             _refuse_non_regular(self.path, st)
             if st is not None:
                 self._mode = stat.S_IMODE(st.st_mode)
-            else:
-                _make_parent(self.path)
-            return
-        _make_parent(self.path)
-        for n in range(1, (_MAX_NUMBER if free else 1) + 1):
-            cand = _numbered(self.path, n)
+                return
             with _signals_deferred():
-                try:
-                    fd = os.open(cand, os.O_WRONLY | os.O_CREAT | os.O_EXCL, self._mode)
-                except FileExistsError:
-                    continue
-                except OSError as exc:
-                    raise TcsmtError(f"cannot create {cand}: {exc.strerror}") from None
-                try:
-                    st = os.fstat(fd)
-                finally:
-                    os.close(fd)
-                self.path, self._identity = cand, _identity(st)
-                with _lock:
-                    _claims[id(self)] = self
+                self._parents = _make_parent(self.path)
+                if self._parents:
+                    with _lock:
+                        _claims[id(self)] = self
             return
-        if free:
-            raise TcsmtError(f"no free name for {self.path} (up to -{_MAX_NUMBER} taken)")
-        raise _exists_error(self.path)
+
+        def create(cand: Path) -> tuple[int, ...]:
+            fd = os.open(cand, os.O_WRONLY | os.O_CREAT | os.O_EXCL, self._mode)
+            try:
+                return _identity(os.fstat(fd))
+            finally:
+                os.close(fd)
+
+        with _signals_deferred():
+            self.path, self._identity, self._parents = _claim(self.path, free, create)
+            with _lock:
+                _claims[id(self)] = self
 
     def _check(self) -> None:
         st = _lstat(self.path)
@@ -249,16 +289,20 @@ class Output:
         return self.write_text(json.dumps(doc, indent=1) + "\n")
 
     def release(self) -> None:
-        """Remove the claimed file if nothing was written and it is still our empty file."""
+        """If nothing was written: remove the claimed file (if it is still our empty file) and the
+        directories made for it (if they are empty)."""
         with _lock:
             _claims.pop(id(self), None)
-        if self.written or self._identity is None:
+        if self.written:
             return
-        st = _lstat_quiet(self.path)
-        if st is not None and stat.S_ISREG(st.st_mode) and _identity(st) == self._identity:
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
-        self._identity = None
+        if self._identity is not None:
+            st = _lstat_quiet(self.path)
+            if st is not None and stat.S_ISREG(st.st_mode) and _identity(st) == self._identity:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
+            self._identity = None
+        _remove_empty(self._parents)
+        self._parents = []
 
 
 class OutputDir:
@@ -268,33 +312,28 @@ class OutputDir:
     """
 
     def __init__(self, path: str | os.PathLike[str], free: bool = False):
-        self.path = Path(path)
-        _make_parent(self.path)
-        for n in range(1, (_MAX_NUMBER if free else 1) + 1):
-            cand = self.path if n == 1 else self.path.with_name(f"{self.path.name}-{n}")
-            with _signals_deferred():
-                try:
-                    os.mkdir(cand)
-                except FileExistsError:
-                    continue
-                except OSError as exc:
-                    raise TcsmtError(f"cannot create directory {cand}: {exc.strerror}") from None
-                st = os.lstat(cand)
-                self.path, self._identity = cand, (st.st_dev, st.st_ino)  # rmdir removes only an empty one
-                with _lock:
-                    _claims[id(self)] = self
-            return
-        if free:
-            raise TcsmtError(f"no free name for {self.path} (up to -{_MAX_NUMBER} taken)")
-        raise _exists_error(self.path)
+        def create(cand: Path) -> tuple[int, ...]:
+            os.mkdir(cand)
+            st = os.lstat(cand)
+            return st.st_dev, st.st_ino
+
+        with _signals_deferred():
+            self.path, self._identity, self._parents = _claim(Path(path), free, create, _numbered_dir)
+            with _lock:
+                _claims[id(self)] = self
 
     def release(self) -> None:
+        """Remove the directory if it is still our empty one, then the empty parents made for it."""
         with _lock:
             _claims.pop(id(self), None)
         st = _lstat_quiet(self.path)
         if st is not None and stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) == self._identity:
-            with contextlib.suppress(OSError):  # not empty: kept
+            try:
                 os.rmdir(self.path)
+            except OSError:  # not empty: kept, and so are its parents
+                return
+        _remove_empty(self._parents)
+        self._parents = []
 
 
 def _identity(st: os.stat_result) -> tuple[int, ...]:

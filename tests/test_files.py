@@ -140,14 +140,25 @@ def test_no_temporary_file_survives_a_failed_write(tmp_path, exc):
 
 
 def test_claimed_directories(tmp_path):
-    d1 = files.output_dir(tmp_path / "log", free=True)
-    d2 = files.output_dir(tmp_path / "log", free=True)
-    assert (d1.path.name, d2.path.name) == ("log", "log-2")
+    d1 = files.output_dir(tmp_path / "log.f32", free=True)
+    d2 = files.output_dir(tmp_path / "log.f32", free=True)
+    assert (d1.path.name, d2.path.name) == ("log.f32", "log.f32-2")
     with pytest.raises(TcsmtError, match="exists"):
-        files.output_dir(tmp_path / "log")
+        files.output_dir(tmp_path / "log.f32")
     files.replace_file(d1.path / "experiments.json", "{}\n")
     files.release_all()
     assert d1.path.is_dir() and not d2.path.exists()  # a directory with a log is kept, an empty one removed
+
+
+def test_unused_parent_directories_are_removed_again(tmp_path):
+    out = files.output(tmp_path / "a" / "b" / "r.json", free=True)
+    d = files.output_dir(tmp_path / "c" / "d" / "log", free=True)
+    forced = files.output(tmp_path / "e" / "f" / "r.json", force=True)
+    kept = files.output(tmp_path / "a" / "r.json")
+    kept.write_text("x\n")
+    for o in (out, d, forced):
+        o.release()
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["a", "a/r.json"]
 
 
 # ------------------------------------------------------------------ signals
@@ -269,7 +280,7 @@ def test_discriminate_without_result_leaves_no_claimed_file(tmp_path, monkeypatc
     assert r.exit_code == 1, r.output
     r = runner.invoke(main, ["discriminate", "exact", "pairwise-rne", "--k", "16", "--timeout", "0.001"])
     assert r.exit_code == 2, r.output
-    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == []
+    assert list(tmp_path.rglob("*")) == []  # generated/, made for the claim, is gone too
 
 
 def test_simulate_out_force_replaces_only_regular_files(tmp_path):
@@ -421,3 +432,24 @@ def test_verify_plot_written_atomically(tmp_path):
     r = CliRunner().invoke(main, VERIFY_STATS + ["--plot", str(target), "--force"])
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["h.png"]
+
+
+def test_query_output_force_replaces_only_regular_files(tmp_path):
+    """query --output wrote through the same rename as discriminate; now refused before the solver runs."""
+    specials = _specials(tmp_path)
+    runner = CliRunner()
+    for name, p in specials.items():
+        r = runner.invoke(main, ["query", "carry-bits", "--timeout", "0.001", "--output", str(p), "--force"])
+        _one_line_error(r, str(p), "regular files")
+        assert "volta is" not in r.output  # refused before the query ran
+    _unchanged(tmp_path, specials)
+    assert _leftovers(tmp_path) == []
+
+
+def test_concurrent_query_runs_get_distinct_files(tmp_path):
+    results = _run_concurrently(["query", "rounding-fp16-output", "--timeout", "60"], tmp_path, 3)
+    assert [r.returncode for r in results] == [0] * 3, [r.stderr for r in results]
+    names = sorted(_written(r.stdout) for r in results)
+    stem = "generated/query-rounding-fp16-output-volta"
+    assert names == [f"{stem}-2.json", f"{stem}-3.json", f"{stem}.json"]
+    assert sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "generated").iterdir()) == names
