@@ -180,7 +180,7 @@ def _remove_temporary(tmp: str) -> None:
         _temporaries.discard(tmp)
 
 
-def _write_replacing(path: Path, fill: Callable[[BinaryIO], None], mode: int,
+def _write_replacing(path: Path, fill: Callable[[BinaryIO], object], mode: int,
                      check: Callable[[], None]) -> tuple[int, ...]:
     """Write ``fill``'s bytes to a fresh temporary file beside ``path`` and rename it over ``path``.
 
@@ -268,7 +268,7 @@ class Output:
             return
         _refuse_non_regular(self.path, st)
 
-    def write_with(self, fill: Callable[[BinaryIO], None]) -> Path:
+    def write_with(self, fill: Callable[[BinaryIO], object]) -> Path:
         """Write what ``fill(binary_file)`` writes, atomically; return the path."""
         ident = _write_replacing(self.path, fill, self._mode, self._check)
         if self._identity is not None:

@@ -93,6 +93,8 @@ _live_lock = threading.Lock()
 def kill_children() -> None:
     """SIGKILL every live solver child of this process (safe inside a signal handler)."""
     for pid in list(_live):
+        if pid <= 0:
+            continue
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
@@ -154,8 +156,9 @@ def solve(formula: FNode, symbols: dict[str, FNode], solver: str = "auto", timeo
     try:
         for p in procs.values():
             p.start()
-            with _live_lock:
-                _live[p.pid] = p
+            if p.pid:  # always set after start(); never register 0 (os.kill(0) means the process group)
+                with _live_lock:
+                    _live[p.pid] = p
         while pending:
             left = timeout - (time.perf_counter() - t0)
             if left <= 0:
