@@ -453,3 +453,31 @@ def test_concurrent_query_runs_get_distinct_files(tmp_path):
     stem = "generated/query-rounding-fp16-output-volta"
     assert names == [f"{stem}-2.json", f"{stem}-3.json", f"{stem}.json"]
     assert sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "generated").iterdir()) == names
+
+
+# ------------------------------------------------------------------ the cubin cache
+def _fake_nvcc(tmp_path: Path, fail: bool) -> str:
+    """A stand-in for nvcc: prints a version, writes its -o file, and fails on request."""
+    script = tmp_path / ("nvcc-fail" if fail else "nvcc-ok")
+    script.write_text("#!/bin/sh\n"
+                      'if [ "$1" = "--version" ]; then echo "fake nvcc 1.0"; exit 0; fi\n'
+                      'while [ "$#" -gt 0 ]; do if [ "$1" = "-o" ]; then out="$2"; fi; shift; done\n'
+                      'printf partial > "$out"\n'
+                      + ('echo "error: bad kernel" >&2; exit 1\n' if fail else "exit 0\n"))
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_cubin_cache_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """Was: NAME.PID.tmp, shared by threads of one process and left behind when nvcc failed."""
+    from tcsmt.hwcheck.device import compile_cubin
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TCSMT_CACHE", str(cache))
+    source = tmp_path / "k.cu"
+    source.write_text("// kernel\n")
+    with pytest.raises(TcsmtError, match="bad kernel"):
+        compile_cubin("sm_90a", source, nvcc=_fake_nvcc(tmp_path, fail=True))
+    assert list(cache.iterdir()) == []
+    out = compile_cubin("sm_90a", source, nvcc=_fake_nvcc(tmp_path, fail=False))
+    assert out.read_bytes() == b"partial" and [p.name for p in cache.iterdir()] == [out.name]
