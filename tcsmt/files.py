@@ -196,13 +196,16 @@ def _write_replacing(path: Path, fill: Callable[[BinaryIO], object], mode: int,
             _temporaries.add(tmp)
     renamed = False
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fill(fh)
-            fh.flush()
-            with contextlib.suppress(OSError):  # some file systems cannot fsync; the rename is still atomic
-                os.fsync(fh.fileno())
-            os.fchmod(fh.fileno(), mode)
-            st = os.fstat(fh.fileno())
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fill(fh)
+                fh.flush()
+                with contextlib.suppress(OSError):  # some file systems cannot fsync; the rename is still atomic
+                    os.fsync(fh.fileno())
+                os.fchmod(fh.fileno(), mode)
+                st = os.fstat(fh.fileno())
+        except OSError as exc:  # a full disk, a quota, an I/O error: one line that names the file
+            raise TcsmtError(f"cannot write {path}: {exc.strerror or exc}") from None
         check()
         try:
             os.replace(tmp, path)
