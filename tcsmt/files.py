@@ -13,7 +13,7 @@ The rules (one place for all of them):
   :class:`TcsmtError` and left untouched (checked before the work and again just before the
   rename).
 * **Writes are atomic.**  The bytes go to a uniquely named temporary file in the target's
-  directory (``tempfile.mkstemp``: an exclusive create, ``.NAME.XXXXXXXX.tmp``), are flushed
+  directory (``.NAME.<12 random hex digits>.tmp``, made by an exclusive create), are flushed
   and fsynced, and the temporary file is renamed over the target (``os.replace``), so a reader
   sees the old file or the whole new one.  The temporary file is removed on every failure path
   (an exception, ``KeyboardInterrupt``, a signal turned into an exception).  The new file gets
@@ -37,8 +37,8 @@ import contextlib
 import json
 import os
 import signal
+import secrets
 import stat
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
@@ -180,6 +180,25 @@ def _remove_temporary(tmp: str) -> None:
         _temporaries.discard(tmp)
 
 
+def _new_temporary(path: Path) -> tuple[int, str]:
+    """Create ``.NAME.<random>.tmp`` beside ``path`` by exclusive create, registered *before* it exists
+    (so that an interrupt at any point leaves nothing that :func:`release_all` does not know)."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        with _lock:
+            _temporaries.add(tmp)
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600), tmp
+        except FileExistsError:
+            with _lock:
+                _temporaries.discard(tmp)
+        except OSError as exc:
+            with _lock:
+                _temporaries.discard(tmp)
+            raise TcsmtError(f"cannot write {path}: {exc.strerror}") from None
+    raise TcsmtError(f"cannot write {path}: no free temporary name beside it")
+
+
 def _write_replacing(path: Path, fill: Callable[[BinaryIO], object], mode: int,
                      check: Callable[[], None]) -> tuple[int, ...]:
     """Write ``fill``'s bytes to a fresh temporary file beside ``path`` and rename it over ``path``.
@@ -187,13 +206,7 @@ def _write_replacing(path: Path, fill: Callable[[BinaryIO], object], mode: int,
     ``check`` runs just before the rename (it raises to refuse).  Returns the new file's
     identity (:func:`_identity`).  The temporary file never survives a failure.
     """
-    with _signals_deferred():
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        except OSError as exc:
-            raise TcsmtError(f"cannot write {path}: {exc.strerror}") from None
-        with _lock:
-            _temporaries.add(tmp)
+    fd, tmp = _new_temporary(path)
     renamed = False
     try:
         try:

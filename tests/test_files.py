@@ -482,3 +482,13 @@ def test_cubin_cache_leaves_no_temporary_file(tmp_path, monkeypatch):
     assert list(cache.iterdir()) == []
     out = compile_cubin("sm_90a", source, nvcc=_fake_nvcc(tmp_path, fail=False))
     assert out.read_bytes() == b"partial" and [p.name for p in cache.iterdir()] == [out.name]
+
+
+def test_release_all_removes_a_temporary_file_an_interrupt_left(tmp_path):
+    """A temporary file is registered before it is created, so an interrupt between the two steps of a
+    write (create, rename) leaves nothing behind once the CLI's trap (or atexit) calls release_all."""
+    fd, tmp = files._new_temporary(tmp_path / "x.json")
+    os.close(fd)
+    assert Path(tmp).parent == tmp_path and Path(tmp).name.startswith(".x.json.")
+    files.release_all()
+    assert list(tmp_path.iterdir()) == []
