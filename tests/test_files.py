@@ -492,3 +492,26 @@ def test_release_all_removes_a_temporary_file_an_interrupt_left(tmp_path):
     assert Path(tmp).parent == tmp_path and Path(tmp).name.startswith(".x.json.")
     files.release_all()
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ the developer scripts
+def test_verify_device_and_campaign_out_never_overwrite_without_force(tmp_path, capsys):
+    """Both wrote --out in place (Path.write_text), silently replacing an earlier result."""
+    from tcsmt.hwcheck.campaign import main as campaign
+    from tcsmt.verify_device import main as verify_device
+
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text("earlier\n")
+    assert verify_device(["--arch", "hopper", "--n", "50", "--device", "model:hopper", "--ranges", "1..2",
+                          "--out", str(earlier)]) == 2
+    assert campaign(["--arch", "volta", "--n", "16", "--device", "model:volta", "--dists", "narrow", "--no-layouts",
+                     "--jobs", "1", "--out", str(earlier)]) == 2
+    assert earlier.read_text() == "earlier\n"
+    assert capsys.readouterr().err.count("exists; use --force") == 2
+    assert verify_device(["--arch", "hopper", "--n", "50", "--device", "model:hopper", "--ranges", "1..2",
+                          "--out", str(earlier), "--force"]) == 0
+    assert json.loads(earlier.read_text())["arch"] == "hopper"
+    assert campaign(["--arch", "volta", "--n", "16", "--device", "model:volta", "--dists", "narrow", "--no-layouts",
+                     "--jobs", "1", "--out", str(earlier), "--force"]) == 0
+    assert json.loads(earlier.read_text())["tool"] == "tcsmt.hwcheck.campaign"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier.json"]
