@@ -45,8 +45,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 from .errors import TcsmtError
 
-__all__ = ["Output", "OutputDir", "output", "output_dir", "write_bytes", "write_text", "write_json",
-           "replace_file", "release_all"]
+__all__ = ["Output", "OutputDir", "output", "output_dir", "write_text", "replace_file", "release_all"]
 
 _MAX_NUMBER = 100_000  # stem-2 ... stem-100000: then give up (a directory that full is a mistake)
 _DEFERRED = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
@@ -380,21 +379,13 @@ def output_dir(path: str | os.PathLike[str], free: bool = False) -> OutputDir:
     return OutputDir(path, free=free)
 
 
-def write_bytes(path: str | os.PathLike[str], data: bytes, force: bool = False) -> Path:
-    """Write ``data`` to ``path`` atomically under the rules above (claim and write in one step)."""
+def write_text(path: str | os.PathLike[str], text: str, force: bool = False) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` under the rules above, claim and write in one step."""
     out = Output(path, force=force)
     try:
-        return out.write_bytes(data)
+        return out.write_text(text)
     finally:
         out.release()
-
-
-def write_text(path: str | os.PathLike[str], text: str, force: bool = False) -> Path:
-    return write_bytes(path, text.encode("utf-8"), force)
-
-
-def write_json(path: str | os.PathLike[str], doc: Any, force: bool = False) -> Path:
-    return write_text(path, json.dumps(doc, indent=1) + "\n", force)
 
 
 def replace_file(path: str | os.PathLike[str], text: str) -> Path:
