@@ -11,7 +11,8 @@ The rules (one place for all of them):
 * **With force only a regular file is replaced.**  A directory, symbolic link, device node
   (``/dev/null``, ``/dev/full``), FIFO, socket or anything else is refused with a one-line
   :class:`TcsmtError` and left untouched (checked before the work and again just before the
-  rename).
+  rename; POSIX has no "rename only over a regular file", so a special file put there in the
+  microseconds between that check and the rename would still be replaced).
 * **Writes are atomic.**  The bytes go to a uniquely named temporary file in the target's
   directory (``.NAME.<12 random hex digits>.tmp``, made by an exclusive create), are flushed
   and fsynced, and the temporary file is renamed over the target (``os.replace``), so a reader
@@ -19,10 +20,11 @@ The rules (one place for all of them):
   (an exception, ``KeyboardInterrupt``, a signal turned into an exception).  The new file gets
   the replaced file's permission bits, or ``0o666`` less the umask.
 * **Unwritten claims are removed.**  A claimed file that is still the empty file this process
-  created (same device and inode, size 0), or a claimed directory that is still empty, is
-  removed by :meth:`Output.release` / :meth:`OutputDir.release`, and by :func:`release_all`,
-  which the CLI calls when a command ends (error, timeout, interrupt, signal) and which also
-  runs at interpreter exit.  A claim that was written is kept.
+  created (same device, inode, size and modification time), or a claimed directory that is
+  still empty, is removed by :meth:`Output.release` / :meth:`OutputDir.release`, together with
+  the parent directories made for it while they are empty, and by :func:`release_all`, which
+  the CLI calls when a command ends (error, timeout, interrupt, signal) and which also runs at
+  interpreter exit.  A claim that was written is kept.
 
 Typical use (the claim happens before the solver runs)::
 
