@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     from tcsmt.hwcheck.device import expand_tiles, get_device
     from tcsmt.hwcheck.dists import generate
     from tcsmt.hwcheck.paths import find_path
+    from tcsmt import files
     from tcsmt.registry import resolve
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -34,9 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1 << 18)
     ap.add_argument("--arch", default="hopper")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--force", action="store_true", help="overwrite --out (a regular file only)")
     ap.add_argument("--gpu-model", action="store_true",
                     help="everything on the GPU: inputs drawn there, the model run there (tcsmt.backend_cupy)")
     args = ap.parse_args(argv)
+    args.out = files.output(args.out, args.force) if args.out else None  # claimed before the measurement
     if args.gpu_model:
         return gpu_resident(args)
 
@@ -95,8 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(res, indent=1))
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(res, fh, indent=1)
+        args.out.write_json(res)
     return 0
 
 
@@ -163,8 +165,7 @@ def gpu_resident(args) -> int:
            "split_seconds": {k: round(v, 3) for k, v in stage.items()}}
     print(json.dumps(res, indent=1))
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(res, fh, indent=1)
+        args.out.write_json(res)
     return 0 if mismatches == 0 else 1
 
 

@@ -13,13 +13,13 @@ document with everything (the same per-path records as ``tcsmt hwcheck
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from .. import files
 from ..errors import TcsmtError
 from .check import ModelRunner, default_jobs, git_commit, resolve_models, result_json, run_random, summary_table
 from .device import get_device
@@ -45,16 +45,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--dump", default="", help="also save raw tiles and device outputs of every path and distribution to this .npz")
     ap.add_argument("--dump-tiles", type=int, default=256, help="tiles per path and distribution in --dump")
+    ap.add_argument("--force", action="store_true", help="overwrite --out and --dump (regular files only)")
     args = ap.parse_args(argv)
     try:
         return _run(args)
     except TcsmtError as exc:
         print(f"tcsmt: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        files.release_all()  # --out / --dump claimed but never written
 
 
 def _run(args) -> int:
     t0 = time.perf_counter()
+    out = files.output(args.out, args.force)  # claimed before the device runs; rewritten after every path
+    dump_out = files.output(args.dump, args.force) if args.dump else None
     dev = get_device(args.device)
     from ..registry import find_arch
 
@@ -120,11 +125,11 @@ def _run(args) -> int:
                     a, b, c = generate(d, spec, args.dump_tiles, K, rng)
                     prefix = f"{spec.in_fmt}.{spec.out_fmt}.{spec.instr}.{d}"
                     dump.update({prefix + ".a": a, prefix + ".b": b, prefix + ".c": c, prefix + ".d": dev.run_tiles(spec, a, b, c)})
-                np.savez_compressed(args.dump, **dump)  # type: ignore[arg-type]  # numpy's stub types **kwds as its own keywords
-            Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+                dump_out.write_with(lambda fh: np.savez_compressed(fh, **dump))  # type: ignore[arg-type]  # numpy's stub types **kwds as its own keywords
+            out.write_json(doc)
     doc["seconds"] = round(time.perf_counter() - t0, 1)
     doc["device"] = dev.info()
-    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    out.write_json(doc)
     return status
 
 

@@ -134,15 +134,20 @@ def compile_cubin(arch: str, source: Path = KERNEL_SOURCE, nvcc: str | None = No
     out = cache / f"kernels-{arch}-{key}.cubin"
     if out.is_file():
         return out
-    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=cache)  # unique, never shared
+    os.close(fd)
+    tmp = Path(tmp_name)
     cmd = [nvcc, f"-arch={arch}", "-cubin", "-O3", "-o", str(tmp), str(source)]
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise TcsmtError(f"cannot run {nvcc}: {exc}") from exc
-    if res.returncode != 0 or not tmp.is_file():
-        raise TcsmtError(f"compiling {source.name} for {arch} failed: {_one_line(res.stderr + res.stdout)}")
-    tmp.replace(out)
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise TcsmtError(f"cannot run {nvcc}: {exc}") from exc
+        if res.returncode != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
+            raise TcsmtError(f"compiling {source.name} for {arch} failed: {_one_line(res.stderr + res.stdout)}")
+        tmp.replace(out)  # the cache's content is determined by its key: replacing is safe
+    finally:
+        tmp.unlink(missing_ok=True)  # any failure (interrupt included) leaves no temporary file
     return out
 
 

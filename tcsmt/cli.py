@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from . import files
 from .cli_errors import Group
 from .errors import TcsmtError
 from .formats import get_format
@@ -72,11 +73,9 @@ def simulate_cmd(arch, in_fmt, out_fmt, instr, force, infile, outfile) -> None:
 
     p = resolve(arch, in_fmt, out_fmt, instr)
     a, b, c = read_dot_npz(infile, get_format(p.in_fmt), get_format(p.c_fmt))
-    if Path(outfile).exists() and not force:
-        raise TcsmtError(f"{outfile} exists; use --force to overwrite it")
+    out = files.output(outfile, force)  # claimed (or checked replaceable) before the work
     d = simulate_params(p, a, b, c)
-    with open(outfile, "wb") as fh:
-        np.savez(fh, d=d)
+    out.write_with(lambda fh: np.savez(fh, d=d))
     click.echo(f"{p.name}: {len(d)} dot products of length {a.shape[-1]} -> {outfile}")
 
 
@@ -162,29 +161,26 @@ def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize,
     or references (exact, ieee-fma32).  Exit status: 0 found, 1 proven
     equivalent (unsat), 2 error or timeout.
     """
-    from .discriminate import discriminate
-    from .report import default_filename, format_outcome, free_name, outcome_json, write_json
+    from .discriminate import choose_path, discriminate
+    from .report import default_name, format_outcome, outcome_json
 
     if timeout <= 0:
         raise TcsmtError("--timeout must be positive")
-    target = None
-    if not no_save:
-        target = Path(output) if output else None
-    if target is not None and target.exists() and not force:
-        raise TcsmtError(f"{target} exists; use --force to overwrite it or choose another --output")
+    out = None  # the file, claimed before the solver runs: concurrent runs get different names (files.py)
+    if not no_save and output:
+        out = files.output(output, force)
+    elif not no_save:
+        fin, fout = choose_path([model1, model2], in_fmt, out_fmt)
+        out = files.output(Path("generated") / default_name([model1, model2], fin, fout), force, free=True)
     o = discriminate([model1, model2], in_fmt, out_fmt, instr, k, count, minimize, where, solver, timeout)
-    if not no_save and o.status == "found" and target is None:
-        target = Path("generated") / default_filename(o)
-        if not force:
-            target = free_name(target)  # never overwrite an earlier answer
     click.echo(format_outcome(o))
     if o.status == "timeout":
         raise TcsmtError(f"solver timeout after {o.seconds:.1f} s (raise --timeout, fix --k, or try --solver bitwuzla)")
     if o.status == "equivalent":
         sys.exit(1)
-    if not no_save:
-        write_json(outcome_json(o, _command_line()), target, force)
-        click.echo(f"\nwritten: {target}")
+    if out is not None:
+        out.write_json(outcome_json(o, _command_line()))
+        click.echo(f"\nwritten: {out.path}")
 
 
 # ------------------------------------------------------------------- query
@@ -204,7 +200,7 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
     that tells them apart and says which hypothesis the model matches.
     """
     from .query import list_queries, load_query, run_feature, run_monotonicity
-    from .report import format_outcome, free_name, hexpat, outcome_json, val, write_json
+    from .report import format_outcome, hexpat, outcome_json, val
 
     if list_ or not name:
         for q in list_queries():
@@ -215,14 +211,12 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
     base = model or q.model
     import re as _re
 
-    if output:
-        target = Path(output)
-        if not no_save and target.exists() and not force:
-            raise TcsmtError(f"{target} exists; use --force to overwrite it or choose another --output")
-    else:
+    out = None  # the file, claimed before the solver runs: concurrent runs get different names (files.py)
+    if not no_save and output:
+        out = files.output(output, force)
+    elif not no_save:
         target = Path("generated") / f"query-{q.name}-{_re.sub(r'[^A-Za-z0-9_.-]+', '_', base)}.json"
-        if not force:
-            target = free_name(target)  # never overwrite an earlier answer
+        out = files.output(target, force, free=True)
     click.echo(f"query {q.name}: {q.question}\nsource: {q.source}\nmodel: {base}\n")
     if q.kind == "monotonicity":
         r = run_monotonicity(q, model, solver, timeout)
@@ -245,10 +239,10 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
                 click.echo(f"     d({tag}) = {val(fo, d)}  ({hexpat(fo, d)})")
                 data[tag] = {"a": [hexpat(fi, v[f"a{i}"]) for i in range(r.K)], "b": [hexpat(fi, v[f"b{i}"]) for i in range(r.K)],
                              "c": hexpat(fc, v["c"]), "d": hexpat(fo, d), "d_value": val(fo, d)}
-        if not no_save:
+        if out is not None:
             data["command"] = _command_line()
-            write_json(data, target, force)
-            click.echo(f"\nwritten: {target}")
+            out.write_json(data)
+            click.echo(f"\nwritten: {out.path}")
         return
     r = run_feature(q, model, solver, timeout)
     data = {"query": q.name, "question": q.question, "source": q.source, "model": base,
@@ -264,9 +258,9 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
         click.echo(f"{base} matches none of the listed hypotheses exactly")
     if any(pr.outcome.status == "timeout" for pr in r.pairs) or len(r.pairs) < len(q.hypotheses) - 1:
         click.echo("some pairs ran out of time (raise --timeout)", err=True)
-    if not no_save:
-        write_json(data, target, force)
-        click.echo(f"written: {target}")
+    if out is not None:
+        out.write_json(data)
+        click.echo(f"written: {out.path}")
 
 
 

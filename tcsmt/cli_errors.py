@@ -1,10 +1,16 @@
-"""One-line errors for click commands: TcsmtError (and file errors) -> message on stderr, exit 2."""
+"""One-line errors for click commands: TcsmtError (and file errors) -> message on stderr, exit 2.
+
+Signals (SIGINT, SIGTERM, SIGHUP) end a command with one line and exit status 128 + the signal
+number, after killing the solver children (:mod:`tcsmt.interrupts`).  However a command ends, the
+output names it claimed but did not write are removed (:func:`tcsmt.files.release_all`).
+"""
 from __future__ import annotations
 
 import sys
 
 import click
 
+from . import files, interrupts
 from .errors import TcsmtError
 
 
@@ -12,6 +18,7 @@ class OneLineErrors:
     """Mixin for click.Group / click.Command: no tracebacks for user errors."""
 
     def invoke(self, ctx):
+        restore = interrupts.install()
         try:
             return super().invoke(ctx)
         except TcsmtError as exc:
@@ -23,9 +30,12 @@ class OneLineErrors:
         except (OSError, ValueError) as exc:
             click.echo(f"tcsmt: error: {exc}", err=True)
             sys.exit(2)
-        except KeyboardInterrupt:
-            click.echo("tcsmt: interrupted", err=True)
-            sys.exit(2)
+        except KeyboardInterrupt as exc:
+            click.echo(interrupts.message(exc), err=True)
+            sys.exit(interrupts.exit_status(exc))
+        finally:
+            files.release_all()
+            restore()
 
 
 class Group(OneLineErrors, click.Group):

@@ -11,16 +11,17 @@ Three modes:
 * ``tcsmt hwcheck --layouts`` checks every path's fragment layout with exact
   small-integer inputs.
 
+``--save FILE`` is claimed before anything runs and never replaced without
+``--force`` (and then only if it is a regular file): see :mod:`tcsmt.files`.
+
 Exit status: 0 when every model is confirmed (every layout right), 1 when one
 is refuted, 2 on errors (no CUDA device, bad file, unknown model, ...).
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import click
 
+from . import files
 from .errors import TcsmtError
 from .hwcheck.paths import INSTRUCTION_FAMILIES
 
@@ -29,17 +30,11 @@ def _echo_err(msg: str) -> None:
     click.echo(msg, err=True)
 
 
-def _save(path: str | None, doc: dict) -> None:
-    if not path:
+def _save(out: files.Output | None, doc: dict) -> None:
+    if out is None:
         return
-    p = Path(path)
-    try:
-        if p.parent and not p.parent.exists():
-            p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(doc, indent=1) + "\n")
-    except OSError as exc:
-        raise TcsmtError(f"cannot write {path}: {exc}") from None
-    _echo_err(f"results written to {path}")
+    out.write_json(doc)
+    _echo_err(f"results written to {out.path}")
 
 
 @click.command("hwcheck")
@@ -57,13 +52,14 @@ def _save(path: str | None, doc: dict) -> None:
               default="all", show_default=True, help="input distribution")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--save", "save", default=None, help="write the results as JSON to this file")
+@click.option("--force", is_flag=True, help="overwrite the --save file (a regular file only)")
 @click.option("--device", "device_spec", default="cuda", show_default=True,
               help="cuda, cuda:N, or model:SPEC (a virtual device computing with a model)")
 @click.option("--layouts", is_flag=True, help="check the fragment layouts of every path the device has")
 @click.option("--show", type=int, default=3, show_default=True, help="counterexamples printed per model")
 @click.option("--jobs", type=int, default=0, help="model worker processes (0: one per CPU core)")
 @click.option("--batch", type=int, default=1 << 17, show_default=True, help="dot products per GPU batch")
-def hwcheck_cmd(file, models, n_random, archs, path_text, instr, k, dist, seed, save, device_spec, layouts,
+def hwcheck_cmd(file, models, n_random, archs, path_text, instr, k, dist, seed, save, force, device_spec, layouts,
                 show, jobs, batch) -> None:
     """Check models bit for bit against a GPU: FILE, --random N, or --layouts."""
     from tcsmt.hwcheck.check import ModelRunner, default_jobs
@@ -81,6 +77,7 @@ def hwcheck_cmd(file, models, n_random, archs, path_text, instr, k, dist, seed, 
             raise TcsmtError("--random needs --arch SPEC (the model to check)")
         if not path_text:
             raise TcsmtError("--random needs --path IN.OUT, e.g. --path f16.f32")
+    save = files.output(save, force) if save else None  # claimed before the device runs (tcsmt/files.py)
     device = get_device(device_spec)
     njobs = jobs or (default_jobs() if not device_spec.startswith("model:") else 1)
     with ModelRunner(njobs) as runner:

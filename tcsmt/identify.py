@@ -40,6 +40,7 @@ import numpy as np
 from pysmt.fnode import FNode
 from pysmt.shortcuts import And, BV, Equals, Not
 
+from . import files
 from . import semantics as sem
 from .errors import TcsmtError
 from .formats import Format, get_format
@@ -240,10 +241,7 @@ class Log:
     def write(self, name: str, doc: dict[str, Any]) -> None:
         if self.dir is None:
             return
-        try:
-            (self.dir / name).write_text(json.dumps(doc, indent=1) + "\n")
-        except OSError as exc:
-            raise TcsmtError(f"cannot write {self.dir / name}: {exc}") from None
+        files.replace_file(self.dir / name, json.dumps(doc, indent=1) + "\n")  # atomic, regular files only
 
 
 def _meta(target_label: str, path: PathInfo, space: HypothesisSpace, info: dict[str, Any],

@@ -6,12 +6,13 @@ its own (click.testing).
 """
 from __future__ import annotations
 
-import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
+from . import files, interrupts
 from .errors import TcsmtError
 
 
@@ -27,36 +28,28 @@ def _radius(text: str) -> int | None:
     return r
 
 
-def _write(path: str, text: str, force: bool) -> None:
-    p = Path(path)
-    if p.exists() and not force:
-        raise TcsmtError(f"{path} exists (use --force to overwrite it)")
-    try:
-        if p.parent and not p.parent.exists():
-            p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    except OSError as exc:
-        raise TcsmtError(f"cannot write {path}: {exc}") from None
-
-
 def _log_directory(log_dir: str | None, target, force: bool) -> str:
-    """Where the experiments go; an earlier run's log is never overwritten silently.
+    """Where the experiments go, claimed before the search; an earlier run's log is never overwritten silently.
 
-    The default, ``generated/identify-<target>-<path>[-<instr>]``, moves on to
-    ``...-2``, ``...-3`` when it already holds a log; an explicit ``--log-dir``
-    that holds one is refused unless ``--force``.
+    The default, ``generated/identify-<target>-<path>[-<instr>]``, is created by
+    ``mkdir`` (``...-2``, ``...-3`` when taken), so concurrent runs never share
+    one.  An explicit ``--log-dir`` is created if absent; one that exists must be
+    a directory, and one that holds a log is refused unless ``--force``.  A
+    claimed directory that stays empty (error, interrupt) is removed at the end.
     """
     if log_dir:
-        if (Path(log_dir) / "experiments.json").exists() and not force:
+        p = Path(log_dir)
+        if not os.path.lexists(p):
+            return str(files.output_dir(p).path)
+        if not p.is_dir():
+            raise TcsmtError(f"--log-dir {log_dir} exists and is not a directory")
+        if any(os.path.lexists(p / f) for f in ("experiments.json", "result.json")) and not force:
             raise TcsmtError(f"{log_dir} already holds an identify log (use --force to overwrite it, "
                              "or another --log-dir)")
         return log_dir
     path = target.path
     base = f"generated/identify-{target.label}-{path.label}" + ("" if path.instr == "mma" else f"-{path.instr}")
-    cand, n = base, 2
-    while (Path(cand) / "experiments.json").exists():
-        cand, n = f"{base}-{n}", n + 1
-    return cand
+    return str(files.output_dir(base, free=True).path)
 
 
 @click.command("identify")
@@ -107,9 +100,11 @@ def identify_cmd(use_gpu: bool, model: str | None, replay_dir: str | None, path_
     except TcsmtError as exc:
         click.echo(f"tcsmt: error: {exc}", err=True)
         sys.exit(2)
-    except KeyboardInterrupt:
-        click.echo("tcsmt: interrupted", err=True)
-        sys.exit(2)
+    except KeyboardInterrupt as exc:
+        click.echo(interrupts.message(exc), err=True)
+        sys.exit(interrupts.exit_status(exc))
+    finally:
+        files.release_all()
 
 
 def _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experiments, solver, timeout,
@@ -123,9 +118,7 @@ def _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experime
     if len(modes) != 1:
         raise TcsmtError("give exactly one of --gpu, --model SPEC or --replay DIR"
                          + (f" (got {', '.join(modes)})" if modes else ""))
-    for f in (write_file, json_out):
-        if f and Path(f).exists() and not force:
-            raise TcsmtError(f"{f} exists (use --force to overwrite it)")
+    outputs = {f: files.output(f, force) for f in (write_file, json_out) if f}  # claimed before the search
     say = (lambda s: None) if quiet else (lambda s: click.echo(s))
     if replay_dir is not None:
         if path_text:
@@ -155,11 +148,11 @@ def _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experime
         entry = idf.toml_entry(res)
         click.echo(entry, nl=False)
         if write_file:
-            _write(write_file, entry, force)
+            outputs[write_file].write_text(entry)
             click.echo(f"(written to {write_file})")
     if res.log_dir and replay_dir is None:
         click.echo(f"experiments: {res.log_dir}/experiments.json (replay with --replay {res.log_dir})")
     if json_out:
-        _write(json_out, json.dumps(idf.result_json(res), indent=1) + "\n", force)
+        outputs[json_out].write_json(idf.result_json(res))
     if res.status == "none":
         sys.exit(1)

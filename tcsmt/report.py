@@ -1,16 +1,14 @@
-"""Printing discriminating inputs as the papers write them, explaining them, and saving them to generated/."""
+"""Printing discriminating inputs as the papers write them, explaining them, and their JSON record
+(written to generated/ through :mod:`tcsmt.files`)."""
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import re
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 
 from .discriminate import Case, Outcome
-from .errors import TcsmtError
 from .formats import Format
 from .values import format_value
 
@@ -137,11 +135,16 @@ def format_outcome(o: Outcome, explain: bool = True) -> str:
     return "\n".join(lines)
 
 
-def default_filename(o: Outcome) -> str:
+def default_name(specs: list[str], in_fmt: str, out_fmt: str) -> str:
+    """``M1-vs-M2-IN-OUT.json``: the file name of a discrimination (known before the solver runs)."""
     def clean(s: str) -> str:
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_")
 
-    return f"{clean(o.specs[0])}-vs-{clean(o.specs[1])}-{o.in_fmt.name}-{o.out_fmt.name}.json"
+    return f"{clean(specs[0])}-vs-{clean(specs[1])}-{in_fmt}-{out_fmt}.json"
+
+
+def default_filename(o: Outcome) -> str:
+    return default_name(o.specs, o.in_fmt.name, o.out_fmt.name)
 
 
 def outcome_json(o: Outcome, command: str) -> dict:
@@ -178,26 +181,3 @@ def outcome_json(o: Outcome, command: str) -> dict:
             for c in o.cases
         ],
     }
-
-
-def free_name(path: Path) -> Path:
-    """``path`` if it does not exist, else the first free ``stem-N.json`` beside it."""
-    if not path.exists():
-        return path
-    n = 2
-    while True:
-        cand = path.with_name(f"{path.stem}-{n}{path.suffix}")
-        if not cand.exists():
-            return cand
-        n += 1
-
-
-def write_json(data: dict, path: Path, force: bool) -> Path:
-    """Write ``data``; never overwrite an existing file unless ``force``."""
-    if path.exists() and not force:
-        raise TcsmtError(f"{path} exists; use --force to overwrite it or --output to choose another name")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(path)
-    return path

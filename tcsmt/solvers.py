@@ -3,10 +3,22 @@
 Every solve runs in a forked child process so that a time limit is always
 enforced (the child is killed when it runs out); ``portfolio`` starts every
 installed solver at once and takes the first definite answer.
+
+No child outlives its solve: live children are kept in a registry that
+:func:`kill_children` empties (the CLI's signal handlers call it, see
+:mod:`tcsmt.interrupts`), and on Linux each child asks the kernel to kill it
+when its parent dies (``prctl(PR_SET_PDEATHSIG, SIGKILL)``), even by SIGKILL.
+A child ignores SIGINT (Ctrl-C reaches the whole process group; the parent
+decides) and takes SIGTERM and SIGHUP with their default action.
 """
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from importlib.util import find_spec
@@ -73,7 +85,39 @@ def _solve_bitwuzla(formula: FNode, symbols: dict[str, FNode]) -> tuple[str, dic
     return "sat", {k: int(bz.get_value(funs[v.symbol_name()]).value(10)) for k, v in symbols.items()}
 
 
-def _child(name: str, formula: FNode, symbols: dict[str, FNode], queue) -> None:
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_live: dict[int, "mp.process.BaseProcess"] = {}  # solver children not yet joined, by pid
+_live_lock = threading.Lock()
+
+
+def kill_children() -> None:
+    """SIGKILL every live solver child of this process (safe inside a signal handler)."""
+    for pid in list(_live):
+        if pid <= 0:
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _become_child(parent: int) -> None:
+    """Signal set-up of a solver child: die with the parent; leave Ctrl-C to the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if s is not None:
+            signal.signal(s, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _child(name: str, formula: FNode, symbols: dict[str, FNode], queue, parent: int) -> None:
+    _become_child(parent)
     t0 = time.perf_counter()
     try:
         if name == "bitwuzla":
@@ -103,14 +147,18 @@ def solve(formula: FNode, symbols: dict[str, FNode], solver: str = "auto", timeo
             raise TcsmtError(f"solver {n} is not installed (pip install 'tcsmt[solvers]')")
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
-    procs = {n: ctx.Process(target=_child, args=(n, formula, symbols, queue), daemon=True) for n in names}
+    procs = {n: ctx.Process(target=_child, args=(n, formula, symbols, queue, os.getpid()), daemon=True)
+             for n in names}
     t0 = time.perf_counter()
-    for p in procs.values():
-        p.start()
     errors = []
     pending = set(names)
     answer = None
     try:
+        for p in procs.values():
+            p.start()
+            if p.pid:  # always set after start(); never register 0 (os.kill(0) means the process group)
+                with _live_lock:
+                    _live[p.pid] = p
         while pending:
             left = timeout - (time.perf_counter() - t0)
             if left <= 0:
@@ -132,7 +180,10 @@ def solve(formula: FNode, symbols: dict[str, FNode], solver: str = "auto", timeo
             if p.is_alive():
                 p.kill()
         for p in procs.values():
-            p.join(timeout=5)
+            if p.pid is not None:
+                p.join(timeout=5)
+                with _live_lock:
+                    _live.pop(p.pid, None)
     if answer:
         return answer
     if errors and len(errors) == len(names):

@@ -31,6 +31,7 @@ import numpy as np
 from pysmt.fnode import FNode
 from pysmt.shortcuts import And, BV, BVExtract, BVULE, Equals, Not, Or
 
+from . import files
 from . import semantics as sem
 from .backend_numpy import NumpyBackend
 from .backend_smt import Bv, SmtBackend
@@ -689,8 +690,13 @@ def stats(arch: str, algos: Sequence[str], K: int, n: int, dom: Domain, dist: st
     return out
 
 
-def write_plot(results: Sequence[Stats], path: str, relative: bool) -> str:
-    """Histogram of log2 errors per algorithm/arch; returns a message (missing matplotlib included)."""
+def write_plot(results: Sequence[Stats], path: "str | files.Output", relative: bool, force: bool = False) -> str:
+    """Histogram of log2 errors per algorithm/arch; returns a message (missing matplotlib included).
+
+    ``path`` is a file name (claimed here; replaced only with ``force``, and then only a regular file)
+    or an output already claimed with :func:`tcsmt.files.output`.  The format follows the suffix
+    (png without one); the file is written atomically.
+    """
     try:
         import matplotlib
 
@@ -698,6 +704,7 @@ def write_plot(results: Sequence[Stats], path: str, relative: bool) -> str:
         import matplotlib.pyplot as plt
     except ImportError:
         return "no plot: matplotlib is not installed (pip install 'tcsmt[plot]')"
+    out = path if isinstance(path, files.Output) else files.output(path, force)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for s in results:
         e = s.errors[np.isfinite(s.errors) & (s.errors > 0)]
@@ -707,9 +714,12 @@ def write_plot(results: Sequence[Stats], path: str, relative: bool) -> str:
     ax.set_ylabel("count")
     ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return f"plot written to {path}"
+    fmt = out.path.suffix[1:].lower() or "png"
+    try:
+        out.write_with(lambda fh: fig.savefig(fh, format=fmt))
+    finally:
+        plt.close(fig)
+    return f"plot written to {out.path}"
 
 
 __all__ = [

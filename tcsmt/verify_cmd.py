@@ -10,6 +10,7 @@ from fractions import Fraction
 
 import click
 
+from . import files
 from .cli_errors import Command
 from .errors import TcsmtError
 from .formats import FP32
@@ -160,7 +161,7 @@ def _run_compare(a1: str, a2: str, archs: list[str], K: int, ranges: list[V.Doma
 
 
 def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain, dist: str, relative: bool,
-               seed: int, plot: str | None) -> None:
+               seed: int, plot: files.Output | None) -> None:
     click.echo(f"statistics: {n} random dot products of length K = {K}, |x| {dist} in "
                f"[{format_value(dom.lo)}, {format_value(dom.hi)}], random signs, seed {seed}; "
                f"{_kind(relative)} (fp64-rounded exact errors)")
@@ -192,12 +193,13 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
               help="--stats: distribution of |x|")
 @click.option("--seed", type=int, default=0, show_default=True, help="--stats: random seed")
 @click.option("--plot", default=None, help="--stats: write a histogram to this file (needs matplotlib)")
+@click.option("--force", is_flag=True, help="overwrite the --plot file (a regular file only)")
 @click.option("--solver", type=click.Choice(list(SOLVERS)), default="auto", show_default=True)
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="seconds per solver query")
 @click.option("--budget", type=float, default=None, help="worst-case search: seconds per model (default 2 x timeout)")
 @click.option("-v", "--verbose", is_flag=True, help="worst-case search: list every solver query")
-def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stats, n, dist, seed, plot, solver,
-               timeout, budget, verbose) -> None:
+def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stats, n, dist, seed, plot, force,
+               solver, timeout, budget, verbose) -> None:
     """Accuracy of fp32 matrix products emulated with fp16 tensor cores (Markidis, Ootomo-Yokota).
 
     \b
@@ -222,7 +224,8 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
         if bound_text:
             raise TcsmtError("--bound does not apply to --stats")
         dom = V.parse_range(range_text or V.DEFAULT_RANGE)
-        _run_stats(archs, algos, k or 16, n, dom, dist, relative, seed, plot)
+        plot_out = files.output(plot, force) if plot else None  # claimed before the statistics run
+        _run_stats(archs, algos, k or 16, n, dom, dist, relative, seed, plot_out)
         return
     K = k if k is not None else V.DEFAULT_K
     if K < 1 or K > 64:

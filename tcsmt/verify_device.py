@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from . import files
 from . import verify_schemes as VS
 from .backend_numpy import NumpyBackend
 from .errors import TcsmtError
@@ -105,8 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="")
+    ap.add_argument("--force", action="store_true", help="overwrite --out (a regular file only)")
     args = ap.parse_args(argv)
     try:
+        out = files.output(args.out, args.force) if args.out else None  # claimed before the device runs
         from .hwcheck.device import get_device
 
         device = get_device(args.device)
@@ -137,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"witness {algo:9} device {d_dev:#010x} model {d_mod:#010x} "
                       f"error {entry[algo]['abs_error_device']}")
             report["witnesses"].append(entry)
-        if args.out:
-            Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        if out is not None:
+            out.write_json(report)
         total = sum(r["mismatches"] for rr in report["ranges"].values() for r in rr.values())
         total += sum(e[a]["device"] != e[a]["model"] for e in report["witnesses"] for a in algos)
         print(f"device and model {'agree on every row' if total == 0 else f'differ on {total} rows'}")
@@ -146,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     except TcsmtError as exc:
         print(f"tcsmt: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        files.release_all()
 
 
 if __name__ == "__main__":
