@@ -306,6 +306,7 @@ def lookup(call: Call, gpu: str) -> Plan:
                 raise TcsmtError(f"plan tables {first.table} and {other.table} disagree on {call.label()} on {gpu}")
         return dataclasses.replace(first, call=call)
     why = [w for t in mine for c, w in t.unknown if c.key() == call.key()]
-    what = why[0] if why else "split-K unknown"
+    what = why[0] if why else ("split-K unknown" if call.op in ("mm", "bmm") and call.key()[-3:] == (False, False, False)
+                                else "split-K and epilogue unknown")
     libs = ", ".join(sorted({t.library for t in mine}))
     raise TcsmtError(f"no recorded cuBLAS plan for {call.label()} on {gpu} ({libs}): {what}; pass plan=...")

@@ -472,3 +472,39 @@ def test_torch_facade_returns_tensors_of_torch_dtype():
         tt.mm(tA, tA)
     with pytest.raises(TcsmtError, match="same dtype"):
         tt.mm(tA, tB.to(torch.float16))
+
+
+def test_torch_facade_linear_addmm_bmm_matmul_scaled_mm():
+    torch = pytest.importorskip("torch")
+    import tcsmt.torch as tt
+
+    rng = np.random.default_rng(RNG_SEED)
+    K = 64
+
+    def bf(shape):
+        return torch.from_numpy(random_bits("bf16", shape, rng, span=4).view(np.int16)).view(torch.bfloat16)
+
+    x, w, bias, C = bf((3, K)), bf((2, K)), bf((2,)), bf((3, 2))
+    lin = make_plan(Call("linear", 3, 2, K, "bfloat16", "bfloat16", "bfloat16", bias=True), epilogue=("bias",))
+    got = tt.linear(x, w, bias, plan=lin)
+    assert got.dtype == torch.bfloat16 and got.shape == (3, 2)
+    assert torch.equal(got.view(torch.int16), L.run(lin, x, w.t(), bias=bias).view(torch.int16))
+    add = make_plan(Call("addmm", 3, 2, K, "bfloat16", "bfloat16", "bfloat16", alpha=0.5, beta=2.0),
+                    epilogue=("alpha", "beta_c"))
+    got = tt.addmm(C, x, w.t(), beta=2.0, alpha=0.5, plan=add)
+    assert torch.equal(got.view(torch.int16), L.run(add, x, w.t(), C=C).view(torch.int16))
+    mm = make_plan(Call("mm", 3, 2, K, "bfloat16", "bfloat16", "bfloat16"))
+    a3, b3 = torch.stack([x, x.flip(0)]), torch.stack([w.t(), w.t().flip(1)])
+    got = tt.bmm(a3, b3, plan=mm)
+    assert got.shape == (2, 3, 2) and torch.equal(got[1].view(torch.int16), L.run(mm, x.flip(0), w.t().flip(1)).view(torch.int16))
+    got = tt.matmul(x.reshape(1, 3, K), w.t(), plan=mm)
+    assert got.shape == (1, 3, 2) and torch.equal(got[0].view(torch.int16), L.run(mm, x, w.t()).view(torch.int16))
+    with pytest.raises(TcsmtError, match="split-K and epilogue unknown"):
+        tt.linear(x, w, bias)
+    sc = h100_plan(op="scaled_mm", fast_accum=True)
+    a8 = torch.from_numpy(random_bits("e4m3", (2, 512), rng, span=3)).view(torch.float8_e4m3fn)
+    b8 = torch.from_numpy(random_bits("e4m3", (512, 3), rng, span=3)).view(torch.float8_e4m3fn)
+    one = torch.tensor(1.0)
+    got = tt.scaled_mm(a8, b8, one, one, out_dtype=torch.float32, use_fast_accum=True, plan=sc)
+    assert got.dtype == torch.float32
+    assert torch.equal(got, L.run(sc, a8, b8, scale_a=one, scale_b=one))
