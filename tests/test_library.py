@@ -508,3 +508,31 @@ def test_torch_facade_linear_addmm_bmm_matmul_scaled_mm():
     got = tt.scaled_mm(a8, b8, one, one, out_dtype=torch.float32, use_fast_accum=True, plan=sc)
     assert got.dtype == torch.float32
     assert torch.equal(got, L.run(sc, a8, b8, scale_a=one, scale_b=one))
+
+
+@pytest.mark.parametrize("scheme", ["fp32_forward", "pairwise", "out_chain"])
+def test_library_steps_run_on_the_smt_back_end(scheme):
+    """The reduction and the FFMA of semantics.py encode to QF_BV terms that agree with the simulator."""
+    pytest.importorskip("pysmt")
+    from pysmt.shortcuts import Symbol
+    from pysmt.typing import BVType
+
+    from tcsmt import semantics as sem
+    from tcsmt.backend_numpy import NumpyBackend
+    from tcsmt.backend_smt import SmtBackend
+    from tcsmt.library_eval import IEEE32
+    from tcsmt.smt_eval import evaluate
+
+    S, NB = SmtBackend(), NumpyBackend()
+    bf16 = get_format("bf16")
+    names = [f"lib_{scheme}_p{i}" for i in range(3)]
+    parts = [S.symbol(n, 32) for n in names]
+    red, fmt = sem.reduce_partials(S, IEEE32, parts, FP32, bf16, scheme)
+    fma = sem.fma_rounded(S, IEEE32, parts[0], parts[1], FP32, parts[2], FP32, FP32, "rne")
+    rng = np.random.default_rng(RNG_SEED)
+    vals = [random_bits("fp32", (400,), rng, finite=False).astype(np.int64) for _ in range(3)]
+    env = {Symbol(n, BVType(32)): v for n, v in zip(names, vals)}
+    want_red, _ = sem.reduce_partials(NB, IEEE32, vals, FP32, bf16, scheme)
+    want_fma = sem.fma_rounded(NB, IEEE32, vals[0], vals[1], FP32, vals[2], FP32, FP32, "rne")
+    assert np.array_equal(evaluate(S.pattern(red, fmt.storage_bits), env).astype(np.int64), np.asarray(want_red))
+    assert np.array_equal(evaluate(S.pattern(fma, 32), env).astype(np.int64), np.asarray(want_fma).astype(np.int64))
