@@ -39,16 +39,19 @@ def _is_torch(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "torch"
 
 
-def _bits(x: Any, fmt, what: str) -> np.ndarray:
+def _bits(x: Any, fmt, what: str, dtype: str) -> np.ndarray:
+    """Checked patterns of ``fmt``; a torch tensor must have torch dtype ``dtype`` (its bits are taken as they are)."""
     if _is_torch(x):
-        from .torch import tensor_bits
+        from .torch import dtype_name, tensor_bits
 
+        if dtype_name(x) != dtype:
+            raise TcsmtError(f"{what} is a {x.dtype} tensor; the plan takes {dtype}")
         x = tensor_bits(x)
     return checked_bits(x, fmt, what)
 
 
-def _matrix(x: Any, fmt, what: str) -> np.ndarray:
-    b = _bits(x, fmt, what)
+def _matrix(x: Any, fmt, what: str, dtype: str) -> np.ndarray:
+    b = _bits(x, fmt, what, dtype)
     if b.ndim != 2:
         raise TcsmtError(f"{what} must be a 2-D array, got shape {b.shape}")
     return b
@@ -57,7 +60,7 @@ def _matrix(x: Any, fmt, what: str) -> np.ndarray:
 def _scale(x: Any, n: int, kind: str, what: str) -> np.ndarray:
     if x is None:
         raise TcsmtError(f"the plan scales its outputs: pass {what}")
-    s = _bits(x, FP32, what).astype(np.int64)
+    s = _bits(x, FP32, what, "float32").astype(np.int64)
     if kind == "tensor" and s.size != 1:
         raise TcsmtError(f"{what} of a per-tensor scaled call must hold one value, got shape {s.shape}")
     if kind == "row" and s.size != n:
@@ -79,8 +82,8 @@ def run(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=
         raise TcsmtError(f"run needs a Plan (from tcsmt.library.plan), not {type(plan).__name__}")
     call = plan.call
     fin = get_format(plan.chain.in_fmt)
-    A = _matrix(A_rows, fin, "A_rows")
-    B = _matrix(B_cols, fin, "B_cols")
+    A = _matrix(A_rows, fin, "A_rows", call.a_dtype)
+    B = _matrix(B_cols, fin, "B_cols", call.b_dtype)
     r, K = A.shape
     if K != call.K or B.shape[0] != call.K:
         raise TcsmtError(f"the plan is for K = {call.K}: A_rows must be (r, {call.K}) and B_cols ({call.K}, c); "
@@ -95,7 +98,7 @@ def run(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=
     if uses_c:
         if C is None:
             raise TcsmtError("the plan's epilogue adds beta*C: pass C (the (r, c) slice of the call's input)")
-        cb = _matrix(C, fmt_of(call.out_dtype), "C")
+        cb = _matrix(C, fmt_of(call.out_dtype), "C", call.out_dtype)
         if cb.shape != (r, c):
             raise TcsmtError(f"C must have shape ({r}, {c}), got {cb.shape}")
         c32 = _to32(cb, fmt_of(call.out_dtype))
@@ -104,8 +107,9 @@ def run(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=
     if "bias" in steps:
         if bias is None:
             raise TcsmtError("the plan adds a bias: pass bias (the c values of the columns given)")
-        bfmt = fmt_of(call.a_dtype if call.op in ("addmm", "linear") else call.out_dtype)
-        bb = _bits(bias, bfmt, "bias").reshape(-1)
+        bdt = call.a_dtype if call.op in ("addmm", "linear") else call.out_dtype
+        bfmt = fmt_of(bdt)
+        bb = _bits(bias, bfmt, "bias", bdt).reshape(-1)
         if bb.size != c:
             raise TcsmtError(f"bias must hold {c} values (one per column given), got {bb.size}")
         b32 = _to32(bb, bfmt)

@@ -52,11 +52,12 @@ def _cols_of(inputs: dict[str, np.ndarray], b: int | None) -> np.ndarray:
     raise TcsmtError("make_inputs gave neither B nor weight")
 
 
-def replay_call(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Plan) -> CallReplay:
-    """Evaluate every sample of one call under ``plan`` and compare it with the recorded bits."""
+def replay_call(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Plan,
+                max_samples: int | None = None) -> CallReplay:
+    """Evaluate the samples of one call (the first ``max_samples``, or all) under ``plan``; compare the bits."""
     res = CallReplay(plan.call.label())
     by_row: dict[tuple, list[tuple[int, int]]] = {}
-    for s in call["samples"]:
+    for s in call["samples"][:max_samples]:
         *idx, bits = s
         b, i, j = (idx if len(idx) == 3 else [None, *idx])
         by_row.setdefault((b, int(i)), []).append((int(j), int(str(bits), 16)))
@@ -84,7 +85,7 @@ def replay_call(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Plan)
 
 
 def replay_file(path: Path, make_inputs: Callable[[dict, int], dict], *, gpu: str = "h100",
-                plans: dict[int, Plan] | None = None) -> list[CallReplay]:
+                plans: dict[int, Plan] | None = None, max_samples: int | None = None) -> list[CallReplay]:
     """Replay every call of a validation file; a call without a plan is reported with its error."""
     try:
         data = json.loads(Path(path).read_text())
@@ -97,5 +98,40 @@ def replay_file(path: Path, make_inputs: Callable[[dict, int], dict], *, gpu: st
         except TcsmtError as exc:
             out.append(CallReplay(f"call {n}", error=str(exc)))
             continue
-        out.append(replay_call(call, make_inputs(call, int(call["seed"])), plan))
+        out.append(replay_call(call, make_inputs(call, int(call["seed"])), plan, max_samples))
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tcsmt.library_replay FILE``: replay a validation file; exit 1 on any differing bit, 2 on errors."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m tcsmt.library_replay", description=main.__doc__)
+    ap.add_argument("file", type=Path)
+    ap.add_argument("--gpu", default="h100")
+    ap.add_argument("--max-samples", type=int, default=None, help="samples per call (default: all)")
+    args = ap.parse_args(argv)
+    try:
+        from hwcheck.library_calls import make_inputs
+    except ImportError as exc:
+        print(f"tcsmt: error: the input generator hwcheck/library_calls.py is missing ({exc})", file=sys.stderr)
+        return 2
+    try:
+        results = replay_file(args.file, make_inputs, gpu=args.gpu, max_samples=args.max_samples)
+    except TcsmtError as exc:
+        print(f"tcsmt: error: {exc}", file=sys.stderr)
+        return 2
+    for r in results:
+        state = f"no plan: {r.error}" if r.error else f"{r.checked} checked, {len(r.mismatches)} differ"
+        print(f"{r.label}: {state}")
+        for m in r.mismatches[:3]:
+            print(f"    batch {m[0]} row {m[1]} col {m[2]}: GPU {m[3]}, model {m[4]}")
+    checked = sum(r.checked for r in results)
+    wrong = sum(len(r.mismatches) for r in results)
+    print(f"total: {checked} outputs checked, {wrong} differ, {sum(1 for r in results if r.error)} calls without a plan")
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

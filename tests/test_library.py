@@ -472,6 +472,8 @@ def test_torch_facade_returns_tensors_of_torch_dtype():
         tt.mm(tA, tA)
     with pytest.raises(TcsmtError, match="same dtype"):
         tt.mm(tA, tB.to(torch.float16))
+    with pytest.raises(TcsmtError, match="A_rows is a torch.float16 tensor; the plan takes bfloat16"):
+        L.run(plan, tA.view(torch.float16), tB)
 
 
 def test_torch_facade_linear_addmm_bmm_matmul_scaled_mm():
@@ -536,3 +538,27 @@ def test_library_steps_run_on_the_smt_back_end(scheme):
     want_fma = sem.fma_rounded(NB, IEEE32, vals[0], vals[1], FP32, vals[2], FP32, FP32, "rne")
     assert np.array_equal(evaluate(S.pattern(red, fmt.storage_bits), env).astype(np.int64), np.asarray(want_red))
     assert np.array_equal(evaluate(S.pattern(fma, 32), env).astype(np.int64), np.asarray(want_fma).astype(np.int64))
+
+
+def test_torch_facade_without_torch_is_a_one_line_error(monkeypatch):
+    import sys
+
+    import tcsmt.torch as tt
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
+    with pytest.raises(TcsmtError, match="tcsmt.torch needs PyTorch"):
+        tt.mm(object(), object())
+
+
+def test_recorded_h100_validation_replays_bit_exact():
+    """The device's validation file (libdev, hwcheck/results/h100_library_validation.json): every call with a
+    recorded plan reproduces its first sampled outputs bit for bit (all samples: python -m tcsmt.library_replay)."""
+    path = REPO / "hwcheck" / "results" / "h100_library_validation.json"
+    if not path.is_file():
+        pytest.skip("hwcheck/results/h100_library_validation.json not recorded yet")
+    library_calls = pytest.importorskip("hwcheck.library_calls")
+    results = replay_file(path, library_calls.make_inputs, max_samples=4)
+    replayed = [r for r in results if not r.error]
+    assert replayed, "no call of the validation file has a recorded plan"
+    bad = [(r.label, r.mismatches[:2]) for r in replayed if r.mismatches]
+    assert not bad, bad
