@@ -113,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-samples", type=int, default=None, help="samples per call (default: all)")
     args = ap.parse_args(argv)
     try:
-        from hwcheck.library_calls import make_inputs
+        from tcsmt.hwcheck.library_calls import make_inputs
     except ImportError as exc:
-        print(f"tcsmt: error: the input generator hwcheck/library_calls.py is missing ({exc})", file=sys.stderr)
+        print(f"tcsmt: error: the input generator hwcheck/library_calls.py (tcsmt.hwcheck.library_calls) is missing ({exc})", file=sys.stderr)
         return 2
     try:
         results = replay_file(args.file, make_inputs, gpu=args.gpu, max_samples=args.max_samples)

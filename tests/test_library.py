@@ -556,7 +556,7 @@ def test_recorded_h100_validation_replays_bit_exact():
     path = REPO / "hwcheck" / "results" / "h100_library_validation.json"
     if not path.is_file():
         pytest.skip("hwcheck/results/h100_library_validation.json not recorded yet")
-    library_calls = pytest.importorskip("hwcheck.library_calls")
+    library_calls = pytest.importorskip("tcsmt.hwcheck.library_calls")
     results = replay_file(path, library_calls.make_inputs, max_samples=4)
     replayed = [r for r in results if not r.error]
     assert replayed, "no call of the validation file has a recorded plan"
