@@ -17,7 +17,7 @@ import numpy as np
 from .errors import TcsmtError
 from .formats import FP32, get_format
 from .library_checks import make_call
-from .library_eval import checked_bits, evaluate, fmt_of
+from .library_eval import checked_bits, evaluate, fmt_of, to_fp32
 from .library_plan import Call, Plan, lookup
 
 __all__ = ["Plan", "Call", "plan", "run", "mm", "addmm", "linear", "bmm", "scaled_mm"]
@@ -101,7 +101,7 @@ def run(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=
         cb = _matrix(C, fmt_of(call.out_dtype), "C", call.out_dtype)
         if cb.shape != (r, c):
             raise TcsmtError(f"C must have shape ({r}, {c}), got {cb.shape}")
-        c32 = _to32(cb, fmt_of(call.out_dtype))
+        c32 = to_fp32(cb, fmt_of(call.out_dtype))
     elif C is not None:
         raise TcsmtError("C given, but the plan's epilogue does not use C (beta = 0)")
     if "bias" in steps:
@@ -112,7 +112,7 @@ def run(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=
         bb = _bits(bias, bfmt, "bias", bdt).reshape(-1)
         if bb.size != c:
             raise TcsmtError(f"bias must hold {c} values (one per column given), got {bb.size}")
-        b32 = _to32(bb, bfmt)
+        b32 = to_fp32(bb, bfmt)
     elif bias is not None:
         raise TcsmtError("bias given, but the plan adds none (plan(..., bias=True) for a call with a bias)")
     if "scale" in steps:
@@ -126,12 +126,6 @@ def run(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=
 
         return bits_tensor(out, call.out_dtype, A_rows.device)
     return out
-
-
-def _to32(bits: np.ndarray, fmt) -> np.ndarray:
-    from .library_eval import _fp32
-
-    return _fp32(bits, fmt)
 
 
 # ------------------------------------------------------- numpy facade

@@ -70,7 +70,7 @@ def chain_gemm(p: ModelParams, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return _chain_numpy(p, A, B)
 
 
-def _fp32(bits: np.ndarray, fmt: Format) -> np.ndarray:
+def to_fp32(bits: np.ndarray, fmt: Format) -> np.ndarray:
     """Exact conversion to fp32 patterns (every fp16/bf16/fp32 value fits)."""
     return np.asarray(sem.convert(_B, bits, fmt, FP32, "rne")).astype(np.int64)
 
@@ -125,7 +125,7 @@ def evaluate(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None, bias
     red, red_fmt = sem.reduce_partials(_B, IEEE32, flat, FP32, out_fmt, plan.reduce)
     y = np.asarray(red).astype(np.int64).reshape(r, c)
     if red_fmt != FP32:
-        y = _fp32(y, red_fmt)
+        y = to_fp32(y, red_fmt)
     y = epilogue(plan, y, C=C, bias=bias, scale_a=scale_a, scale_b=scale_b)
     if out_fmt != FP32:
         y = np.asarray(sem.convert(_B, y, FP32, out_fmt, "rne"))

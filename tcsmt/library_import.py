@@ -29,7 +29,6 @@ from typing import Any
 from .errors import TcsmtError
 from .library_plan import EPILOGUE_STEPS, FP8, OPS, load_table, plans_dir, torch_dtype
 from .registry import find_arch
-from .semantics import REDUCTIONS
 
 REDUCE_NAMES = {"fp32_forward": "fp32_forward", "serial": "fp32_forward", "pairwise": "pairwise",
                 "out_rounded": "out_rounded", "out_dtype_rounded": "out_rounded",
