@@ -33,6 +33,8 @@ IEEE32 = validate(ModelParams(in_fmt="fp32", out_fmt="fp32", name="IEEE 754 bina
 """IEEE conventions for the library's own fp32 steps: +0 for exact cancellation, overflow to inf with RNE."""
 MAX_ELEMENTS = 1 << 20
 """Products the numpy path holds at once (rows x columns x slice length of one tile)."""
+MAX_OUTPUTS = 1 << 18
+"""Outputs whose partials, reduction and epilogue are computed at once (rows x columns of one row block)."""
 
 
 def fmt_of(torch_name: str) -> Format:
@@ -116,6 +118,13 @@ def evaluate(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None, bias
     (1,) or (r,) / (c,).
     """
     r, c = A_bits.shape[0], B_bits.shape[1]
+    rows = max(1, MAX_OUTPUTS // max(c, 1))
+    if r > rows:  # row blocks: memory stays bounded by MAX_OUTPUTS outputs (and MAX_ELEMENTS products)
+        row_scaled = scale_a is not None and scale_a.size > 1
+        return np.concatenate([
+            evaluate(plan, A_bits[i:i + rows], B_bits, C=None if C is None else C[i:i + rows], bias=bias,
+                     scale_a=scale_a[i:i + rows] if row_scaled else scale_a, scale_b=scale_b)
+            for i in range(0, r, rows)])
     parts = []
     for ks in plan.slice_ranges():
         idx = np.asarray(ks, dtype=np.int64)

@@ -269,6 +269,8 @@ def test_run_is_tiled_and_independent_of_the_rows_asked(monkeypatch):
     B = random_bits("bf16", (256, 4), rng, span=8)
     whole = L.run(plan, A, B)
     monkeypatch.setattr(E, "MAX_ELEMENTS", 300)  # one pair per tile
+    monkeypatch.setattr(E, "MAX_OUTPUTS", 5)  # row blocks of one row
+    assert np.array_equal(L.run(plan, A, B), whole)
     assert np.array_equal(L.run(plan, A[2:4], B[:, 1:3]), whole[2:4, 1:3])
 
 
@@ -562,3 +564,23 @@ def test_recorded_h100_validation_replays_bit_exact():
     assert replayed, "no call of the validation file has a recorded plan"
     bad = [(r.label, r.mismatches[:2]) for r in replayed if r.mismatches]
     assert not bad, bad
+
+
+def test_row_blocks_keep_row_wise_scales_and_C_aligned(monkeypatch):
+    import tcsmt.library_eval as E
+
+    rng = np.random.default_rng(RNG_SEED)
+    A = random_bits("e4m3", (4, 64), rng, span=3)
+    B = random_bits("e4m3", (64, 3), rng, span=3)
+    sa, sb = np.array([0.5, 2.0, 3.0, 0.25], np.float32), np.array([1.5, 0.75, 8.0], np.float32)
+    plan = make_plan(Call("scaled_mm", 4, 3, 64, "float8_e4m3fn", "float8_e4m3fn", "bfloat16", scale="row"),
+                     chain=("e4m3", "fp32", "scaled_mm_fast"), epilogue=("scale",))
+    whole = L.run(plan, A, B, scale_a=sa, scale_b=sb)
+    C = random_bits("bf16", (4, 3), rng, span=3)
+    add = make_plan(Call("addmm", 4, 3, 64, "bfloat16", "bfloat16", "bfloat16", beta=1.0), epilogue=("beta_c",))
+    Ab, Bb = random_bits("bf16", (4, 64), rng, span=3), random_bits("bf16", (64, 3), rng, span=3)
+    whole_c = L.run(add, Ab, Bb, C=C)
+    monkeypatch.setattr(E, "MAX_OUTPUTS", 3)  # row blocks of one row
+    assert np.array_equal(L.run(plan, A, B, scale_a=sa, scale_b=sb), whole)
+    assert np.array_equal(L.run(add, Ab, Bb, C=C), whole_c)
+    assert len({int(x) for x in whole.reshape(-1)}) > 1
