@@ -584,3 +584,29 @@ def test_row_blocks_keep_row_wise_scales_and_C_aligned(monkeypatch):
     assert np.array_equal(L.run(plan, A, B, scale_a=sa, scale_b=sb), whole)
     assert np.array_equal(L.run(add, Ab, Bb, C=C), whole_c)
     assert len({int(x) for x in whole.reshape(-1)}) > 1
+
+
+def test_compiled_kernel_is_used_per_slice_and_falls_back(monkeypatch):
+    """tcsmt.gemm_kernel.gemm(params, A, B) runs each slice's chain; a TcsmtError from it falls back to numpy."""
+    import types
+
+    import tcsmt.library_eval as E
+
+    rng = np.random.default_rng(RNG_SEED)
+    plan = make_plan(Call("mm", 2, 2, 96, "bfloat16", "bfloat16", "float32"), split_k=3, grain=32)
+    A, B = random_bits("bf16", (2, 96), rng, span=4), random_bits("bf16", (96, 2), rng, span=4)
+    want = L.run(plan, A, B)
+    seen = []
+
+    def numpy_kernel(p, a, b, threads=None):
+        seen.append(a.shape[1])
+        return E._chain_numpy(p, a, b)
+
+    monkeypatch.setattr(E, "_gemm_kernel", types.SimpleNamespace(gemm=numpy_kernel))
+    assert np.array_equal(L.run(plan, A, B), want) and seen == [32, 32, 32]
+
+    def refusing(p, a, b, threads=None):
+        raise TcsmtError("unsupported")
+
+    monkeypatch.setattr(E, "_gemm_kernel", types.SimpleNamespace(gemm=refusing))
+    assert np.array_equal(L.run(plan, A, B), want)
