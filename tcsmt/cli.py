@@ -50,6 +50,11 @@ def models_cmd(arch: str | None) -> None:
         for h, over in path.hypotheses.items():
             ov = ", ".join(f"{k}={v}" for k, v in over.items())
             click.echo(f"    hypothesis {a.name}:{h}  ({ov})  {path.hypothesis_sources.get(h, '')}")
+    from .library_plan import tables_for_arch
+
+    for t in tables_for_arch(a.name):
+        click.echo(f"\n  library plan table models/library/{Path(t.path).name} ({t.gpu}, {t.library}): {len(t.plans)} plans, "
+                   f"{len(t.unknown)} recorded calls without a plan (tcsmt explain ...)")
 
 
 # ---------------------------------------------------------------- simulate
@@ -265,6 +270,7 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
 
 
 def _register_optional_commands() -> None:
+    from .explain_cmd import explain_cmd
     from .hwcheck_cmd import hwcheck_cmd
     from .identify_cmd import identify_cmd
     from .verify_cmd import verify_cmd
@@ -272,6 +278,7 @@ def _register_optional_commands() -> None:
     main.add_command(hwcheck_cmd)
     main.add_command(verify_cmd)
     main.add_command(identify_cmd)
+    main.add_command(explain_cmd)
 
 
 _register_optional_commands()

@@ -38,6 +38,7 @@ from fractions import Fraction
 from typing import Any, Sequence
 
 from .backend import V, Backend
+from .errors import TcsmtError
 from .formats import Format, get_format
 from .params import ModelParams
 
@@ -571,3 +572,78 @@ def dot(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_
     if cur_fmt != out:
         cur = convert(B, cur, cur_fmt, out, p.out_round, p.subnormal_out)
     return cur
+
+
+# ------------------------------------------------- library GEMM arithmetic
+# The steps a library GEMM (cuBLAS split-K reduction, epilogue) performs after the
+# matrix units' K-chains: IEEE 754 operations in one format, each computed exactly
+# and rounded once.  ``p`` supplies the zero-sign and overflow conventions
+# (an IEEE ModelParams: zero_sign = "ieee", overflow_result = "ieee").
+
+def mul_rounded(B: Backend, p: ModelParams, x_bits: V, y_bits: V, fmt: Format, mode: str) -> V:
+    """x * y computed exactly and rounded once into ``fmt`` (x, y in ``fmt``; IEEE specials).
+
+    The sign of a zero product is the xor of the signs (IEEE 754 multiplication).
+    """
+    t, fl = product_term(B, p, decode(B, fmt, x_bits), decode(B, fmt, y_bits))
+    bits = sum_and_round(B, [t], None, p, fmt, fmt.frac_bits, mode)
+    return apply_flags(B, fmt, merge_flags(B, [fl]), bits)
+
+
+def fma_rounded(B: Backend, p: ModelParams, x_bits: V, y_bits: V, xy_fmt: Format, z_bits: V, z_fmt: Format,
+                fmt: Format, mode: str) -> V:
+    """x * y + z computed exactly and rounded once into ``fmt``: one fused multiply-add (FFMA with RNE).
+
+    x and y are patterns of ``xy_fmt``, z of ``z_fmt``.  An exact zero result is
+    -0 only when the product and z are both negative zeros (IEEE 754, RNE).
+    """
+    t, fl = product_term(B, p, decode(B, xy_fmt, x_bits), decode(B, xy_fmt, y_bits))
+    zt, zfl = value_term(B, decode(B, z_fmt, z_bits))
+    bits = sum_and_round(B, [t, zt], None, p, fmt, fmt.frac_bits, mode)
+    return apply_flags(B, fmt, merge_flags(B, [fl, zfl]), bits)
+
+
+REDUCTIONS = ("fp32_forward", "pairwise", "out_rounded", "out_chain")
+
+
+def reduce_partials(B: Backend, p: ModelParams, parts: Sequence[V], acc: Format, out: Format, scheme: str) -> tuple[V, Format]:
+    """Combine split-K partials (patterns of ``acc``); returns (bits, their format).
+
+    Every addition is exact and rounded once with RNE:
+
+    ``fp32_forward``  r = P0; r = RN_acc(r + P_s) for s = 1, 2, ... (a serial sum in
+                      the accumulator format from partial 0, as the fp32 workspace
+                      reduction of bitequiv and mmaemu).
+    ``pairwise``      a balanced tree: (P0+P1), (P2+P3), ..., an odd last one carried
+                      up unchanged, each sum RN_acc.
+    ``out_rounded``   every partial first rounded to ``out`` (RNE), then summed as
+                      ``fp32_forward`` in ``acc``.
+    ``out_chain``     a serial chain in ``out``: r = RN_out(P0); r = RN_out(r + P_s)
+                      (the exact sum of the out-format r and the acc-format P_s).
+    One partial is returned unchanged (no addition happens).
+    """
+    if scheme not in REDUCTIONS:
+        raise TcsmtError(f"unknown split-K reduction {scheme!r} (known: {', '.join(REDUCTIONS)})")
+    parts = list(parts)
+    if len(parts) == 1:
+        return parts[0], acc
+    if scheme == "out_rounded":
+        parts = [convert(B, convert(B, q, acc, out, "rne"), out, acc, "rne") for q in parts]
+        scheme = "fp32_forward"
+    if scheme == "fp32_forward":
+        r = parts[0]
+        for q in parts[1:]:
+            r = add_rounded(B, p, r, acc, q, acc, acc, "rne")
+        return r, acc
+    if scheme == "pairwise":
+        while len(parts) > 1:
+            nxt = [add_rounded(B, p, parts[i], acc, parts[i + 1], acc, acc, "rne")
+                   for i in range(0, len(parts) - 1, 2)]
+            if len(parts) % 2:
+                nxt.append(parts[-1])
+            parts = nxt
+        return parts[0], acc
+    r = convert(B, parts[0], acc, out, "rne")  # out_chain
+    for q in parts[1:]:
+        r = add_rounded(B, p, r, out, q, acc, out, "rne")
+    return r, out

@@ -1,0 +1,146 @@
+"""The torch facade: ``mm``, ``matmul``, ``addmm``, ``linear``, ``bmm``, ``scaled_mm`` with torch's own arguments.
+
+Each takes torch tensors (CPU or CUDA), emulates what the GPU's library returns
+for that call under its recorded plan (:mod:`tcsmt.library`), and returns a
+tensor of torch's output dtype on the input's device.  Tensors travel as bit
+patterns (``Tensor.view`` of a same-width integer dtype): no value is converted
+on the way.  torch is optional: without it these functions raise TcsmtError.
+Extra keywords: ``gpu`` (default ``"h100"``) and ``plan`` (a Plan to use instead
+of the recorded one).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import library as _lib
+from .errors import TcsmtError
+from .library_plan import TORCH_DTYPES, Plan
+
+_INT_OF_WIDTH = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+_NP_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+__all__ = ["mm", "matmul", "addmm", "linear", "bmm", "scaled_mm"]
+
+
+def _torch():
+    try:
+        import torch
+    except Exception as exc:  # ImportError, or a broken install
+        raise TcsmtError(f"tcsmt.torch needs PyTorch (pip install torch): {type(exc).__name__}: {exc}") from None
+    return torch
+
+
+def dtype_name(t: Any) -> str:
+    """torch's name of a tensor's dtype (``"bfloat16"``); TcsmtError for dtypes no plan takes."""
+    name = str(t.dtype).removeprefix("torch.")
+    if name not in TORCH_DTYPES:
+        raise TcsmtError(f"unsupported dtype {t.dtype} (known: {', '.join(TORCH_DTYPES)})")
+    return name
+
+
+def tensor_bits(t: Any) -> np.ndarray:
+    """The bit patterns of a tensor as an unsigned numpy array of the same shape (copied to the host)."""
+    torch = _torch()
+    if not isinstance(t, torch.Tensor):
+        raise TcsmtError(f"expected a torch.Tensor, got {type(t).__name__}")
+    dtype_name(t)
+    size = t.element_size()
+    ints = t.detach().contiguous().cpu().view(getattr(torch, _INT_OF_WIDTH[size]))
+    return ints.numpy().view(_NP_UINT[size])
+
+
+def bits_tensor(bits: np.ndarray, dtype: str, device: Any = "cpu") -> Any:
+    """A tensor of torch dtype ``dtype`` on ``device`` holding exactly the patterns ``bits``."""
+    torch = _torch()
+    arr = np.ascontiguousarray(bits)
+    ints = torch.from_numpy(arr.view(np.dtype(_INT_OF_WIDTH[arr.dtype.itemsize])))
+    return ints.view(getattr(torch, dtype)).to(device)
+
+
+def _out_dtype(x: Any) -> str | None:
+    return None if x is None else str(x).removeprefix("torch.")
+
+
+def _tf32(torch, dtype: str) -> bool:
+    return dtype == "float32" and bool(torch.backends.cuda.matmul.allow_tf32)
+
+
+def _same_dtype(a: Any, b: Any) -> str:
+    da, db = dtype_name(a), dtype_name(b)
+    if da != db:
+        raise TcsmtError(f"torch refuses this call: expected mat1 and mat2 to have the same dtype, but got: {da} != {db}")
+    return da
+
+
+def _back(bits: np.ndarray, like: Any, out_dtype: str | None, dtype: str) -> Any:
+    return bits_tensor(bits, out_dtype or dtype, like.device)
+
+
+def mm(input: Any, mat2: Any, *, out_dtype: Any = None, gpu: str = "h100", plan: Plan | None = None) -> Any:
+    """``torch.mm(input, mat2, out_dtype=...)`` as the GPU's library computes it."""
+    torch = _torch()
+    dt = _same_dtype(input, mat2)
+    od = _out_dtype(out_dtype)
+    out = _lib.mm(tensor_bits(input), tensor_bits(mat2), dtype=dt, out_dtype=od, tf32=_tf32(torch, dt), gpu=gpu,
+                  plan=plan)
+    return _back(out, input, od, dt)
+
+
+def bmm(input: Any, mat2: Any, *, out_dtype: Any = None, gpu: str = "h100", plan: Plan | None = None) -> Any:
+    """``torch.bmm(input, mat2)``: (b, M, K) x (b, K, N)."""
+    dt = _same_dtype(input, mat2)
+    od = _out_dtype(out_dtype)
+    out = _lib.bmm(tensor_bits(input), tensor_bits(mat2), dtype=dt, out_dtype=od, gpu=gpu, plan=plan)
+    return _back(out, input, od, dt)
+
+
+def matmul(input: Any, other: Any, *, gpu: str = "h100", plan: Plan | None = None) -> Any:
+    """``torch.matmul`` for 2-D @ 2-D (mm), 3-D @ 3-D (bmm) and N-D @ 2-D (rows folded into one mm, as torch does)."""
+    if input.dim() == 2 and other.dim() == 2:
+        return mm(input, other, gpu=gpu, plan=plan)
+    if input.dim() == 3 and other.dim() == 3:
+        return bmm(input, other, gpu=gpu, plan=plan)
+    if input.dim() >= 3 and other.dim() == 2:
+        lead = tuple(input.shape[:-1])
+        out = mm(input.reshape(-1, input.shape[-1]), other, gpu=gpu, plan=plan)
+        return out.reshape(*lead, other.shape[-1])
+    raise TcsmtError(f"matmul of {input.dim()}-D and {other.dim()}-D tensors is not modelled "
+                     "(2-D @ 2-D, 3-D @ 3-D and N-D @ 2-D are)")
+
+
+def addmm(input: Any, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1, out_dtype: Any = None,
+          gpu: str = "h100", plan: Plan | None = None) -> Any:
+    """``torch.addmm(input, mat1, mat2, beta=, alpha=)``: beta*input + alpha*(mat1 @ mat2)."""
+    dt = _same_dtype(mat1, mat2)
+    od = _out_dtype(out_dtype)
+    out = _lib.addmm(tensor_bits(input), tensor_bits(mat1), tensor_bits(mat2), dtype=dt, beta=beta, alpha=alpha,
+                     out_dtype=od, gpu=gpu, plan=plan)
+    return _back(out, mat1, od, dt)
+
+
+def linear(input: Any, weight: Any, bias: Any = None, *, gpu: str = "h100", plan: Plan | None = None) -> Any:
+    """``torch.nn.functional.linear(input, weight, bias)``: input @ weight.T + bias (leading dims folded)."""
+    dt = _same_dtype(input, weight)
+    lead = tuple(input.shape[:-1])
+    x = tensor_bits(input).reshape(-1, input.shape[-1])
+    out = _lib.linear(x, tensor_bits(weight), None if bias is None else tensor_bits(bias), dtype=dt, gpu=gpu,
+                      plan=plan)
+    return _back(out, input, None, dt).reshape(*lead, weight.shape[0])
+
+
+def scaled_mm(mat_a: Any, mat_b: Any, scale_a: Any, scale_b: Any, bias: Any = None, scale_result: Any = None,
+              out_dtype: Any = None, use_fast_accum: bool = False, *, gpu: str = "h100",
+              plan: Plan | None = None) -> Any:
+    """``torch._scaled_mm(mat_a, mat_b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum)``."""
+    if scale_result is not None:
+        raise TcsmtError("scale_result (fp8 output scaling) is not modelled")
+    if scale_a is None or scale_b is None:
+        raise TcsmtError("torch refuses this call: _scaled_mm needs scale_a and scale_b")
+    od = _out_dtype(out_dtype)
+    da, db = dtype_name(mat_a), dtype_name(mat_b)
+    out = _lib.scaled_mm(tensor_bits(mat_a), tensor_bits(mat_b), tensor_bits(scale_a), tensor_bits(scale_b),
+                         a_dtype=da, b_dtype=db, out_dtype=od, bias=None if bias is None else tensor_bits(bias),
+                         use_fast_accum=use_fast_accum, gpu=gpu, plan=plan)
+    return _back(out, mat_a, od, da)
