@@ -411,7 +411,7 @@ def test_bad_run_inputs():
         L.run("mm", A, B)
     tf = h100_plan(op="mm", a_dtype="float32", tf32=True)
     raw32 = np.full((1, 256), 0x3f800001, np.uint32)  # 1 + 2^-23: not a tf32 value
-    with pytest.raises(TcsmtError, match="not a tf32 pattern"):
+    with pytest.raises(TcsmtError, match="not a tf32 bit pattern"):
         L.run(tf, raw32, np.zeros((256, 1), np.uint32))
     sc = h100_plan(op="scaled_mm", fast_accum=True)
     a8, b8 = np.zeros((2, 512), np.uint8), np.zeros((512, 2), np.uint8)
