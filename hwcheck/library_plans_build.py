@@ -60,8 +60,16 @@ FAMILIES = {
     "cutlass_tf32_splitK_reduce": {
         "kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_.*>$",
         "with": "cublasLt::splitKreduce_kernel<...> (cuBLASLt algoId 21 / 23)",
-        "configs": ("tf32_f32",), "grain": 4},
+        "configs": ("tf32_f32",), "grain": "32 if K % 32 == 0 else 4"},
 }
+
+
+def grain(fam: str, K: int) -> int:
+    """The slice grain G of a family for depth K (the tf32 cutlass family: 32 where 32 divides K, else 4)."""
+    g = FAMILIES[fam]["grain"]
+    if isinstance(g, int):
+        return g
+    return 32 if K % 32 == 0 else 4
 
 
 def family_of(p: dict) -> str | None:
@@ -81,10 +89,10 @@ def summarise(probes: list[dict]) -> dict:
         d = FAMILIES[fam]
         f = fams.setdefault(fam, {"probes": 0, "S_lt_eq_S_bits": 0, "grain_rule_lt_S": 0, "grain_rule_bits_S": 0,
                                   "tiles128_rule_lt_S": 0, "clean": 0, "reduce": {}, "reduce2": {}, "shapes": [],
-                                  "mismatch": [], "schemes": set(),
+                                  "mismatch": [], "schemes": set(), "ws_planes_eq_S_bits": 0,
                                   "out_dtypes": set()})
         f["probes"] += 1
-        f["clean"] += bool(p.get("clean"))
+        f["clean"] += bool(p.get("clean")) and not p.get("noncontiguous_groups") and not p.get("n_anomalies")
         S_lt, S_bits, K = p.get("lt_split_k"), len(p["starts"]), p["K"]
         f["S_lt_eq_S_bits"] += S_lt == S_bits
         if S_lt != S_bits:
@@ -94,9 +102,12 @@ def summarise(probes: list[dict]) -> dict:
             m = re.search(r"reductionScheme=(\w+)", a)
             f.setdefault("schemes", set()).add(m.group(1) if m else "none")
         if S_lt:
-            f["grain_rule_lt_S"] += chunk_starts(K, S_lt, d["grain"]) == p["starts"]
+            f["grain_rule_lt_S"] += chunk_starts(K, S_lt, grain(fam, K)) == p["starts"]
+            ws = [int(m.group(1)) for a in p.get("lt_algo") or [] for m in [re.search(r"ws=(\d+)", a)] if m]
+            planes = {w // (4 * p["M"] * p["N"]) for w in ws}
+            f["ws_planes_eq_S_bits"] += planes == {S_bits}
             f["tiles128_rule_lt_S"] += chunk_starts(K, S_lt, 128) == p["starts"]
-        f["grain_rule_bits_S"] += chunk_starts(K, S_bits, d["grain"]) == p["starts"]
+        f["grain_rule_bits_S"] += chunk_starts(K, S_bits, grain(fam, K)) == p["starts"]
         f["shapes"].append(f"{p['config']} {p['M']}x{p['N']}x{K}: S_lt={S_lt} starts={p['starts'][:4]}"
                            f"{'...' if S_bits > 4 else ''}")
         f["out_dtypes"].add(p["out_dtype"])
@@ -120,9 +131,10 @@ def summarise(probes: list[dict]) -> dict:
         ev = (f"slice probe (hwcheck/library_plans_device.py slice_probe: per column, weights 2^m * unit at up to "
               f"8 positions q before an L, -L pair that cancels; a weight is lost exactly when q lies in the "
               f"pair's slice, since the slice's running sum absorbs it into L before -L cancels L) on "
-              f"{f['probes']} split-K calls: the measured slices are contiguous and their count equals "
+              f"{f['probes']} split-K calls: every k position read (no anomaly, each slice contiguous) in "
+              f"{f['clean']} of {f['probes']}; the number of slices equals "
               f"cuBLASLt's logged numSplitsK in {f['S_lt_eq_S_bits']} of {f['probes']}; starts equal "
-              f"chunk = ceil(ceil(K/{d['grain']})/S)*{d['grain']} (remainder in the last slice; bitequiv's rule) "
+              f"chunk = ceil(ceil(K/G)/S)*G with G = {d['grain']} (remainder in the last slice; the form of bitequiv's rule) "
               f"with the logged S in {f['grain_rule_lt_S']} of {f['probes']} and with the measured number of "
               f"slices in {f['grain_rule_bits_S']} of {f['probes']}; 128-wide tiles, q = ceil(T/S) (mmaemu's "
               f"H100 rule) with the logged S in {f['tiles128_rule_lt_S']} of {f['probes']}. Reduction probe 2 "
@@ -137,12 +149,14 @@ def summarise(probes: list[dict]) -> dict:
                    "per slice and gaps of 1 to 5 binades.")
         if f["S_lt_eq_S_bits"] < f["probes"]:
             ev += (f" The measured number of slices differs from the logged numSplitsK in "
-                   f"{f['probes'] - f['S_lt_eq_S_bits']} of {f['probes']} probes ({'; '.join(f['mismatch'][:4])}); "
-                   f"the starts fit the grain rule with the measured count in {f['grain_rule_bits_S']} of "
-                   f"{f['probes']} but with the logged S in {f['grain_rule_lt_S']}, so how the library turns the "
-                   f"logged S into slices is open for this family.")
+                   f"{f['probes'] - f['S_lt_eq_S_bits']} of {f['probes']} probes ({'; '.join(f['mismatch'][:4])}): "
+                   f"the rule's last slices are empty there (chunk * (S - 1) >= K), and the workspace in the "
+                   f"trace, divided by 4*M*N bytes, equals the measured count in {f['ws_planes_eq_S_bits']} of "
+                   f"{f['probes']}.")
         ev += f" reductionScheme values in cuBLASLt's trace of the probed calls: {sorted(f['schemes'])}."
         out[fam] = {"kernel_regex": d["kernel_regex"], "with": d["with"], "grain": d["grain"],
+                    "rule": "chunk = ceil(ceil(K/G)/S)*G, slice s = [s*chunk, min(K, (s+1)*chunk)), S = numSplitsK "
+                            "of cuBLASLt's trace; slices past K are empty",
                     "slices": "contiguous", "remainder": "last", "reduce": reduce,
                     "grain_rule_matches_logged_S": f"{f['grain_rule_lt_S']} of {f['probes']}",
                     "evidence": ev, "probed": f["shapes"]}
@@ -156,6 +170,8 @@ def main() -> None:
     ap.add_argument("--workspace", type=int, default=None,
                     help="workspace bytes of torch's cuBLAS handle, where the run's own reading is void")
     ap.add_argument("--note", default="")
+    ap.add_argument("--probe-list", action="append", default=[],
+                    help="probe_list.json of a --probe-list run (more probes, with their reduce_probe2)")
     ap.add_argument("--reduce2", action="append", default=[],
                     help="reduce2.json of a --reduce-from run; CONFIG_PREFIX=PATH takes only those configurations "
                          "(later files win)")
@@ -166,6 +182,12 @@ def main() -> None:
         probes = json.load(f)
     with open(os.path.join(args.device_out, "h100_library_validation.json")) as f:
         val = json.load(f)
+    for path in args.probe_list:
+        with open(path) as f:
+            for e in json.load(f):
+                e["clean"] = not e["noncontiguous_groups"] and e["n_anomalies"] == 0
+                e["source"] = "probe list"
+                probes.append(e)
     for spec in args.reduce2:
         prefix, _, path = spec.rpartition("=")
         with open(path) as f:

@@ -984,7 +984,7 @@ def run_validation(torch, quick):
 
 # ------------------------------------------------------------------------------------------------ main
 def main():
-    global LOG
+    global LOG, LT_CAPTURE
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--stages", default="info,grid,heur,probes,valid")
@@ -993,11 +993,50 @@ def main():
     ap.add_argument("--grid-from", help="reuse the grid calls of an earlier run (its grid_raw.json)")
     ap.add_argument("--reduce-from", help="only run reduce_probe2 on the clean probes of this probes file")
     ap.add_argument("--only", help="with --reduce-from: configurations starting with this")
+    ap.add_argument("--probe-list", help="only probe the calls of this JSON list (slice probe, then reduce_probe2)")
+    ap.add_argument("--input-crc", action="store_true",
+                    help="only write crc32 of make_inputs of every validation call (cross-machine check)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     LOG = open(os.path.join(args.out, "log.txt"), "a")
     stages = args.stages.split(",")
+    if args.input_crc:
+        import zlib
+        crc = []
+        for c in LC.validation_calls():
+            inp = LC.make_inputs(c, c["seed"])
+            crc.append([c["seed"], {k: zlib.crc32(np.ascontiguousarray(v).tobytes()) for k, v in sorted(inp.items())}])
+        with open(os.path.join(args.out, "input_crc.json"), "w") as f:
+            json.dump({"numpy": np.__version__, "crc": crc}, f)
+        log(f"input crc: {len(crc)} calls, numpy {np.__version__}")
+        return
     import torch
+    if args.probe_list:
+        torch.mm(torch.ones(2, 2, device="cuda"), torch.ones(2, 2, device="cuda"))
+        LT_CAPTURE = LtLogCapture(lt_path())
+        with open(args.probe_list) as f:
+            calls = json.load(f)
+        bufs = Buffers(torch, max(c["K"] * max(c["M"], c["N"]) for c in calls) + 1)
+        prof, errs = profile_calls(torch, calls, bufs, label_prefix="l")
+        rng = np.random.default_rng(2028)
+        res = []
+        for i, c in enumerate(calls):
+            c["kernels"] = prof[i]["kernels"]
+            c["lt_split_k"], c["lt_algo"] = prof[i].get("lt_split_k"), prof[i].get("lt_algo")
+            D = 128 if (c["op"] == "scaled_mm" and not c["fast_accum"]) else 1
+            sp = slice_probe(torch, c, D)
+            e = dict(c)
+            e.update({k: sp[k] for k in ("starts", "n_anomalies", "noncontiguous_groups", "tests", "pairs")})
+            if not sp["noncontiguous_groups"] and len(sp["starts"]) >= 2:
+                e["reduce2"] = reduce_probe2(torch, c, sp["starts"], rng)
+            res.append(e)
+            st = sp["starts"]
+            log(f"list {c.get('config')} {c['M']}x{c['N']}x{c['K']}: S_lt={c['lt_split_k']} S_bits={len(st)} "
+                f"chunk={st[1] if len(st) > 1 else None} last={c['K'] - st[-1]} anomalies={sp['n_anomalies']} "
+                f"nonc={sp['noncontiguous_groups'][:3]} red={e.get('reduce2', {}).get('agree')}")
+        with open(os.path.join(args.out, "probe_list.json"), "w") as f:
+            json.dump(res, f)
+        return
     if args.reduce_from:
         ws = measure_workspace(torch)  # first cuBLAS calls of a fresh process: the workspaces
         log("workspace (fresh process)", ws)
@@ -1007,7 +1046,6 @@ def main():
         return
     meta = info(torch)
     log("info", json.dumps(meta))
-    global LT_CAPTURE
     try:
         torch.mm(torch.ones(2, 2, device="cuda"), torch.ones(2, 2, device="cuda"))  # loads cuBLAS(Lt)
         LT_CAPTURE = LtLogCapture(lt_path())
