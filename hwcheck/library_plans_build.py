@@ -48,34 +48,66 @@ def chunk_starts(K: int, S: int, G: int) -> list[int]:
     return [i * chunk for i in range(S) if i * chunk < K]
 
 
+HALF = ("bf16_bf16", "f16_f16", "bf16_f32", "f16_f32")
+CUTLASS_HALF = r"^cutlass::Kernel2<cutlass_(75|80)_(wmma_)?tensorop_.*gemm.*>$"
 FAMILIES = {
     "nvjet_sm90_16bit_splitK": {
         "kernel_regex": r"^nvjet_sm90_(tst|tss|hsh|hss)_.*_splitK_.*$",
-        "with": "cublasLt::splitKreduce_kernel<...>",
-        "configs": ("bf16_bf16", "f16_f16", "bf16_f32", "f16_f32"), "grain": 64},
+        "with": "cublasLt::splitKreduce_kernel<...>", "configs": HALF, "grain": 64},
     "nvjet_sm90_fp8_splitK": {
         "kernel_regex": r"^nvjet_sm90_(qq|rq)[a-z]*_.*_splitK_.*$",
         "with": "cublasLt::splitKreduce_kernel<...>",
         "configs": ("e4m3_bf16", "e4m3_bf16_fast", "e4m3_f32", "e4m3_f32_fast"), "grain": 128},
-    "cutlass_tf32_splitK_reduce": {
-        "kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_.*>$",
-        "with": "cublasLt::splitKreduce_kernel<...> (cuBLASLt algoId 21 / 23)",
-        "configs": ("tf32_f32",), "grain": "32 if K % 32 == 0 else 4"},
+    "cutlass_sm80_fp32_splitK": {
+        "kernel_regex": r"^cutlass::Kernel2<cutlass_80_(tensorop_s1688gemm|simt_sgemm)_.*>$",
+        "with": "cublasLt::splitKreduce_kernel<...> (cuBLASLt algoId 20 / 21 / 23; tf32 tensor ops or fp32 simt)",
+        "configs": ("tf32_f32", "f32_f32"), "grain": "32 if K % 32 == 0 else 4", "small_grain": 4},
+    "cutlass_sm80_16bit_splitK_compute_type": {
+        "kernel_regex": CUTLASS_HALF, "scheme": "REDUCTION_SCHEME_COMPUTE_TYPE",
+        "with": "cublasLt::splitKreduce_kernel<...>; cuBLASLt trace reductionScheme=REDUCTION_SCHEME_COMPUTE_TYPE",
+        "configs": HALF, "grain": "32 if K % 32 == 0 else 8", "small_grain": 8},
+    "cutlass_sm80_16bit_splitK_output_type": {
+        "kernel_regex": CUTLASS_HALF, "scheme": "REDUCTION_SCHEME_OUTPUT_TYPE",
+        "with": "cublasLt::splitKreduce_kernel<...>; cuBLASLt trace reductionScheme=REDUCTION_SCHEME_OUTPUT_TYPE",
+        "configs": HALF, "grain": "32 if K % 32 == 0 else 8", "small_grain": 8},
+    "cutlass_sm80_16bit_splitK_inplace": {
+        "kernel_regex": CUTLASS_HALF, "scheme": "REDUCTION_SCHEME_INPLACE",
+        "with": "no reduce kernel; cuBLASLt trace reductionScheme=REDUCTION_SCHEME_INPLACE (serial split-K)",
+        "configs": HALF, "grain": "32 if K % 32 == 0 else 8", "small_grain": 8},
+}
+HYPOTHESES = {
+    "fp32_forward": "fp32 partials added in fp32 from partial 0 upwards, then one RNE rounding to the output",
+    "fp32_reverse": "fp32 partials added in fp32 from the last partial down",
+    "fp32_pairwise": "fp32 partials added pairwise (halves)",
+    "out_rounded_partials_fp32_sum": "each partial rounded (RNE) to the output format, added forward in fp32, "
+                                     "the sum rounded to the output format",
+    "out_dtype_chain": "each partial rounded to the output format and added into a running output-format sum",
+    "out_serial_f32add": "serial: output = RNE(partial 0); then output = RNE(fp32(output + partial s)) for s = 1..",
 }
 
 
 def grain(fam: str, K: int) -> int:
-    """The slice grain G of a family for depth K (the tf32 cutlass family: 32 where 32 divides K, else 4)."""
+    """The slice grain G of a family for depth K (the sm80 cutlass families: 32 where 32 divides K, else 16 bytes
+    of the input format)."""
     g = FAMILIES[fam]["grain"]
     if isinstance(g, int):
         return g
-    return 32 if K % 32 == 0 else 4
+    return 32 if K % 32 == 0 else FAMILIES[fam]["small_grain"]
+
+
+def lt_scheme(p: dict) -> str:
+    for a in p.get("lt_algo") or []:
+        m = re.search(r"reductionScheme=(\w+)", a)
+        if m:
+            return m.group(1)
+    return "none"
 
 
 def family_of(p: dict) -> str | None:
     names = [kernel_name(k) for k in p["kernels"]]
     for fam, d in FAMILIES.items():
-        if p["config"] in d["configs"] and any(re.match(d["kernel_regex"], n) for n in names):
+        if p["config"] in d["configs"] and any(re.match(d["kernel_regex"], n) for n in names) and \
+                d.get("scheme", lt_scheme(p)) == lt_scheme(p):
             return fam
     return None
 
@@ -111,23 +143,34 @@ def summarise(probes: list[dict]) -> dict:
         f["shapes"].append(f"{p['config']} {p['M']}x{p['N']}x{K}: S_lt={S_lt} starts={p['starts'][:4]}"
                            f"{'...' if S_bits > 4 else ''}")
         f["out_dtypes"].add(p["out_dtype"])
+        kind = "fp32 out" if p["out_dtype"] == "float32" else "fp16/bf16 out"
         for key, store in (("reduce", "reduce"), ("reduce2", "reduce2")):
             for name, n in (p.get(key) or {}).get("agree", {}).items():
                 r = f.setdefault(store, {}).setdefault(name, [0, 0])
                 r[0] += n
                 r[1] += p[key]["columns"]
+                if key == "reduce2":
+                    r = f.setdefault("by_kind", {}).setdefault(kind, {}).setdefault(name, [0, 0])
+                    r[0] += n
+                    r[1] += p[key]["columns"]
     out = {}
     for fam, f in fams.items():
         d = FAMILIES[fam]
         red = {k: f"{a} of {b}" for k, (a, b) in f["reduce"].items()}
         red2 = {k: f"{a} of {b}" for k, (a, b) in f["reduce2"].items()}
-        full2 = [k for k, (a, b) in f["reduce2"].items() if a == b]
-        refuted2 = [k for k, (a, b) in f["reduce2"].items() if a < b]
-        reduce = "fp32_forward" if full2 == ["fp32_forward"] or (
-            "fp32_forward" in full2 and {"fp32_reverse", "fp32_pairwise"} <= set(refuted2)) else "unknown"
-        if reduce == "fp32_forward" and any(o != "float32" for o in f["out_dtypes"]):
-            reduce = ("fp32_forward (fp32 workspace; fp16/bf16 outputs: one RNE rounding of the fp32 sum)"
-                      if "out_rounded_partials_fp32_sum" in refuted2 else "fp32_forward")
+        parts = []
+        for kind, hyps in sorted(f.get("by_kind", {}).items(), reverse=True):
+            full = [k for k, (a, b) in hyps.items() if a == b]
+            if len(full) == 1 or (full and full[0] == "fp32_forward" and
+                                  {"fp32_reverse", "fp32_pairwise"} <= {k for k, (a, b) in hyps.items() if a < b}):
+                parts.append(f"{kind}: {full[0]} ({HYPOTHESES[full[0]]})")
+            elif set(full) == {"fp32_forward", "fp32_reverse", "fp32_pairwise"} and all(
+                    a < b for k, (a, b) in hyps.items() if k.startswith("out_")):
+                parts.append(f"{kind}: fp32 partials summed in fp32, the sum rounded once (RNE) to the output; "
+                             f"the order is hidden by that rounding here (the fp32-out probes of the family fix it)")
+            else:
+                parts.append(f"{kind}: undetermined (full agreement: {full})")
+        reduce = "; ".join(parts) if parts else "unknown"
         ev = (f"slice probe (hwcheck/library_plans_device.py slice_probe: per column, weights 2^m * unit at up to "
               f"8 positions q before an L, -L pair that cancels; a weight is lost exactly when q lies in the "
               f"pair's slice, since the slice's running sum absorbs it into L before -L cancels L) on "
@@ -139,9 +182,10 @@ def summarise(probes: list[dict]) -> dict:
               f"slices in {f['grain_rule_bits_S']} of {f['probes']}; 128-wide tiles, q = ceil(T/S) (mmaemu's "
               f"H100 rule) with the logged S in {f['tiles128_rule_lt_S']} of {f['probes']}. Reduction probe 2 "
               f"(reduce_probe2: two products per slice, so each partial is exact in fp32 but in general not in "
-              f"fp16/bf16, random signs, exponents spread across slices, 4 rounds; outputs compared with "
-              f"exact fp32 partials reduced by each hypothesis), agreement: {red2}. (Probe 1, one product per "
-              f"slice, cannot separate the hypotheses where all partials fit the output format: {red}.)")
+              f"fp16/bf16, random signs, exponents spread across slices, 4 to 64 rounds; outputs compared with "
+              f"exact fp32 partials reduced by each hypothesis), agreement: {red2}."
+              + (f" (Probe 1, one product per slice, cannot separate the hypotheses where all partials fit the "
+                 f"output format: {red}.)" if red else ""))
         if fam == "nvjet_sm90_fp8_splitK":
             ev += (" Reduction probe 2 with fp8 products 4 to 12 binades apart inside one slice matched no "
                    "hypothesis with exact partials (e4m3 -> fp32: e.g. 30 of 64, 240 of 512), as the fp8 block "
@@ -155,6 +199,7 @@ def summarise(probes: list[dict]) -> dict:
                    f"{f['probes']}.")
         ev += f" reductionScheme values in cuBLASLt's trace of the probed calls: {sorted(f['schemes'])}."
         out[fam] = {"kernel_regex": d["kernel_regex"], "with": d["with"], "grain": d["grain"],
+                    "lt_reduction_scheme": d.get("scheme", sorted(f["schemes"])),
                     "rule": "chunk = ceil(ceil(K/G)/S)*G, slice s = [s*chunk, min(K, (s+1)*chunk)), S = numSplitsK "
                             "of cuBLASLt's trace; slices past K are empty",
                     "slices": "contiguous", "remainder": "last", "reduce": reduce,
@@ -187,6 +232,9 @@ def main() -> None:
             for e in json.load(f):
                 e["clean"] = not e["noncontiguous_groups"] and e["n_anomalies"] == 0
                 e["source"] = "probe list"
+                key = (e["config"], e["M"], e["N"], e["K"])
+                probes = [q for q in probes if (q["config"], q["M"], q["N"], q["K"]) != key or
+                          q.get("source") != "probe list"]
                 probes.append(e)
     for spec in args.reduce2:
         prefix, _, path = spec.rpartition("=")
@@ -229,7 +277,7 @@ def main() -> None:
         f.write("\n")
     keep = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
             "scale", "fast_accum", "config", "D", "lt_split_k", "tests", "pairs", "lost_pairs", "n_anomalies",
-            "anomalies", "noncontiguous_groups", "starts", "clean", "reduce", "reduce2")
+            "anomalies", "noncontiguous_groups", "starts", "clean", "reduce", "reduce2", "source")
     small = []
     for p in probes:
         e = {k: p.get(k) for k in keep}

@@ -740,6 +740,12 @@ def reduce_hypotheses(parts, out_fmt):
         for v in parts:
             acc = round_to(out_fmt, f32(acc) + f32(round_to(out_fmt, v)))
         h["out_dtype_chain"] = acc
+        # serial split-K in place: the output holds slice 0 rounded to the output format, and each later slice
+        # adds its fp32 partial to it in fp32, rounded back to the output format
+        acc = round_to(out_fmt, f32(parts[0]))
+        for v in parts[1:]:
+            acc = round_to(out_fmt, f32(f32(acc) + f32(v)))
+        h["out_serial_f32add"] = acc
     return h
 
 
@@ -786,7 +792,7 @@ def reduce_probe(torch, call, starts, rng, ncols=None):
     return {"columns": 4 * N, "agree": agree}
 
 
-def reduce_probe2(torch, call, starts, rng, rounds=4):
+def reduce_probe2(torch, call, starts, rng, rounds=4, keep_raw=0):
     """Two products per slice (at its first two k), so that each slice partial is exact in fp32 but, in general,
     not representable in a 16-bit output format, with wide exponent spreads between slices (fp8: random A
     values too, so that products span more than fp32's 24 bits).  Compares the outputs with the reduction
@@ -808,6 +814,7 @@ def reduce_probe2(torch, call, starts, rng, rounds=4):
     else:
         lo, hi = (-20, 20)
     agree, cols, skipped = {}, 0, 0
+    raw = []
     for rnd in range(rounds):
         A = np.zeros((M, K), dtype=LC.UINT[wa])
         B = np.zeros((K, N), dtype=LC.UINT[wb])
@@ -847,10 +854,15 @@ def reduce_probe2(torch, call, starts, rng, rounds=4):
                 skipped += 1
                 continue
             cols += 1
+            if len(raw) < keep_raw:
+                raw.append([[float(x) for x in pj], float(got[j])])
             for name, v in reduce_hypotheses(pj, fo).items():
                 ok = (v == got[j]) or (np.isnan(v) and np.isnan(got[j]))
                 agree[name] = agree.get(name, 0) + int(ok)
-    return {"columns": cols, "skipped": skipped, "agree": agree}
+    out = {"columns": cols, "skipped": skipped, "agree": agree}
+    if keep_raw:
+        out["raw"] = raw
+    return out
 
 
 def run_reduce2(torch, probes_path, only=None):
@@ -1028,7 +1040,8 @@ def main():
             e = dict(c)
             e.update({k: sp[k] for k in ("starts", "n_anomalies", "noncontiguous_groups", "tests", "pairs")})
             if not sp["noncontiguous_groups"] and len(sp["starts"]) >= 2:
-                e["reduce2"] = reduce_probe2(torch, c, sp["starts"], rng)
+                e["reduce2"] = reduce_probe2(torch, c, sp["starts"], rng, rounds=max(4, min(64, 256 // c["N"])),
+                                             keep_raw=32)
             res.append(e)
             st = sp["starts"]
             log(f"list {c.get('config')} {c['M']}x{c['N']}x{c['K']}: S_lt={c['lt_split_k']} S_bits={len(st)} "
