@@ -53,15 +53,18 @@ CUTLASS_HALF = r"^cutlass::Kernel2<cutlass_(75|80)_(wmma_)?tensorop_.*gemm.*>$"
 FAMILIES = {
     "nvjet_sm90_16bit_splitK": {
         "kernel_regex": r"^nvjet_sm90_(tst|tss|hsh|hss)_.*_splitK_.*$",
-        "with": "cublasLt::splitKreduce_kernel<...>", "configs": HALF, "grain": 64},
+        "with": "cublasLt::splitKreduce_kernel<...>", "configs": HALF, "grain": 64,
+        "scheme": "REDUCTION_SCHEME_COMPUTE_TYPE"},
     "nvjet_sm90_fp8_splitK": {
         "kernel_regex": r"^nvjet_sm90_(qq|rq)[a-z]*_.*_splitK_.*$",
         "with": "cublasLt::splitKreduce_kernel<...>",
-        "configs": ("e4m3_bf16", "e4m3_bf16_fast", "e4m3_f32", "e4m3_f32_fast"), "grain": 128},
+        "configs": ("e4m3_bf16", "e4m3_bf16_fast", "e4m3_f32", "e4m3_f32_fast"), "grain": 128,
+        "scheme": "REDUCTION_SCHEME_COMPUTE_TYPE"},
     "cutlass_sm80_fp32_splitK": {
         "kernel_regex": r"^cutlass::Kernel2<cutlass_80_(tensorop_s1688gemm|simt_sgemm)_.*>$",
         "with": "cublasLt::splitKreduce_kernel<...> (cuBLASLt algoId 20 / 21 / 23; tf32 tensor ops or fp32 simt)",
-        "configs": ("tf32_f32", "f32_f32"), "grain": "32 if K % 32 == 0 else 4", "small_grain": 4},
+        "configs": ("tf32_f32", "f32_f32"), "grain": "32 if K % 32 == 0 else 4", "small_grain": 4,
+        "scheme": "REDUCTION_SCHEME_COMPUTE_TYPE"},
     "cutlass_sm80_16bit_splitK_compute_type": {
         "kernel_regex": CUTLASS_HALF, "scheme": "REDUCTION_SCHEME_COMPUTE_TYPE",
         "with": "cublasLt::splitKreduce_kernel<...>; cuBLASLt trace reductionScheme=REDUCTION_SCHEME_COMPUTE_TYPE",
@@ -110,6 +113,27 @@ def family_of(p: dict) -> str | None:
                 d.get("scheme", lt_scheme(p)) == lt_scheme(p):
             return fam
     return None
+
+
+CONFIG_OF = {  # (op class, a dtype, out dtype, tf32) -> probe configuration
+             ("mm", "bfloat16", "bfloat16", False): "bf16_bf16", ("mm", "float16", "float16", False): "f16_f16",
+             ("mm", "bfloat16", "float32", False): "bf16_f32", ("mm", "float16", "float32", False): "f16_f32",
+             ("mm", "float32", "float32", True): "tf32_f32", ("mm", "float32", "float32", False): "f32_f32"}
+
+
+def call_family(c: dict) -> str | None:
+    """The split-K family of a recorded call (its kernel names and the reductionScheme of its trace
+    ``lt_algo``), else None.  Every op maps to the configuration of its dtypes (bmm, addmm, linear included)."""
+    config = _config_of(c)
+    if config is None:
+        return None
+    return family_of({"config": config, "kernels": c["kernels"], "lt_algo": c.get("lt_algo") or []})
+
+
+def _config_of(c: dict) -> str | None:
+    if c["op"] == "scaled_mm":
+        return "e4m3_bf16" if c["out_dtype"] == "bfloat16" else "e4m3_f32"
+    return CONFIG_OF.get(("mm", c["a_dtype"], c["out_dtype"], bool(c.get("tf32")) and c["a_dtype"] == "float32"))
 
 
 def summarise(probes: list[dict]) -> dict:
@@ -199,7 +223,7 @@ def summarise(probes: list[dict]) -> dict:
                    f"{f['probes']}.")
         ev += f" reductionScheme values in cuBLASLt's trace of the probed calls: {sorted(f['schemes'])}."
         out[fam] = {"kernel_regex": d["kernel_regex"], "with": d["with"], "grain": d["grain"],
-                    "lt_reduction_scheme": d.get("scheme", sorted(f["schemes"])),
+                    "lt_reduction_scheme": d["scheme"],
                     "rule": "chunk = ceil(ceil(K/G)/S)*G, slice s = [s*chunk, min(K, (s+1)*chunk)), S = numSplitsK "
                             "of cuBLASLt's trace; slices past K are empty",
                     "slices": "contiguous", "remainder": "last", "reduce": reduce,
@@ -258,6 +282,12 @@ def main() -> None:
         if c.get("torch_error"):
             e["torch_error"] = c["torch_error"]
         calls.append(e)
+    table = list(algos)
+    for e in calls:
+        if (e["split_k"] or 1) > 1:
+            lt = [table[i] for i in e.get("lt", [])]
+            e["reduction_scheme"] = lt_scheme({"lt_algo": lt})
+            e["family"] = call_family({**e, "lt_algo": lt})
     meta = plans["meta"]
     out = {"gpu": plans["gpu"], "torch": plans["torch"], "cuda": plans["cuda"], "cublas": plans["cublas"],
            "cublaslt": plans["cublaslt"],
@@ -295,6 +325,10 @@ def main() -> None:
         f.write("\n")
     for c in val["calls"]:
         c["kernels"] = [kernel_name(k) for k in c.get("kernels", [])]
+        c["lt_algo"] = [lt_text(a) for a in c.get("lt_algo") or []]
+        if (c.get("split_k") or 1) > 1:
+            c["reduction_scheme"] = lt_scheme(c)
+            c["family"] = call_family(c)
     if args.workspace is not None:
         val["workspace_bytes"] = args.workspace
     val["note"] = args.note
