@@ -728,7 +728,7 @@ def reduce_hypotheses(parts, out_fmt):
     def pw(xs):
         if len(xs) == 1:
             return f32(xs[0])
-        m = (len(xs) + 1) // 2 if False else len(xs) // 2
+        m = len(xs) // 2  # halves, the first one the shorter
         return f32(pw(xs[:m]) + pw(xs[m:]))
     h["fp32_pairwise"] = round_to(out_fmt, pw(list(parts)))
     if out_fmt != "float32":
@@ -749,7 +749,7 @@ def reduce_hypotheses(parts, out_fmt):
     return h
 
 
-def reduce_probe(torch, call, starts, rng, ncols=None):
+def reduce_probe(torch, call, starts, rng):
     """One product per slice (at each slice's first k), random values of wide exponent spread; compares the
     outputs with the reduction hypotheses.  Returns counts of agreement per hypothesis."""
     M, N, K = call["M"], call["N"], call["K"]
