@@ -1,0 +1,309 @@
+"""Library GEMM calls for the device campaign of issue 12: the calls, their inputs, and how they run.
+
+Everything a CPU replay needs is numpy-only: ``validation_calls()`` lists the calls (plain dicts with the
+fields of the plan contract, /work/notes/plan_contract.md), and ``make_inputs(call, seed)`` rebuilds, bit
+for bit, the inputs that the GPU saw, as arrays of bit patterns (unsigned integers of the dtype's width):
+
+``A``        (M, K), or (batch, M, K) for ``bmm``: rows of A, the ``mm`` orientation
+``B``        (K, N), or (batch, K, N): columns of B in the ``mm`` orientation (for ``linear`` this is
+             ``weight.T``; for ``scaled_mm`` torch receives it column-major, as it requires)
+``bias``     (N,) in the output dtype (``addmm``/``linear``/``scaled_mm`` with ``bias``)
+``C``        (M, N) in the output dtype (``addmm`` without ``bias``, i.e. ``beta`` * C + ``alpha`` * A @ B)
+``scale_a``  float32 patterns, shape () for ``scale = "tensor"``, (M, 1) for ``"row"``
+``scale_b``  float32 patterns, shape () for ``"tensor"``, (1, N) for ``"row"``
+
+``run_call(torch, call, inputs, device)`` is the GPU side: it moves the patterns to the device, reinterprets
+them with ``Tensor.view(dtype)`` (no value is converted), makes the torch call, and returns the output's bit
+patterns.  The ``bias`` flag of an ``addmm`` call means ``torch.addmm(bias, A, B, beta=beta, alpha=alpha)``
+with a 1-D ``bias`` (broadcast over rows); without it, ``C`` is the (M, N) matrix that ``beta`` multiplies.
+"""
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import numpy as np
+
+# dtype name -> (bits, exponent bits, mantissa bits, bias, has inf)
+FORMATS: dict[str, tuple[int, int, int, int]] = {
+    "float32": (32, 8, 23, 127),
+    "float16": (16, 5, 10, 15),
+    "bfloat16": (16, 8, 7, 127),
+    "float8_e4m3fn": (8, 4, 3, 7),
+    "float8_e5m2": (8, 5, 2, 15),
+}
+UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32}
+SINT = {8: "int8", 16: "int16", 32: "int32"}
+CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta",
+               "tf32", "scale", "fast_accum")
+DISTS = ("normal", "wide", "tiny", "cancel", "tf32_exact", "fp32_raw", "smallint")
+
+
+def _max_finite_exp(fmt: str) -> int:
+    """Largest unbiased exponent of a finite value of ``fmt`` (e4m3fn keeps its top binade, minus NaN)."""
+    bits, e_bits, m_bits, bias = FORMATS[fmt]
+    if fmt == "float8_e4m3fn":
+        return (1 << e_bits) - 1 - bias
+    return (1 << e_bits) - 2 - bias
+
+
+def compose(fmt: str, sign: np.ndarray, exp: np.ndarray, mant: np.ndarray) -> np.ndarray:
+    """Bit patterns of ``(-1)^sign * 2^exp * (1 + mant / 2^m)`` in ``fmt``; exponents below the normal range
+    give the subnormal with the same leading bits shifted out (truncated, a valid pattern in every case).
+
+    ``exp`` must be <= the format's largest finite exponent; ``mant`` in [0, 2^m).
+    """
+    bits, e_bits, m_bits, bias = FORMATS[fmt]
+    exp = np.asarray(exp, dtype=np.int64)
+    mant = np.asarray(mant, dtype=np.int64)
+    biased = exp + bias
+    normal = biased >= 1
+    # subnormal: value = 2^(1-bias) * f / 2^m  with f = (2^m + mant) >> (1 - biased)
+    shift = np.clip(1 - biased, 0, 62)
+    sub_f = np.where(shift <= m_bits + 1, ((1 << m_bits) + mant) >> np.minimum(shift, m_bits + 1), 0)
+    field = np.where(normal, (biased << m_bits) | mant, sub_f)
+    if fmt == "float8_e4m3fn":  # 0x7f / 0xff are NaN: keep below
+        field = np.minimum(field, 0x7E)
+    out = (np.asarray(sign, dtype=np.int64) << (bits - 1)) | field
+    return out.astype(UINT[bits])
+
+
+def values(fmt: str, pattern: np.ndarray) -> np.ndarray:
+    """float64 values of finite bit patterns of ``fmt`` (for reading probes; exact)."""
+    bits, e_bits, m_bits, bias = FORMATS[fmt]
+    p = np.asarray(pattern).astype(np.int64)
+    sign = (p >> (bits - 1)) & 1
+    e = (p >> m_bits) & ((1 << e_bits) - 1)
+    m = p & ((1 << m_bits) - 1)
+    mag = np.where(e == 0, m * 2.0 ** (1 - bias - m_bits), ((1 << m_bits) + m) * 2.0 ** (e - bias - m_bits))
+    return np.where(sign == 1, -mag, mag)
+
+
+def _rng(call: dict, seed: int, what: str) -> np.random.Generator:
+    key = "|".join(str(call.get(f)) for f in CALL_FIELDS) + f"|{call.get('dist')}|{seed}|{what}"
+    return np.random.default_rng([seed, zlib.crc32(key.encode())])
+
+
+def _exp_range(fmt: str, dist: str, K: int) -> tuple[int, int]:
+    """Exponent range of the random values of ``dist`` in ``fmt`` (chosen so fp32 sums stay finite)."""
+    top = _max_finite_exp(fmt)
+    bits, e_bits, m_bits, bias = FORMATS[fmt]
+    low = 1 - bias
+    if dist in ("normal", "cancel", "tf32_exact", "fp32_raw"):
+        return (-3, 1)
+    if dist == "wide":
+        if fmt in ("float32", "bfloat16"):
+            return (-40, 40)
+        return (low, top - 1)
+    if dist == "tiny":  # at the subnormal boundary of the input format (products far below fp32's)
+        return (low - m_bits, low + 2)
+    if dist == "smallint":
+        return (0, 3)
+    raise ValueError(f"unknown dist {dist!r}")
+
+
+def random_matrix(fmt: str, shape: tuple[int, ...], dist: str, rng: np.random.Generator, K: int) -> np.ndarray:
+    """Random bit patterns of ``fmt`` for ``dist`` (see DISTS)."""
+    bits, e_bits, m_bits, bias = FORMATS[fmt]
+    lo, hi = _exp_range(fmt, dist, K)
+    sign = rng.integers(0, 2, size=shape)
+    exp = rng.integers(lo, hi + 1, size=shape)
+    mant = rng.integers(0, 1 << m_bits, size=shape)
+    if dist == "tf32_exact" and fmt == "float32":
+        mant = mant & ~((1 << 13) - 1)  # low 13 bits zero: already a tf32 value
+    if dist == "smallint":  # small integers: exact sums, every plan agrees
+        mant = mant & ~((1 << max(m_bits - 2, 0)) - 1)
+    return compose(fmt, sign, exp, mant)
+
+
+def make_inputs(call: dict, seed: int) -> dict[str, np.ndarray]:
+    """The inputs of one validation call as bit-pattern arrays (numpy only; deterministic in call and seed)."""
+    op, M, N, K, batch = call["op"], call["M"], call["N"], call["K"], call.get("batch", 1)
+    dist = call["dist"]
+    a_fmt, b_fmt, out_fmt = call["a_dtype"], call["b_dtype"], call["out_dtype"]
+    lead = (batch,) if op == "bmm" else ()
+    rng = _rng(call, seed, "AB")
+    A = random_matrix(a_fmt, lead + (M, K), dist, rng, K)
+    B = random_matrix(b_fmt, lead + (K, N), dist, rng, K)
+    if dist == "cancel" and K >= 2:
+        # second half of each dot product cancels the first (B negated), a few terms perturbed
+        h = K // 2
+        sbit = np.array(1 << (FORMATS[b_fmt][0] - 1), dtype=UINT[FORMATS[b_fmt][0]])
+        A[..., h:2 * h] = A[..., :h]
+        B[..., h:2 * h, :] = B[..., :h, :] ^ sbit
+        pert = rng.integers(0, K, size=max(1, K // 64))
+        B[..., pert, :] = random_matrix(b_fmt, lead + (len(pert), N), "normal", rng, K)
+    out: dict[str, np.ndarray] = {"A": A, "B": B}
+    if op in ("addmm", "linear", "scaled_mm") and call.get("bias"):
+        out["bias"] = random_matrix(out_fmt, (N,), "normal", _rng(call, seed, "bias"), K)
+    if op == "addmm" and not call.get("bias"):
+        out["C"] = random_matrix(out_fmt, (M, N), "normal", _rng(call, seed, "C"), K)
+    if op == "scaled_mm":
+        r = _rng(call, seed, "scale")
+        shape_a, shape_b = ((), ()) if call["scale"] == "tensor" else ((M, 1), (1, N))
+        # positive fp32 scales with random significands around 2^-4 .. 2^2
+        out["scale_a"] = compose("float32", np.zeros(shape_a, int), r.integers(-4, 3, size=shape_a),
+                                 r.integers(0, 1 << 23, size=shape_a))
+        out["scale_b"] = compose("float32", np.zeros(shape_b, int), r.integers(-4, 3, size=shape_b),
+                                 r.integers(0, 1 << 23, size=shape_b))
+    return out
+
+
+def sample_positions(call: dict, seed: int, n: int = 256) -> list[tuple[int, ...]]:
+    """The output positions recorded for a call: (0,0), the last row and column, and random ones."""
+    M, N = call["M"], call["N"]
+    rng = _rng(call, seed, "samples")
+    if M * N <= n + 64:
+        pos = {(i, j) for i in range(M) for j in range(N)}
+    else:
+        pos = {(0, 0), (M - 1, N - 1), (0, N - 1), (M - 1, 0)}
+        for j in rng.integers(0, N, size=8):
+            pos.add((M - 1, int(j)))
+        for i in rng.integers(0, M, size=8):
+            pos.add((int(i), N - 1))
+        while len(pos) < n:
+            pos.add((int(rng.integers(0, M)), int(rng.integers(0, N))))
+    pos = sorted(pos)
+    if call["op"] == "bmm":
+        b = call["batch"]
+        return [(t, i, j) for t in sorted({0, b - 1}) for (i, j) in pos] + \
+               [(int(t), i, j) for t in range(1, b - 1) for (i, j) in pos[:: max(1, len(pos) // 16)]]
+    return pos
+
+
+def validation_calls() -> list[dict[str, Any]]:
+    """The validation calls of issue 12 item 5 (deterministic list; each with its ``seed`` and ``dist``)."""
+    calls: list[dict[str, Any]] = []
+
+    def add(op, M, N, K, a, b, out, dist, *, batch=1, bias=False, alpha=1.0, beta=0.0, tf32=False,
+            scale=None, fast_accum=False):
+        calls.append({"op": op, "M": M, "N": N, "K": K, "batch": batch, "a_dtype": a, "b_dtype": b,
+                      "out_dtype": out, "bias": bias, "alpha": alpha, "beta": beta, "tf32": tf32,
+                      "scale": scale, "fast_accum": fast_accum, "dist": dist, "seed": 1000 + len(calls)})
+
+    # shapes: square, skinny, split-K (small M*N, long K), odd sizes
+    shapes = [(256, 256, 256), (1024, 1024, 1024), (64, 64, 4096), (128, 128, 4096), (16, 4096, 4096),
+              (1, 4096, 4096), (4096, 1, 2048), (32, 32, 8192), (100, 300, 1000), (7, 64, 3000),
+              (256, 256, 8192), (64, 128, 16384)]
+    halves = [("bfloat16", "bfloat16"), ("float16", "float16"), ("bfloat16", "float32"), ("float16", "float32")]
+    dists = ["normal", "wide", "tiny", "cancel"]
+    for si, (M, N, K) in enumerate(shapes):
+        for hi, (a, out) in enumerate(halves):
+            # every shape and dtype pair with two distributions, rotating through all four
+            for d in (dists[(si + hi) % 4], dists[(si + hi + 2) % 4]):
+                if out == "float16" and d == "wide":
+                    d = "normal"
+                add("mm", M, N, K, a, a, out, d)
+    # tf32: values already tf32, and raw fp32 values (shows the conversion); plain fp32 too
+    for (M, N, K) in [(256, 256, 256), (64, 64, 4096), (16, 4096, 4096), (1024, 1024, 1024), (100, 300, 1000),
+                      (32, 32, 8192)]:
+        for d in ("tf32_exact", "fp32_raw", "wide", "tiny"):
+            add("mm", M, N, K, "float32", "float32", "float32", d, tf32=True)
+        add("mm", M, N, K, "float32", "float32", "float32", "fp32_raw", tf32=False)
+    # bmm
+    for (bt, M, N, K) in [(4, 64, 64, 4096), (8, 128, 128, 512), (3, 100, 50, 2000), (2, 16, 4096, 4096)]:
+        for a, out in halves:
+            add("bmm", M, N, K, a, a, out, "normal", batch=bt)
+        add("bmm", M, N, K, "float32", "float32", "float32", "tf32_exact", batch=bt, tf32=True)
+    # addmm with 1-D bias (beta = alpha = 1: the cuBLASLt bias epilogue), with alpha/beta and a full C
+    for (M, N, K) in [(256, 256, 256), (64, 64, 4096), (16, 4096, 4096), (1024, 512, 2048)]:
+        for a, out in halves[:2]:
+            add("addmm", M, N, K, a, a, out, "normal", bias=True)
+            add("addmm", M, N, K, a, a, out, "wide" if out != "float16" else "normal", bias=True, alpha=0.5,
+                beta=2.0)
+            add("addmm", M, N, K, a, a, out, "normal", alpha=1.5, beta=0.75)
+        add("addmm", M, N, K, "float32", "float32", "float32", "tf32_exact", bias=True, tf32=True)
+        add("addmm", M, N, K, "float32", "float32", "float32", "fp32_raw", alpha=0.5, beta=-1.25, tf32=True)
+    # linear (x @ weight.T + bias)
+    for (M, N, K) in [(256, 1024, 1024), (8, 4096, 4096), (64, 64, 4096), (1000, 300, 700)]:
+        for a, _ in halves[:2]:
+            add("linear", M, N, K, a, a, a, "normal", bias=True)
+            add("linear", M, N, K, a, a, a, "wide" if a == "bfloat16" else "tiny", bias=False)
+    # scaled_mm: e4m3 x e4m3 and e4m3 x e5m2, per-tensor and row-wise, fast and slow, fp32 and bf16 out
+    fp8_shapes = [(256, 256, 256), (64, 64, 4096), (128, 128, 4096), (16, 4096, 4096), (1024, 1024, 1024),
+                  (32, 64, 8192), (48, 160, 1040)]
+    for si, (M, N, K) in enumerate(fp8_shapes):
+        for b8 in ("float8_e4m3fn", "float8_e5m2"):
+            for scale in ("tensor", "row"):
+                for out in ("float32", "bfloat16"):
+                    for fast in (False, True):
+                        d = ("normal", "wide", "tiny", "cancel")[(si + fast + 2 * (out == "bfloat16")) % 4]
+                        add("scaled_mm", M, N, K, "float8_e4m3fn", b8, out, d, scale=scale, fast_accum=fast)
+    for (M, N, K) in [(64, 64, 4096), (256, 256, 1024)]:
+        add("scaled_mm", M, N, K, "float8_e4m3fn", "float8_e4m3fn", "bfloat16", "normal", scale="tensor",
+            bias=True)
+    return calls
+
+
+# ----------------------------------------------------------------------------------------------------------
+# GPU side (torch imported by the caller)
+
+def to_device(torch, bits: np.ndarray, fmt: str, device):
+    """A torch tensor of dtype ``fmt`` on ``device`` holding exactly the patterns ``bits`` (no conversion)."""
+    width = FORMATS[fmt][0]
+    ints = torch.from_numpy(np.ascontiguousarray(bits).view(SINT[width]))
+    return ints.to(device).view(getattr(torch, fmt))
+
+
+def out_bits(torch, t) -> np.ndarray:
+    """The bit patterns of a torch tensor (unsigned integers of its width)."""
+    width = t.element_size() * 8
+    return t.contiguous().view(getattr(torch, SINT[width])).cpu().numpy().view(UINT[width])
+
+
+def build_tensors(torch, call: dict, inputs: dict, device) -> dict:
+    """Torch tensors of a call's inputs, in the layouts the call uses (``linear``: weight (N, K) contiguous;
+    ``scaled_mm``: B column-major; others row-major)."""
+    t: dict = {}
+    t["A"] = to_device(torch, inputs["A"], call["a_dtype"], device)
+    Bb = inputs["B"]
+    if call["op"] in ("linear", "scaled_mm"):
+        # weight / column-major B: store B^T contiguous, hand torch its transpose view where needed
+        t["Bt"] = to_device(torch, np.ascontiguousarray(np.swapaxes(Bb, -1, -2)), call["b_dtype"], device)
+    else:
+        t["B"] = to_device(torch, Bb, call["b_dtype"], device)
+    for k in ("bias", "C"):
+        if k in inputs:
+            t[k] = to_device(torch, inputs[k], call["out_dtype"], device)
+    for k in ("scale_a", "scale_b"):
+        if k in inputs:
+            t[k] = to_device(torch, inputs[k], "float32", device)
+    return t
+
+
+def call_torch(torch, call: dict, t: dict):
+    """Make the torch call of ``call`` on tensors ``t`` (from ``build_tensors``); returns the output tensor."""
+    op = call["op"]
+    out_dt = getattr(torch, call["out_dtype"])
+    in_dt = getattr(torch, call["a_dtype"])
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = bool(call.get("tf32"))
+    try:
+        if op == "mm":
+            if out_dt != in_dt:
+                return torch.mm(t["A"], t["B"], out_dtype=out_dt)
+            return torch.mm(t["A"], t["B"])
+        if op == "bmm":
+            if out_dt != in_dt:
+                return torch.bmm(t["A"], t["B"], out_dtype=out_dt)
+            return torch.bmm(t["A"], t["B"])
+        if op == "addmm":
+            C = t["bias"] if call.get("bias") else t["C"]
+            kw = {"beta": call["beta"], "alpha": call["alpha"]}
+            if out_dt != in_dt:
+                return torch.addmm(C, t["A"], t["B"], out_dtype=out_dt, **kw)
+            return torch.addmm(C, t["A"], t["B"], **kw)
+        if op == "linear":
+            return torch.nn.functional.linear(t["A"], t["Bt"], t.get("bias"))
+        if op == "scaled_mm":
+            r = torch._scaled_mm(t["A"], t["Bt"].t(), scale_a=t["scale_a"], scale_b=t["scale_b"],
+                                 bias=t.get("bias"), out_dtype=out_dt, use_fast_accum=bool(call["fast_accum"]))
+            return r[0] if isinstance(r, tuple) else r
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+    raise ValueError(f"unknown op {op!r}")
+
+
+def run_call(torch, call: dict, inputs: dict, device) -> np.ndarray:
+    """Output bit patterns of one call on ``device``."""
+    return out_bits(torch, call_torch(torch, call, build_tensors(torch, call, inputs, device)))
