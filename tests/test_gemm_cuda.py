@@ -63,8 +63,8 @@ def _gpu():
 @pytest.mark.parametrize("path", LIBRARY_PATHS)
 def test_kernel_matches_simulator(path):
     _gpu()
-    from tcsmt.gemm_cuda import gemm
     from tcsmt.formats import get_format
+    from tcsmt.gemm_cuda import gemm
     p = resolve("hopper", *path)
     fmt = get_format(p.in_fmt)
     rng = np.random.default_rng(7)
