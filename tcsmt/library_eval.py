@@ -3,8 +3,9 @@
 For the (r, c) outputs asked for, in order:
 
 1. each split-K slice's K-chain (the plan's ``chain`` ModelParams, C = +0) on the
-   slice's k's: fp32 partials; an empty slice gives +0.  The compiled kernel
-   ``tcsmt.gemm_kernel.gemm`` runs it where present; otherwise the numpy
+   slice's k's: fp32 partials; an empty slice gives +0.  The compiled kernels
+   (``tcsmt.gemm_cuda.gemm`` on a CUDA GPU, ``tcsmt.gemm_kernel.gemm`` on the CPU) run it where
+   present and supported; otherwise the numpy
    simulator, on tiles of rows x columns small enough that no more than
    :data:`MAX_ELEMENTS` products are held at once;
 2. the partials reduced (:func:`tcsmt.semantics.reduce_partials`);
@@ -64,12 +65,31 @@ def chain_gemm(p: ModelParams, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """(r, c) fp32 patterns of the K-chain ``p`` for every row of A (r, K) and column of B (K, c); K = 0 gives +0."""
     if A.shape[1] == 0:
         return np.zeros((A.shape[0], B.shape[1]), dtype=np.uint32)
-    if _gemm_kernel is not None:
+    for kernel in _compiled_kernels():
         try:
-            return np.asarray(_gemm_kernel.gemm(p, A, B)).astype(np.uint32)
+            return np.asarray(kernel(p, A, B)).astype(np.uint32)
         except TcsmtError:
-            pass  # a ModelParams the kernel does not support: the simulator computes it
+            pass  # a ModelParams (or a machine) the kernel does not support: the next one computes it
     return _chain_numpy(p, A, B)
+
+
+_GPU_GEMM: list | None = None
+
+
+def _compiled_kernels() -> list:
+    """The compiled K-chain kernels to try, fastest first: the GPU kernel (``tcsmt.gemm_cuda``, where
+    CuPy finds a CUDA GPU; looked up once), then the CPU kernel (``tcsmt.gemm_kernel``, where present)."""
+    global _GPU_GEMM
+    if _GPU_GEMM is None:
+        _GPU_GEMM = []
+        try:
+            from . import gemm_cuda
+
+            gemm_cuda._cupy()  # TcsmtError without CuPy or a GPU
+            _GPU_GEMM.append(gemm_cuda.gemm)
+        except TcsmtError:
+            pass
+    return _GPU_GEMM + ([_gemm_kernel.gemm] if _gemm_kernel is not None else [])
 
 
 def to_fp32(bits: np.ndarray, fmt: Format) -> np.ndarray:
