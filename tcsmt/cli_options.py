@@ -51,6 +51,20 @@ SOLVER_CHOICE = click.Choice(list(SOLVERS))
 SOLVER_HELP = "SMT solver; auto = bitwuzla if installed, else z3; portfolio = every installed solver, first answer wins"
 
 
+def argparse_type(kind: _Number) -> Callable[[str], Any]:
+    """The same range check for ``argparse`` scripts (``python -m tcsmt.hwcheck.campaign``, ...)."""
+    import argparse
+
+    def convert(text: str) -> Any:
+        try:
+            return kind.convert(text, None, None)
+        except click.BadParameter as exc:
+            raise argparse.ArgumentTypeError(exc.format_message()) from None
+
+    convert.__name__ = kind.name
+    return convert
+
+
 def solver_option() -> Callable:
     """``--solver``, written once for every command that asks a solver."""
     return click.option("--solver", default="auto", show_default=True, type=SOLVER_CHOICE, help=SOLVER_HELP)

@@ -274,3 +274,19 @@ def test_simulate_progress_in_chunks(runner, tmp_path, monkeypatch):
                                                        "simulated 200 of 250 dot products",
                                                        "simulated 250 of 250 dot products"]
     assert np.array_equal(outs[0][1], outs[1][1])  # chunks give the same bits
+
+
+@pytest.mark.parametrize("module,args", [
+    ("tcsmt.hwcheck.campaign", ["--arch", "volta", "--out", "x.json", "--budget", "-1"]),
+    ("tcsmt.hwcheck.campaign", ["--arch", "volta", "--out", "x.json", "--n", "0"]),
+    ("tcsmt.hwcheck.campaign", ["--arch", "volta", "--out", "x.json", "--seed", "-1"]),
+    ("tcsmt.verify_device", ["--n", "0"]),
+    ("tcsmt.verify_device", ["--k", "-4"]),
+])
+def test_argparse_scripts_share_the_ranges(module, args, tmp_path, capsys):
+    import importlib
+
+    with _cwd(tmp_path), pytest.raises(SystemExit) as exc:
+        importlib.import_module(module).main(args)
+    assert exc.value.code == 2
+    assert args[-2] in capsys.readouterr().err and not (tmp_path / "x.json").exists()
