@@ -188,7 +188,8 @@ def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize,
 
     Models are architectures (volta), hypotheses (volta:carry2, ampere:extra_bits=2)
     or references (exact, ieee-fma32).  Exit status: 0 found, 1 proven
-    equivalent (unsat), 2 error or timeout.
+    equivalent (unsat), 2 error or timeout (also when the time limit ends the
+    search before --count inputs are found; those found are printed and saved).
     """
     from .discriminate import discriminate
     from .report import default_filename, format_outcome, free_name, outcome_json, write_json
