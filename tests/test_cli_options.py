@@ -208,14 +208,6 @@ def test_verify_worst_search_cut_by_timeouts_is_exit_2(runner):
     assert "did not converge for volta" in r.stderr
 
 
-def test_verify_bound_proven_is_exit_0(runner):
-    """Markidis on Volta, K = 1, inputs in [1, 2]: error <= 2^-4 is provable (README)."""
-    r = runner.invoke(main, ["verify", "--algo", "markidis", "--arch", "volta", "--k", "1", "--range", "1..2",
-                             "--bound", "2^-4", "--timeout", "60"])
-    assert r.exit_code == 0, r.output
-    assert "PROVEN" in r.output
-
-
 def test_discriminate_count_cut_by_time_limit_says_so(runner, tmp_path):
     with _cwd(tmp_path):
         r = runner.invoke(main, ["discriminate", "volta", "ampere", "--k", "4", "--count", "100000",
