@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import files
+from ..cli_options import NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_INT, argparse_type
 from ..errors import TcsmtError
 from .check import ModelRunner, default_jobs, git_commit, resolve_models, result_json, run_random, summary_table
 from .device import get_device
@@ -31,20 +32,20 @@ from .runner import check_layout
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tcsmt.hwcheck.campaign", description=__doc__.split("\n")[0])
     ap.add_argument("--arch", required=True)
-    ap.add_argument("--n", type=int, default=100_000, help="dot products per path and distribution")
-    ap.add_argument("--k", type=int, default=0, help="K (0: one instruction); rounded up to the path's k")
+    ap.add_argument("--n", type=argparse_type(POSITIVE_INT), default=100_000, help="dot products per path and distribution")
+    ap.add_argument("--k", type=argparse_type(NON_NEGATIVE_INT), default=0, help="K (0: one instruction); rounded up to the path's k")
     ap.add_argument("--paths", default="", help="comma-separated labels such as f16.f32/mma (default: all)")
     ap.add_argument("--dists", default=",".join(DISTRIBUTIONS))
     ap.add_argument("--extra", action="append", default=[], help="more model specs to compare (repeatable)")
     ap.add_argument("--extra-file", default="", help="file with more model specs, one per line (# comments)")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--jobs", type=int, default=0)
-    ap.add_argument("--budget", type=float, default=0.0, help="seconds after which no new path is started")
+    ap.add_argument("--seed", type=argparse_type(NON_NEGATIVE_INT), default=0)
+    ap.add_argument("--jobs", type=argparse_type(NON_NEGATIVE_INT), default=0)
+    ap.add_argument("--budget", type=argparse_type(NON_NEGATIVE_FLOAT), default=0.0, help="seconds after which no new path is started")
     ap.add_argument("--no-layouts", action="store_true")
     ap.add_argument("--out", required=True)
     ap.add_argument("--dump", default="", help="also save raw tiles and device outputs of every path and distribution to this .npz")
-    ap.add_argument("--dump-tiles", type=int, default=256, help="tiles per path and distribution in --dump")
+    ap.add_argument("--dump-tiles", type=argparse_type(POSITIVE_INT), default=256, help="tiles per path and distribution in --dump")
     ap.add_argument("--force", action="store_true", help="overwrite --out and --dump (regular files only)")
     args = ap.parse_args(argv)
     try:

@@ -336,10 +336,11 @@ def load_inputs(path: str, in_fmt: str | None = None, out_fmt: str | None = None
     data = read_json(p)
     if not isinstance(data, dict):
         raise TcsmtError(f"{path}: expected a JSON object with in_fmt, out_fmt, inputs")
+    data = _as_inputs_doc(path, data)
     fi = in_fmt or data.get("in_fmt")
     fo = out_fmt or data.get("out_fmt")
-    ins = instr or data.get("instr") or "mma"
-    if not isinstance(fi, str) or not isinstance(fo, str) or not isinstance(ins, str):
+    ins = instr or _file_instr(path, data.get("instr"))
+    if not isinstance(fi, str) or not isinstance(fo, str):
         raise TcsmtError(f"{path}: needs string keys in_fmt and out_fmt (and optionally instr)")
     spec = find_path(fi, fo, ins.lower())
     models = data.get("models", [])
@@ -365,6 +366,42 @@ def load_inputs(path: str, in_fmt: str | None = None, out_fmt: str | None = None
         B.append(np.array([_parse_hex(x, fin, f"{where}.b[{j}]") for j, x in enumerate(item["b"])], dtype=fin.dtype))
         C.append(_parse_hex(item["c"], fc, f"{where}.c"))
     return FileInputs(spec, list(models), A, B, np.array(C, dtype=fc.dtype))
+
+
+def _as_inputs_doc(path: str, data: dict) -> dict:
+    """A ``tcsmt query`` file in the shape ``discriminate`` writes (in_fmt, out_fmt, instr, models, inputs).
+
+    A feature query's inputs are those of its pairs (each pair a discriminate document), its models the
+    base model and every hypothesis of a pair; a monotonicity query's inputs are its x and y.
+    """
+    if isinstance(data.get("pairs"), list) and "inputs" not in data:
+        pairs = [p for p in data["pairs"] if isinstance(p, dict)]
+        if not pairs:
+            raise TcsmtError(f"{path}: a query file with no answered pair holds no input to run")
+        models = [data.get("model")] + [m for p in pairs for m in (p.get("models") or [])]
+        instrs = [i for p in pairs for i in ([p["instr"]] if isinstance(p.get("instr"), str) else p.get("instr") or [])]
+        return {"in_fmt": pairs[0].get("in_fmt"), "out_fmt": pairs[0].get("out_fmt"), "instr": instrs or None,
+                "models": [m for m in dict.fromkeys(models) if isinstance(m, str)],
+                "inputs": [i for p in pairs for i in (p.get("inputs") or [])]}
+    if "x" in data and "y" in data and "inputs" not in data:
+        return {**data, "models": [data.get("model")] if isinstance(data.get("model"), str) else [],
+                "inputs": [data["x"], data["y"]]}
+    return data
+
+
+def _file_instr(path: str, value: object) -> str:
+    """The instruction a JSON file names: a string, or (as ``discriminate``/``query`` write it) the list of
+    its models' instructions; "ref" (a reference semantics) names none.  Default mma; several: ask --instr."""
+    if value is None:
+        return "mma"
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+        raise TcsmtError(f"{path}: 'instr' must be a string or a list of strings")
+    real = sorted({x.lower() for x in names} - {"ref"})
+    if len(real) > 1:
+        raise TcsmtError(f"{path}: the models use different instructions ({', '.join(real)}); "
+                         "choose the one to run with --instr")
+    return real[0] if real else "mma"
 
 
 def _load_npz(p: Path, in_fmt, out_fmt, instr) -> FileInputs:

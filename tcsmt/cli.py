@@ -10,8 +10,10 @@ import numpy as np
 
 from . import files
 from .cli_errors import Group
+from .cli_options import POSITIVE_INT, k_option, progress_option, solver_option, timeout_option
 from .errors import TcsmtError
 from .formats import get_format
+from .progress import Progress
 from .registry import REFERENCES, architectures, find_arch, resolve
 from .values import format_value, parse_vector, parse_value
 
@@ -64,9 +66,10 @@ def models_cmd(arch: str | None) -> None:
 @click.option("--out", "out_fmt", required=True, help="output format (fp32, fp16, fp64)")
 @click.option("--instr", default=None, help="instruction (mma, wgmma, mfma) where an architecture has several")
 @click.option("--force", is_flag=True, help="overwrite OUT if it exists")
+@progress_option()
 @click.argument("infile", type=click.Path(dir_okay=False))
 @click.argument("outfile", type=click.Path(dir_okay=False))
-def simulate_cmd(arch, in_fmt, out_fmt, instr, force, infile, outfile) -> None:
+def simulate_cmd(arch, in_fmt, out_fmt, instr, force, progress, infile, outfile) -> None:
     """Run the model on IN.npz (a, b: n x K; c: n) and write d (output bit patterns) to OUT.npz.
 
     a, b and c hold float values (float16, float32, float64) or the formats' bit
@@ -74,14 +77,33 @@ def simulate_cmd(arch, in_fmt, out_fmt, instr, force, infile, outfile) -> None:
     for fp32/tf32, uint8 for fp8).
     """
     from .inputs import read_dot_npz
-    from .simulator import simulate_params
 
     p = resolve(arch, in_fmt, out_fmt, instr)
     a, b, c = read_dot_npz(infile, get_format(p.in_fmt), get_format(p.c_fmt))
     out = files.output(outfile, force)  # claimed (or checked replaceable) before the work
-    d = simulate_params(p, a, b, c)
+    d = _simulate_with_progress(p, a, b, c, Progress.for_cli(progress))
     out.write_with(lambda fh: np.savez(fh, d=d))
     click.echo(f"{p.name}: {len(d)} dot products of length {a.shape[-1]} -> {outfile}")
+
+
+SIMULATE_PROGRESS_ROWS = 1 << 18
+"""With progress on, ``simulate`` runs inputs of more rows than this in chunks of this many, one line each."""
+
+
+def _simulate_with_progress(p, a, b, c, progress: Progress) -> np.ndarray:
+    """``simulate_params(p, a, b, c)``; in chunks with a progress line each when progress is on and n is large."""
+    from .simulator import simulate_params
+
+    a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
+    n, step = len(c) if c.ndim == 1 else 0, SIMULATE_PROGRESS_ROWS
+    if not progress.enabled or n <= step or a.ndim != 2 or a.shape != b.shape or a.shape[0] != n:
+        return simulate_params(p, a, b, c)
+    parts = []
+    for i in range(0, n, step):
+        parts.append(simulate_params(p, a[i:i + step], b[i:i + step], c[i:i + step]))
+        progress(f"simulated {min(i + step, n):,} of {n:,} dot products")
+    return np.concatenate(parts)
+
 
 
 # --------------------------------------------------------------------- dot
@@ -148,13 +170,12 @@ def _command_line() -> str:
 @click.option("--in", "in_fmt", default=None, help="input format (default: the first path both models have, fp16 first)")
 @click.option("--out", "out_fmt", default=None, help="output format")
 @click.option("--instr", default=None, help="instruction for models that have several (mma, wgmma)")
-@click.option("--k", "k", type=int, default=None, help="vector length (default: 1, 2, 4, ... up to one instruction)")
-@click.option("--count", type=int, default=1, show_default=True, help="number of different inputs")
+@k_option("vector length (default: 1, 2, 4, ... up to one instruction)")
+@click.option("--count", type=POSITIVE_INT, default=1, show_default=True, help="number of different inputs")
 @click.option("--minimize", is_flag=True, help="prefer readable inputs: few terms, powers of two, positive")
 @click.option("--where", default=None, help="constraints, e.g. 'c=1,a>=0,|b|<=2^-10,normal'")
-@click.option("--solver", default="auto", show_default=True, type=click.Choice(["auto", "z3", "cvc5", "bitwuzla", "portfolio"]),
-              help="auto = bitwuzla if installed, else z3")
-@click.option("--timeout", type=float, default=120.0, show_default=True, help="seconds for the whole query")
+@solver_option()
+@timeout_option(120.0, "seconds for the whole query")
 @click.option("--output", "output", default=None, help="file to write (default: generated/M1-vs-M2-IN-OUT.json)")
 @click.option("--force", is_flag=True, help="overwrite the output file")
 @click.option("--no-save", is_flag=True, help="print only; write nothing")
@@ -164,13 +185,12 @@ def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize,
 
     Models are architectures (volta), hypotheses (volta:carry2, ampere:extra_bits=2)
     or references (exact, ieee-fma32).  Exit status: 0 found, 1 proven
-    equivalent (unsat), 2 error or timeout.
+    equivalent (unsat), 2 error or timeout (also when the time limit ends the
+    search before --count inputs are found; those found are printed and saved).
     """
     from .discriminate import choose_path, discriminate
     from .report import default_name, format_outcome, outcome_json
 
-    if timeout <= 0:
-        raise TcsmtError("--timeout must be positive")
     out = None  # the file, claimed before the solver runs: concurrent runs get different names (files.py)
     if not no_save and output:
         out = files.output(output, force)
@@ -186,6 +206,13 @@ def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize,
     if out is not None:
         out.write_json(outcome_json(o, _command_line()))
         click.echo(f"\nwritten: {out.path}")
+    if len(o.cases) < o.count:
+        if o.stopped == "no more exist":
+            click.echo(f"{len(o.cases)} of the {o.count} inputs asked for: no other input discriminates "
+                       f"at K = {o.K} (solver proof)")
+        else:
+            raise TcsmtError(f"the time limit (--timeout {timeout:g} s) ended the search after {len(o.cases)} "
+                             f"of the {o.count} inputs asked for (those are printed and saved)")
 
 
 # ------------------------------------------------------------------- query
@@ -193,16 +220,20 @@ def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize,
 @click.argument("name", required=False)
 @click.option("--list", "list_", is_flag=True, help="list the named queries")
 @click.option("--model", default=None, help="the model to ask about (default: the query's own)")
-@click.option("--solver", default="auto", show_default=True, type=click.Choice(["auto", "z3", "cvc5", "bitwuzla", "portfolio"]))
-@click.option("--timeout", type=float, default=300.0, show_default=True, help="seconds for the whole query")
+@solver_option()
+@timeout_option(300.0, "seconds for the whole query")
 @click.option("--output", default=None, help="file to write (default: generated/query-NAME-MODEL.json)")
 @click.option("--force", is_flag=True, help="overwrite the output file")
 @click.option("--no-save", is_flag=True, help="print only; write nothing")
-def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> None:
+@progress_option()
+def query_cmd(name, list_, model, solver, timeout, output, force, no_save, progress) -> None:
     """Run a named query (queries/NAME.toml) or a query FILE against a model.
 
     A feature query finds, for each pair of neighbouring hypotheses, an input
     that tells them apart and says which hypothesis the model matches.
+    Exit status: 0 every pair answered, 2 error or a pair left unanswered
+    (solver timeout or unknown: the JSON then lists the unanswered pairs and
+    draws no conclusion).
     """
     from .query import list_queries, load_query, run_feature, run_monotonicity
     from .report import format_outcome, hexpat, outcome_json, val
@@ -249,23 +280,30 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
             out.write_json(data)
             click.echo(f"\nwritten: {out.path}")
         return
-    r = run_feature(q, model, solver, timeout)
+    r = run_feature(q, model, solver, timeout, progress=Progress.for_cli(progress))
+    complete = not r.unanswered
     data = {"query": q.name, "question": q.question, "source": q.source, "model": base,
-            "hypotheses": q.hypotheses, "model_matches": r.agrees_with, "seconds": round(r.seconds, 3),
-            "command": _command_line(), "pairs": []}
+            "hypotheses": q.hypotheses, "model_matches": r.agrees_with if complete else None,
+            "complete": complete, "unanswered": [list(p) for p in r.unanswered],
+            "seconds": round(r.seconds, 3), "command": _command_line(), "pairs": []}
     for pr in r.pairs:
         click.echo(format_outcome(pr.outcome, explain=True))
         click.echo("")
         data["pairs"].append(outcome_json(pr.outcome, _command_line()))
-    if r.agrees_with:
+    if not complete:
+        answered = len(q.hypotheses) - 1 - len(r.unanswered)
+        click.echo(f"no conclusion: {answered} of {len(q.hypotheses) - 1} pairs answered; no answer for "
+                   + "; ".join(f"{a} vs {b}" for a, b in r.unanswered))
+    elif r.agrees_with:
         click.echo(f"{base} is the hypothesis: {', '.join(r.agrees_with)}")
     else:
         click.echo(f"{base} matches none of the listed hypotheses exactly")
-    if any(pr.outcome.status == "timeout" for pr in r.pairs) or len(r.pairs) < len(q.hypotheses) - 1:
-        click.echo("some pairs ran out of time (raise --timeout)", err=True)
     if out is not None:
         out.write_json(data)
-        click.echo(f"written: {out.path}")
+        click.echo(f"written: {out.path}" + ("" if complete else " (incomplete: lists the unanswered pairs)"))
+    if not complete:
+        raise TcsmtError(f"solver timeout: {len(r.unanswered)} of {len(q.hypotheses) - 1} pairs unanswered "
+                         f"within --timeout {timeout:g} s (raise it)")
 
 
 

@@ -24,6 +24,10 @@ class OneLineErrors:
         except TcsmtError as exc:
             click.echo(f"tcsmt: error: {exc}", err=True)
             sys.exit(2)
+        except click.UsageError as exc:  # a bad option value (cli_options) or a missing argument: one line too
+            where = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+            click.echo(f"tcsmt: error: {exc.format_message()}{where}", err=True)
+            sys.exit(2)
         except BrokenPipeError:  # output piped into head, less, ...: stop quietly
             sys.stderr.close()
             sys.exit(0)

@@ -17,7 +17,7 @@ from pysmt.shortcuts import And, BV, BVExtract, Equals, Not, Or
 from .errors import TcsmtError
 from .formats import Format, get_format
 from .params import ModelParams
-from .registry import REFERENCES, find_arch, resolve, split_spec
+from .registry import REFERENCES, check_instr, find_arch, resolve, split_spec
 from .simulator import simulate_params
 from .smt_encode import Inputs, domain, make_inputs, output_term
 from .solvers import solve
@@ -50,6 +50,10 @@ class Outcome:
     seconds: float = 0.0
     tried_k: list[int] = field(default_factory=list)
     where: str = ""
+    count: int = 1
+    """How many inputs were asked for."""
+    stopped: str = ""
+    """Why fewer than ``count`` inputs were found: "" (all found), "time limit", or "no more exist" (unsat)."""
 
 
 def _paths_of(spec: str) -> list[tuple[str, str, str]]:
@@ -156,17 +160,18 @@ def discriminate(specs: list[str], in_fmt: str | None = None, out_fmt: str | Non
     if count < 1:
         raise TcsmtError("--count must be at least 1")
     fin, fout = choose_path(specs, in_fmt, out_fmt)
+    check_instr(instr, specs, fin, fout)
     params = [resolve_for(s, fin, fout, instr) for s in specs]
     c_fmts = {p.c_fmt for p in params}
     if len(c_fmts) > 1:
         raise TcsmtError(f"the models read C in different formats ({', '.join(sorted(c_fmts))})")
     c_zero = any(takes_no_c(s, p) for s, p in zip(specs, params))
-    ks = [K] if K else default_k_list(params)
+    ks = [K] if K is not None else default_k_list(params)
     if any(k < 1 or k > 256 for k in ks):
         raise TcsmtError("--k must be between 1 and 256")
     t0 = time.perf_counter()
     out = Outcome("equivalent", specs, params, get_format(fin), get_format(params[0].c_fmt), get_format(fout), ks[-1],
-                  where=where or "")
+                  where=where or "", count=count)
     checked_where = False
     for k in ks:
         left = timeout - (time.perf_counter() - t0)
@@ -197,9 +202,11 @@ def discriminate(specs: list[str], in_fmt: str | None = None, out_fmt: str | Non
         while len(out.cases) < count:
             left = timeout - (time.perf_counter() - t0)
             if left <= 0:
+                out.stopped = "time limit"
                 break
             ans = solve(blocked, _symbols(inp), solver, left)
             if ans.status != "sat":
+                out.stopped = "no more exist" if ans.status == "unsat" else "time limit"
                 break
             m = minimize_model(blocked, inp, ans.model, left, solver) if minimize else ans.model
             out.cases.append(_case(inp, m, params, specs))

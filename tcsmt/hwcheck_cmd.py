@@ -22,6 +22,7 @@ from __future__ import annotations
 import click
 
 from . import files
+from .cli_options import NON_NEGATIVE_INT, POSITIVE_INT, k_option
 from .errors import TcsmtError
 from .hwcheck.paths import INSTRUCTION_FAMILIES
 
@@ -40,25 +41,24 @@ def _save(out: files.Output | None, doc: dict) -> None:
 @click.command("hwcheck")
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 @click.option("--model", "models", multiple=True, help="model spec to check (repeatable; adds to the file's list)")
-@click.option("--random", "n_random", type=int, default=None, help="check N random dot products per distribution")
+@click.option("--random", "n_random", type=POSITIVE_INT, default=None, help="check N random dot products per distribution")
 @click.option("--arch", "archs", multiple=True, help="with --random: model spec(s) to check, e.g. hopper or 'hopper:extra_bits=3'")
 @click.option("--path", "path_text", default=None, help="with --random (or an .npz FILE): IN.OUT such as f16.f32, e4m3.f32, f64.f64")
 @click.option("--instr", type=click.Choice(list(INSTRUCTION_FAMILIES)), default=None,
               help="instruction family, or a library GEMM call (cublas: torch.mm; scaled_mm[_fast]: torch._scaled_mm "
                    "without/with fast accumulation); default mma")
-@click.option("--k", "k", type=int, default=None,
-              help="dot-product length, a multiple of the instruction's k (default: one instruction; library paths: their GEMM depth)")
+@k_option("dot-product length, a multiple of the instruction's k (default: one instruction; library paths: their GEMM depth)")
 @click.option("--dist", type=click.Choice(["wide", "narrow", "subnormal", "cancel", "overflow", "tiny", "all"]),
               default="all", show_default=True, help="input distribution")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=NON_NEGATIVE_INT, default=0, show_default=True)
 @click.option("--save", "save", default=None, help="write the results as JSON to this file")
 @click.option("--force", is_flag=True, help="overwrite the --save file (a regular file only)")
 @click.option("--device", "device_spec", default="cuda", show_default=True,
               help="cuda, cuda:N, or model:SPEC (a virtual device computing with a model)")
 @click.option("--layouts", is_flag=True, help="check the fragment layouts of every path the device has")
-@click.option("--show", type=int, default=3, show_default=True, help="counterexamples printed per model")
-@click.option("--jobs", type=int, default=0, help="model worker processes (0: one per CPU core)")
-@click.option("--batch", type=int, default=1 << 17, show_default=True, help="dot products per GPU batch")
+@click.option("--show", type=NON_NEGATIVE_INT, default=3, show_default=True, help="counterexamples printed per model")
+@click.option("--jobs", type=NON_NEGATIVE_INT, default=0, help="model worker processes (0: one per CPU core)")
+@click.option("--batch", type=POSITIVE_INT, default=1 << 17, show_default=True, help="dot products per GPU batch")
 def hwcheck_cmd(file, models, n_random, archs, path_text, instr, k, dist, seed, save, force, device_spec, layouts,
                 show, jobs, batch) -> None:
     """Check models bit for bit against a GPU: FILE, --random N, or --layouts."""
@@ -68,11 +68,7 @@ def hwcheck_cmd(file, models, n_random, archs, path_text, instr, k, dist, seed, 
     modes = [file is not None, n_random is not None, layouts]
     if sum(modes) != 1:
         raise TcsmtError("give exactly one of FILE, --random N or --layouts")
-    if show < 0 or batch <= 0 or jobs < 0:
-        raise TcsmtError("--show and --jobs must be >= 0 and --batch > 0")
     if n_random is not None:
-        if n_random <= 0:
-            raise TcsmtError("--random N needs N >= 1")
         if not archs and not models:
             raise TcsmtError("--random needs --arch SPEC (the model to check)")
         if not path_text:

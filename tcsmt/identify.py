@@ -266,8 +266,11 @@ def _experiments_doc(meta: dict[str, Any], path: PathInfo, exps: list[Experiment
 def identify(target: Target, radius: int | None = 2, max_experiments: int = 30, solver: str = "auto",
              timeout: float = 60.0, quick_timeout: float = 10.0, time_limit: float = 1800.0, candidates: int = 2,
              readable: bool = False, seed: int = 0, log_dir: str | None = None, validate_rows: int = 512,
-             progress: Callable[[str], None] | None = None) -> Result:
+             progress: Callable[[str], None] | None = None,
+             query_progress: Callable[[str], None] | None = None) -> Result:
     """Identify ``target``'s model on its path (see module docstring).
+
+    ``progress`` gets one line per experiment; ``query_progress`` one per finished solver query.
 
     When one class remains, ``validate_rows`` random inputs (one device call)
     check it: survivors that disagree are dropped, and if none is left the
@@ -343,6 +346,9 @@ def identify(target: Target, radius: int | None = 2, max_experiments: int = 30, 
         for h2 in picks:
             st, row, k, s = sep.separate(rep, h2, min(budget, timeout), deadline)
             secs += s
+            if query_progress is not None:
+                query_progress(f"query {rep.name} vs {h2.name}: {st} ({s:.1f} s; {len(alive)} hypotheses alive, "
+                               f"{len(exps)} experiments)")
             if st == "unsat":
                 equiv.add(h2.key)
                 say(f"  {h2.name} is equivalent to {rep.name} on every input of one instruction (solver proof)")

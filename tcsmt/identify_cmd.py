@@ -13,7 +13,9 @@ from pathlib import Path
 import click
 
 from . import files, interrupts
+from .cli_options import NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT, progress_option, solver_option, timeout_option
 from .errors import TcsmtError
+from .progress import Progress
 
 
 def _radius(text: str) -> int | None:
@@ -63,30 +65,29 @@ def _log_directory(log_dir: str | None, target, force: bool) -> str:
 @click.option("--instr", default=None, help="instruction family (mma, wgmma, mfma); default mma where the device has it")
 @click.option("--radius", "radius_text", default="2", show_default=True,
               help="rings of the parameter product around the named models to search ('all' = whole product)")
-@click.option("--max-experiments", default=30, show_default=True, type=int, help="experiment budget")
-@click.option("--solver", default="auto", show_default=True, help="auto, bitwuzla, z3, cvc5, portfolio")
-@click.option("--timeout", default=60.0, show_default=True, type=float,
-              help="seconds per solver query for the last, hardest pairs (and equivalence proofs)")
-@click.option("--quick-timeout", default=10.0, show_default=True, type=float,
-              help="seconds per solver query while many hypotheses survive")
-@click.option("--time-limit", default=1800.0, show_default=True, type=float, help="seconds for the whole run")
-@click.option("--candidates", default=2, show_default=True, type=int,
+@click.option("--max-experiments", default=30, show_default=True, type=POSITIVE_INT, help="experiment budget")
+@solver_option()
+@timeout_option(60.0, "seconds per solver query for the last, hardest pairs (and equivalence proofs)")
+@timeout_option(10.0, "seconds per solver query while many hypotheses survive", name="--quick-timeout")
+@click.option("--time-limit", default=1800.0, show_default=True, type=POSITIVE_FLOAT, help="seconds for the whole run")
+@click.option("--candidates", default=2, show_default=True, type=POSITIVE_INT,
               help="solver inputs per round; the one that splits the survivors best is run")
 @click.option("--readable/--no-readable", default=False, show_default=True,
               help="make each solver input readable (few products, powers of two; costs solver time)")
-@click.option("--seed", default=0, show_default=True, type=int, help="random seed (pair choice, fallback search)")
+@click.option("--seed", default=0, show_default=True, type=NON_NEGATIVE_INT, help="random seed (pair choice, fallback search)")
 @click.option("--log-dir", default=None, metavar="DIR",
               help="where to keep the experiments (default generated/identify-<target>-<path>/)")
 @click.option("--no-log", is_flag=True, help="keep no experiment log")
 @click.option("--write", "write_file", default=None, metavar="FILE", help="write the [[paths]] TOML entry to FILE")
 @click.option("--force", is_flag=True, help="overwrite the --write and --json files and an earlier log in --log-dir")
 @click.option("--json", "json_out", default=None, metavar="FILE", help="write the result (table, classes) as JSON")
-@click.option("--quiet", "-q", is_flag=True, help="no per-experiment progress lines")
+@click.option("--quiet", "-q", is_flag=True, help="no per-experiment lines on stdout")
+@progress_option()
 def identify_cmd(use_gpu: bool, model: str | None, replay_dir: str | None, path_text: str | None,
                  instr: str | None, radius_text: str, max_experiments: int, solver: str, timeout: float,
                  quick_timeout: float, time_limit: float, candidates: int, readable: bool, seed: int,
                  log_dir: str | None, no_log: bool, write_file: str | None, force: bool, json_out: str | None,
-                 quiet: bool) -> None:
+                 quiet: bool, progress: bool) -> None:
     """Infer a GPU's matrix-unit model on one path from solver-chosen experiments.
 
     Exactly one of --gpu, --model SPEC (a virtual device) or --replay DIR.
@@ -96,7 +97,7 @@ def identify_cmd(use_gpu: bool, model: str | None, replay_dir: str | None, path_
     try:
         _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experiments, solver, timeout,
              quick_timeout, time_limit, candidates, readable, seed, log_dir, no_log, write_file, force, json_out,
-             quiet)
+             quiet, Progress.for_cli(progress))
     except TcsmtError as exc:
         click.echo(f"tcsmt: error: {exc}", err=True)
         sys.exit(2)
@@ -109,7 +110,7 @@ def identify_cmd(use_gpu: bool, model: str | None, replay_dir: str | None, path_
 
 def _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experiments, solver, timeout,
          quick_timeout, time_limit, candidates, readable, seed, log_dir, no_log, write_file, force, json_out,
-         quiet) -> None:
+         quiet, prog: Progress) -> None:
     from . import identify as idf
     from .identify_target import GpuTarget, ModelTarget
 
@@ -135,10 +136,14 @@ def _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experime
         directory = None if no_log else _log_directory(log_dir, target, force)
         res = idf.identify(target, radius=radius, max_experiments=max_experiments, solver=solver, timeout=timeout,
                            quick_timeout=quick_timeout, time_limit=time_limit, candidates=candidates,
-                           readable=readable, seed=seed, log_dir=directory, progress=say)
+                           readable=readable, seed=seed, log_dir=directory, progress=say,
+                           query_progress=prog if prog.enabled else None)
     click.echo("")
     for line in idf.summary_lines(res):
         click.echo(line)
+    if res.status == "budget" and not res.experiments:
+        raise TcsmtError(f"the time limit (--time-limit {time_limit:g} s) ended the run before its first "
+                         "experiment: nothing is identified (no feature table, no models/ entry)")
     table = idf.feature_table(res)
     if table:
         click.echo("")

@@ -12,6 +12,7 @@ import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from pysmt.shortcuts import And, BV, BVExtract, BVUGT, BVULE, Equals
 
@@ -81,6 +82,8 @@ class QueryResult:
     pairs: list[PairResult] = field(default_factory=list)
     agrees_with: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    unanswered: list[tuple[str, str]] = field(default_factory=list)
+    """Neighbouring pairs with no solver answer (timeout or unknown, or no time left to ask)."""
 
 
 def hypothesis_spec(model: str, override: str) -> str:
@@ -88,20 +91,31 @@ def hypothesis_spec(model: str, override: str) -> str:
     return f"{model}{sep}{override}"
 
 
-def run_feature(q: QuerySpec, model: str | None, solver: str, timeout: float) -> QueryResult:
-    """Discriminate neighbouring hypotheses; report which the base model matches."""
+def run_feature(q: QuerySpec, model: str | None, solver: str, timeout: float,
+                progress: Callable[[str], None] | None = None) -> QueryResult:
+    """Discriminate neighbouring hypotheses; report which the base model matches.
+
+    ``progress`` (if given) gets one line per pair as it finishes; pairs left without a solver
+    answer are listed in ``unanswered``.
+    """
     base = model or q.model
     t0 = time.perf_counter()
     specs = [hypothesis_spec(base, h) for h in q.hypotheses]
     res = QueryResult(q, base)
     fin, fout = choose_path([base], q.in_fmt, q.out_fmt)
     base_params = resolve_for(base, fin, fout, None)
-    for left, right in zip(specs, specs[1:]):
+    neighbours = list(zip(specs, specs[1:]))
+    for n, (left, right) in enumerate(neighbours, 1):
         left_t = timeout - (time.perf_counter() - t0)
         if left_t <= 0:
+            res.unanswered.extend(neighbours[n - 1:])
             break
         o = discriminate([left, right], fin, fout, None, q.k, 1, q.minimize, q.where or None, solver, left_t)
         res.pairs.append(PairResult(left, right, o))
+        if o.status == "timeout":
+            res.unanswered.append((left, right))
+        if progress is not None:
+            progress(f"pair {n}/{len(neighbours)}: {left} vs {right}: {o.status} ({o.seconds:.1f} s)")
     for s in specs:
         p = resolve_for(s, fin, fout, None)
         if p.semantic_key() == base_params.semantic_key():

@@ -205,6 +205,7 @@ def resolve(spec: str, in_fmt: str | None = None, out_fmt: str | None = None,
         label = spec
     else:
         arch = find_arch(base)
+        check_instr(instr, [spec], in_fmt, out_fmt)
         cands = arch.find_paths(in_fmt, out_fmt, instr)
         if not cands:
             have = ", ".join(f"{q.params.in_fmt}->{q.params.out_fmt} ({q.params.instr})" for q in arch.paths)
@@ -221,6 +222,32 @@ def resolve(spec: str, in_fmt: str | None = None, out_fmt: str | None = None,
     if over:
         p = p.with_overrides(over)
     return dataclasses.replace(p, name=label if (hyps or over or base.lower() in REFERENCES) else p.name)
+
+
+def instructions(spec: str, in_fmt: str | None = None, out_fmt: str | None = None) -> list[str]:
+    """The instructions (``mma``, ``wgmma``, ``cublas``, ...) that ``spec``'s architecture has on a path
+    (every path where a format is None); none for a reference."""
+    base = split_spec(spec)[0]
+    if base.lower() in REFERENCES:
+        return []
+    return sorted({p.params.instr for p in find_arch(base).find_paths(in_fmt, out_fmt, None)})
+
+
+def check_instr(instr: str | None, specs: list[str], in_fmt: str | None = None, out_fmt: str | None = None) -> None:
+    """Refuse an ``instr`` that none of ``specs`` has on the path (a TcsmtError listing what each has).
+
+    With several specs (``discriminate``), ``--instr`` applies to the models that have it, so one is enough.
+    """
+    if instr is None:
+        return
+    have = {s: instructions(s, in_fmt, out_fmt) for s in specs}
+    if any(instr in v for v in have.values()):
+        return
+    path = f"{get_format(in_fmt).name if in_fmt else '*'} -> {get_format(out_fmt).name if out_fmt else '*'}"
+    listing = "; ".join(f"{s}: {', '.join(v) if v else 'none (a reference has no instruction)'}"
+                        for s, v in have.items())
+    who = f"{specs[0]} has" if len(specs) == 1 else "none of the models has"
+    raise TcsmtError(f"{who} no path {path} with --instr {instr!r} (instructions there: {listing})")
 
 
 def all_paths() -> list[tuple[Arch, Path_]]:

@@ -12,9 +12,10 @@ import click
 
 from . import files
 from .cli_errors import Command
+from .cli_options import NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT, k_option, progress_option, solver_option, timeout_option
 from .errors import TcsmtError
 from .formats import FP32
-from .solvers import SOLVERS
+from .progress import NO_PROGRESS, Progress
 from .values import format_value, parse_value
 from . import verify as V
 from .verify_schemes import ALGOS, canonical, tensor_core_calls
@@ -82,14 +83,21 @@ def _status_of(r: V.WorstResult) -> str:
     return "searched only (" + r.stopped + ")"
 
 
+def _incomplete(r: V.WorstResult) -> bool:
+    """Whether a worst-case search ended because time ran out (solver timeouts, budget), not by converging."""
+    return r.stopped == "budget spent" or "timeouts" in r.stopped
+
+
 def _run_worst(algo: str, archs: list[str], K: int, dom: V.Domain, relative: bool, solver: str,
-               timeout: float, budget: float, verbose: bool = False) -> None:
+               timeout: float, budget: float, verbose: bool = False, progress: Progress = NO_PROGRESS) -> None:
     click.echo(_header(algo, K, dom, relative))
     click.echo(f"worst-case search: iterative tightening, {timeout:g} s per solver query, {budget:g} s per model")
     rows = []
     for arch in archs:
         r = V.search_worst(algo, arch, K, dom, relative, solver, per_query=timeout, budget=budget)
         rows.append(r)
+        progress(f"{arch}: {len(r.queries)} queries, worst found {_num(r.found)}, bound "
+                 f"{_num(r.bound)}; stopped: {r.stopped}")
     w1 = max([len(r.arch) for r in rows] + [4])
     click.echo(f"{'arch':{w1}}  {'TC calls':>8}  {'worst found':>22}  {'proven bound':>22}  {'queries':>7}  {'time':>7}  status")
     for r in rows:
@@ -110,15 +118,23 @@ def _run_worst(algo: str, archs: list[str], K: int, dom: V.Domain, relative: boo
             click.echo(f"\n{r.arch}: worst input found")
             for line in _witness_lines(r.witness, [algo]):
                 click.echo(line)
+    open_ = [r for r in rows if _incomplete(r)]
+    if open_:
+        raise TcsmtError("solver timeout: the search did not converge for " + ", ".join(
+            f"{r.arch} ({r.stopped}; {sum(q.status not in ('sat', 'unsat') for q in r.queries)} of "
+            f"{len(r.queries)} queries unanswered)" for r in open_)
+            + f"; converged: {', '.join(r.arch for r in rows if not _incomplete(r)) or 'none'}")
 
 
 def _run_bound(algo: str, archs: list[str], K: int, dom: V.Domain, eps: Fraction, relative: bool,
-               solver: str, timeout: float) -> None:
+               solver: str, timeout: float, progress: Progress = NO_PROGRESS) -> None:
     click.echo(_header(algo, K, dom, relative))
     click.echo(f"claim: error <= {format_value(eps)} ({_num(eps)}) for every input in the domain")
+    unknown: list[str] = []
     for arch in archs:
         r = V.prove_bound(algo, arch, K, dom, eps, relative, solver, timeout)
         label = arch if algo != "fp32" else "fp32 SIMT"
+        progress(f"{label}: {r.status} ({r.seconds:.1f} s)")
         if r.status == "proven":
             click.echo(f"{label}: PROVEN (unsat, {r.seconds:.1f} s): no input exceeds the bound")
         elif r.status == "counterexample":
@@ -128,10 +144,14 @@ def _run_bound(algo: str, archs: list[str], K: int, dom: V.Domain, eps: Fraction
                 click.echo(line)
         else:
             click.echo(f"{label}: UNKNOWN (no answer within {timeout:g} s)")
+            unknown.append(label)
+    if unknown:
+        raise TcsmtError(f"solver timeout: UNKNOWN for {', '.join(unknown)} ({len(archs) - len(unknown)} of "
+                         f"{len(archs)} answered; raise --timeout)")
 
 
 def _run_compare(a1: str, a2: str, archs: list[str], K: int, ranges: list[V.Domain], solver: str,
-                 timeout: float, both: bool) -> None:
+                 timeout: float, both: bool, progress: Progress = NO_PROGRESS) -> None:
     click.echo(f"compare: inputs where one scheme's absolute error |D - A.B| exceeds the other's "
                f"(exact A.B, K = {K}, C = 0, {timeout:g} s per query)")
     pairs = [(a1, a2)] + ([(a2, a1)] if both else [])
@@ -147,6 +167,8 @@ def _run_compare(a1: str, a2: str, archs: list[str], K: int, ranges: list[V.Doma
                 r = V.compare(x, y, arch, K, dom, solver, timeout)
                 results.append(r)
                 word = {"found": "found", "impossible": "proven impossible", "timeout": "timeout"}[r.status]
+                progress(f"{arch}, {format_value(dom.lo)}..{format_value(dom.hi)}: {x} worse than {y}: "
+                         f"{word} ({r.seconds:.1f} s)")
                 cells.append(f"{word} ({r.seconds:.1f} s)")
             click.echo(f"  {arch:{w1}}  " + "  ".join(f"{c:>34}" for c in cells))
     found = [r for r in results if r.status == "found"]
@@ -158,10 +180,16 @@ def _run_compare(a1: str, a2: str, archs: list[str], K: int, ranges: list[V.Doma
                    f"{_num(r.witness.errors[r.algo2])}")
         for line in _witness_lines(r.witness, [r.algo1, r.algo2, "fp32"]):
             click.echo(line)
+    open_ = [r for r in results if r.status == "timeout"]
+    if open_:
+        raise TcsmtError(f"solver timeout: {len(open_)} of {len(results)} comparisons unanswered within "
+                         f"--timeout {timeout:g} s: " + "; ".join(
+                             f"{r.arch} {format_value(r.dom.lo)}..{format_value(r.dom.hi)} {r.algo1} worse than "
+                             f"{r.algo2}" for r in open_))
 
 
 def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain, dist: str, relative: bool,
-               seed: int, plot: files.Output | None) -> None:
+               seed: int, plot: files.Output | None, progress: Progress = NO_PROGRESS) -> None:
     click.echo(f"statistics: {n} random dot products of length K = {K}, |x| {dist} in "
                f"[{format_value(dom.lo)}, {format_value(dom.hi)}], random signs, seed {seed}; "
                f"{_kind(relative)} (fp64-rounded exact errors)")
@@ -171,6 +199,7 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
     for arch in archs:
         res = V.stats(arch, algos, K, n, dom, dist, relative, seed)
         allres.extend(res)
+        progress(f"{arch}: {n} dot products x {len(algos)} schemes simulated")
         for s in res:
             click.echo(f"{arch:{w1}}  {s.algo:13}  {s.median:>10.3e}  {s.p95:>10.3e}  {s.max:>10.3e}  {s.seconds:>6.1f}s")
     click.echo("fp32 = sequential fp32 FMAs on ordinary cores (the same on every architecture)")
@@ -181,25 +210,26 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
 @click.command("verify", cls=Command)
 @click.option("--algo", default=None, help=f"scheme: {', '.join(ALGOS)} (fp32 = plain fp32 FMAs)")
 @click.option("--arch", default=None, help="model spec with an fp16->fp32 path (default: every built-in one)")
-@click.option("--k", "k", type=int, default=None, help=f"dot-product length K (default {V.DEFAULT_K}; stats: 16)")
+@k_option(f"dot-product length K (default {V.DEFAULT_K}; stats: 16)")
 @click.option("--range", "range_text", default=None, help=f"input magnitudes LO..HI (default {V.DEFAULT_RANGE})")
 @click.option("--bound", "bound_text", default=None, help="prove error <= EPS (e.g. 2^-22, 1e-7) or find a counterexample")
 @click.option("--abs", "absolute", is_flag=True, help="absolute error |D - A.B| instead of relative")
 @click.option("--compare", nargs=2, default=None, metavar="ALGO1 ALGO2",
               help="inputs where ALGO1 is less accurate than ALGO2 (absolute errors), and the converse")
 @click.option("--stats", "do_stats", is_flag=True, help="error distribution on random inputs (simulator)")
-@click.option("--n", "n", type=int, default=100000, show_default=True, help="--stats: number of dot products")
+@click.option("--n", "n", type=POSITIVE_INT, default=100000, show_default=True, help="--stats: number of dot products")
 @click.option("--dist", type=click.Choice(["loguniform", "uniform"]), default="loguniform", show_default=True,
               help="--stats: distribution of |x|")
-@click.option("--seed", type=int, default=0, show_default=True, help="--stats: random seed")
+@click.option("--seed", type=NON_NEGATIVE_INT, default=0, show_default=True, help="--stats: random seed")
 @click.option("--plot", default=None, help="--stats: write a histogram to this file (needs matplotlib)")
 @click.option("--force", is_flag=True, help="overwrite the --plot file (a regular file only)")
-@click.option("--solver", type=click.Choice(list(SOLVERS)), default="auto", show_default=True)
-@click.option("--timeout", type=float, default=10.0, show_default=True, help="seconds per solver query")
-@click.option("--budget", type=float, default=None, help="worst-case search: seconds per model (default 2 x timeout)")
+@solver_option()
+@timeout_option(10.0, "seconds per solver query")
+@click.option("--budget", type=POSITIVE_FLOAT, default=None, help="worst-case search: seconds per model (default 2 x timeout)")
 @click.option("-v", "--verbose", is_flag=True, help="worst-case search: list every solver query")
+@progress_option()
 def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stats, n, dist, seed, plot, force,
-               solver, timeout, budget, verbose) -> None:
+               solver, timeout, budget, verbose, progress) -> None:
     """Accuracy of fp32 matrix products emulated with fp16 tensor cores (Markidis, Ootomo-Yokota).
 
     \b
@@ -207,9 +237,11 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
     tcsmt verify --algo ootomo --arch volta --bound 2^-22
     tcsmt verify --compare ootomo markidis --arch volta
     tcsmt verify --stats --arch volta --n 100000
+
+    Exit status: 0 every query answered (or the worst-case search converged),
+    2 an error or a solver timeout / UNKNOWN (what was answered is printed).
     """
-    if timeout <= 0:
-        raise TcsmtError("--timeout must be positive")
+    prog = Progress.for_cli(progress)
     if arch:
         V.model_for(arch)  # an unknown spec or one without an fp16 -> fp32 path is a user error
         archs = [arch]
@@ -225,7 +257,7 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
             raise TcsmtError("--bound does not apply to --stats")
         dom = V.parse_range(range_text or V.DEFAULT_RANGE)
         plot_out = files.output(plot, force) if plot else None  # claimed before the statistics run
-        _run_stats(archs, algos, k or 16, n, dom, dist, relative, seed, plot_out)
+        _run_stats(archs, algos, k or 16, n, dom, dist, relative, seed, plot_out, prog)
         return
     K = k if k is not None else V.DEFAULT_K
     if K < 1 or K > 64:
@@ -237,7 +269,7 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
         if bound_text:
             raise TcsmtError("--bound does not apply to --compare")
         ranges = [V.parse_range(range_text)] if range_text else [V.parse_range(r) for r in V.COMPARE_RANGES]
-        _run_compare(a1, a2, archs, K, ranges, solver, timeout, both=True)
+        _run_compare(a1, a2, archs, K, ranges, solver, timeout, both=True, progress=prog)
         return
     if modes == 0 or algo is None:
         raise TcsmtError("give --algo (markidis, markidis-full, ootomo, fp32), --compare ALGO1 ALGO2, or --stats")
@@ -247,6 +279,6 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
         archs = archs[:1]
     if bound_text is not None:
         eps = V.check_eps(parse_value(bound_text))
-        _run_bound(algo, archs, K, dom, eps, relative, solver, timeout)
+        _run_bound(algo, archs, K, dom, eps, relative, solver, timeout, prog)
         return
-    _run_worst(algo, archs, K, dom, relative, solver, timeout, budget if budget else 2 * timeout, verbose)
+    _run_worst(algo, archs, K, dom, relative, solver, timeout, budget if budget else 2 * timeout, verbose, prog)

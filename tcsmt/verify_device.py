@@ -94,15 +94,17 @@ def _parse_witness(text: str) -> tuple[list[int], list[int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .cli_options import NON_NEGATIVE_INT, POSITIVE_INT, argparse_type
+
     ap = argparse.ArgumentParser(prog="python -m tcsmt.verify_device", description=__doc__.split("\n")[0])
     ap.add_argument("--arch", default="hopper")
     ap.add_argument("--algos", default="markidis,ootomo")
-    ap.add_argument("--n", type=int, default=100_000, help="random rows per range")
-    ap.add_argument("--k", type=int, default=16)
+    ap.add_argument("--n", type=argparse_type(POSITIVE_INT), default=100_000, help="random rows per range")
+    ap.add_argument("--k", type=argparse_type(POSITIVE_INT), default=16)
     ap.add_argument("--ranges", default="2^-14..2^14,2^-36..2^-14,1..2")
     ap.add_argument("--witness", action="append", default=[])
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=argparse_type(NON_NEGATIVE_INT), default=0)
     ap.add_argument("--out", default="")
     ap.add_argument("--force", action="store_true", help="overwrite --out (a regular file only)")
     args = ap.parse_args(argv)
