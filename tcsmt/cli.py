@@ -13,7 +13,7 @@ from .cli_errors import Group
 from .errors import TcsmtError
 from .formats import get_format
 from .registry import REFERENCES, architectures, find_arch, resolve
-from .values import format_value, parse_vector, parse_value
+from .values import format_value, parse_value, parse_vector
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -20,7 +20,7 @@ from .library_checks import make_call
 from .library_eval import checked_bits, evaluate, fmt_of, to_fp32
 from .library_plan import Call, Plan, lookup
 
-__all__ = ["Plan", "Call", "plan", "run", "mm", "addmm", "linear", "bmm", "scaled_mm"]
+__all__ = ["Call", "Plan", "addmm", "bmm", "linear", "mm", "plan", "run", "scaled_mm"]
 
 
 def plan(op: str, M: int, N: int, K: int, *, gpu: str = "h100", a_dtype: str, b_dtype: str | None = None,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -256,10 +256,10 @@ def load_table(path: Path) -> PlanTable:
         where = f"plan table {name}, plan {i}"
         try:
             chain, chain_spec = _chain(raw.get("chain"), where)
-            base = dict(split_k=int(raw.get("split_k", 1)), grain=int(raw.get("grain", 0)),
-                        slices=raw.get("slices", "contiguous"), remainder=raw.get("remainder", "last"),
-                        reduce=raw.get("reduce", "fp32_forward"), epilogue=tuple(raw.get("epilogue", ())),
-                        kernels=tuple(raw.get("kernels", ())), sources=tuple(raw.get("sources", ())))
+            base = {"split_k": int(raw.get("split_k", 1)), "grain": int(raw.get("grain", 0)),
+                     "slices": raw.get("slices", "contiguous"), "remainder": raw.get("remainder", "last"),
+                     "reduce": raw.get("reduce", "fp32_forward"), "epilogue": tuple(raw.get("epilogue", ())),
+                     "kernels": tuple(raw.get("kernels", ())), "sources": tuple(raw.get("sources", ()))}
         except (ValueError, TypeError) as exc:
             raise TcsmtError(f"{where}: {exc}") from None
         if not base["sources"]:
@@ -275,7 +275,7 @@ def load_table(path: Path) -> PlanTable:
                      tuple(data.get("sources", ())), tuple(plans), tuple(unknown))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tables_cached(directory: str) -> tuple[PlanTable, ...]:
     d = Path(directory)
     return tuple(load_table(f) for f in sorted(d.glob("*.toml"))) if d.is_dir() else ()

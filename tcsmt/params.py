@@ -156,7 +156,7 @@ class ModelParams:
         skip = {"name", "sources", "notes", "instr", "instr_shape"}
         return tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in skip)
 
-    def with_overrides(self, overrides: dict[str, Any]) -> "ModelParams":
+    def with_overrides(self, overrides: dict[str, Any]) -> ModelParams:
         """These parameters with ``overrides`` applied (TcsmtError for a path field or a bad value)."""
         for k in overrides:
             if k in PATH_FIELDS:

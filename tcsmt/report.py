@@ -153,7 +153,7 @@ def outcome_json(o: Outcome, command: str) -> dict:
     return {
         "schema": SCHEMA,
         "tcsmt_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": command,
         "solver": o.solver,
         "solve_seconds": round(o.seconds, 3),

@@ -11,12 +11,12 @@ from fractions import Fraction
 import click
 
 from . import files
+from . import verify as V
 from .cli_errors import Command
 from .errors import TcsmtError
 from .formats import FP32
 from .solvers import SOLVERS
 from .values import format_value, parse_value
-from . import verify as V
 from .verify_schemes import ALGOS, canonical, tensor_core_calls
 
 
@@ -136,7 +136,7 @@ def _run_compare(a1: str, a2: str, archs: list[str], K: int, ranges: list[V.Doma
                f"(exact A.B, K = {K}, C = 0, {timeout:g} s per query)")
     pairs = [(a1, a2)] + ([(a2, a1)] if both else [])
     results: list[V.CompareResult] = []
-    w1 = max(len(a) for a in archs + ["arch"])
+    w1 = max(len(a) for a in [*archs, "arch"])
     cols = [f"{x} worse than {y}" for x, y in pairs]
     for dom in ranges:
         click.echo(f"\ninputs {format_value(dom.lo)} <= |x| <= {format_value(dom.hi)}")
@@ -165,7 +165,7 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
     click.echo(f"statistics: {n} random dot products of length K = {K}, |x| {dist} in "
                f"[{format_value(dom.lo)}, {format_value(dom.hi)}], random signs, seed {seed}; "
                f"{_kind(relative)} (fp64-rounded exact errors)")
-    w1 = max(len(a) for a in archs + ["arch"])
+    w1 = max(len(a) for a in [*archs, "arch"])
     click.echo(f"{'arch':{w1}}  {'algorithm':13}  {'median':>10}  {'95th pct':>10}  {'max':>10}  {'time':>7}")
     allres = []
     for arch in archs:
