@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -230,13 +231,14 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
 
         p = resolve(base, q.in_fmt, q.out_fmt)
         fi, fc, fo = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
-        data = {"query": q.name, "model": base, "status": r.status, "solver": r.solver, "solve_seconds": round(r.seconds, 3),
+        data: dict[str, Any] = {"query": q.name, "model": base, "status": r.status, "solver": r.solver, "solve_seconds": round(r.seconds, 3),
                 "in_fmt": fi.name, "c_fmt": fc.name, "out_fmt": fo.name, "K": r.K}
         if r.status != "found":
             click.echo(f"{base}: {'monotonic: no such pair exists (unsat)' if r.status == 'unsat' else r.status} (K = {r.K}, {r.seconds:.2f} s)")
             if r.status not in ("unsat",):
                 raise TcsmtError(f"solver {r.status} after {r.seconds:.1f} s")
         else:
+            assert r.x is not None and r.y is not None  # run_monotonicity sets both inputs with status "found"
             click.echo(f"{base} is not monotonic (K = {r.K}, {r.solver}, {r.seconds:.2f} s): x <= y entrywise, d(x) > d(y)")
             for tag, v, d in (("x", r.x, r.dx), ("y", r.y, r.dy)):
                 click.echo(f"  {tag}: a = [" + ", ".join(val(fi, v[f'a{i}']) for i in range(r.K)) + "]")
@@ -249,19 +251,19 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save) -> No
             out.write_json(data)
             click.echo(f"\nwritten: {out.path}")
         return
-    r = run_feature(q, model, solver, timeout)
+    res = run_feature(q, model, solver, timeout)
     data = {"query": q.name, "question": q.question, "source": q.source, "model": base,
-            "hypotheses": q.hypotheses, "model_matches": r.agrees_with, "seconds": round(r.seconds, 3),
+            "hypotheses": q.hypotheses, "model_matches": res.agrees_with, "seconds": round(res.seconds, 3),
             "command": _command_line(), "pairs": []}
-    for pr in r.pairs:
+    for pr in res.pairs:
         click.echo(format_outcome(pr.outcome, explain=True))
         click.echo("")
         data["pairs"].append(outcome_json(pr.outcome, _command_line()))
-    if r.agrees_with:
-        click.echo(f"{base} is the hypothesis: {', '.join(r.agrees_with)}")
+    if res.agrees_with:
+        click.echo(f"{base} is the hypothesis: {', '.join(res.agrees_with)}")
     else:
         click.echo(f"{base} matches none of the listed hypotheses exactly")
-    if any(pr.outcome.status == "timeout" for pr in r.pairs) or len(r.pairs) < len(q.hypotheses) - 1:
+    if any(pr.outcome.status == "timeout" for pr in res.pairs) or len(res.pairs) < len(q.hypotheses) - 1:
         click.echo("some pairs ran out of time (raise --timeout)", err=True)
     if out is not None:
         out.write_json(data)

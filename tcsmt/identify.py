@@ -349,6 +349,7 @@ def identify(target: Target, radius: int | None = 2, max_experiments: int = 30, 
                 say(f"  {h2.name} is equivalent to {rep.name} on every input of one instruction (solver proof)")
                 continue
             if st == "sat":
+                assert row is not None  # separate returns its input with every "sat"
                 rows.append(row)
                 srcs.append("solver")
                 ks.append(k)

@@ -116,6 +116,8 @@ def run(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=
     elif bias is not None:
         raise TcsmtError("bias given, but the plan adds none (plan(..., bias=True) for a call with a bias)")
     if "scale" in steps:
+        if call.scale is None:
+            raise TcsmtError("the plan scales its outputs, but its call has no scale ('tensor' or 'row')")
         sa = _scale(scale_a, r, call.scale, "scale_a")
         sb = _scale(scale_b, c, call.scale, "scale_b")
     elif scale_a is not None or scale_b is not None:

@@ -28,7 +28,7 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from .errors import TcsmtError
 from .params import ModelParams
@@ -56,6 +56,10 @@ def plans_dir() -> Path:
     return models_dir() / "library"
 
 
+@overload
+def torch_dtype(name: str, what: str) -> str: ...
+@overload
+def torch_dtype(name: None, what: str) -> None: ...
 def torch_dtype(name: str | None, what: str) -> str | None:
     """A torch dtype name (``"bfloat16"``, ``"torch.bfloat16"``) checked; None stays None."""
     if name is None:

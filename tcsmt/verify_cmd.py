@@ -122,6 +122,7 @@ def _run_bound(algo: str, archs: list[str], K: int, dom: V.Domain, eps: Fraction
         if r.status == "proven":
             click.echo(f"{label}: PROVEN (unsat, {r.seconds:.1f} s): no input exceeds the bound")
         elif r.status == "counterexample":
+            assert r.witness is not None  # prove_bound sets this status together with the replayed witness
             click.echo(f"{label}: REFUTED ({r.seconds:.1f} s): counterexample with error "
                        f"{_num(r.witness.errors[algo])} {_pow2(r.witness.errors[algo])}")
             for line in _witness_lines(r.witness, [algo]):
@@ -153,6 +154,7 @@ def _run_compare(a1: str, a2: str, archs: list[str], K: int, ranges: list[V.Doma
     if found:
         click.echo("\ninputs found (replayed in the simulator; fp32 = sequential fp32 FMAs, for reference):")
     for r in found:
+        assert r.witness is not None  # compare sets status "found" together with the replayed witness
         click.echo(f"\n{r.arch}, {format_value(r.dom.lo)} <= |x| <= {format_value(r.dom.hi)}: "
                    f"{r.algo1} error {_num(r.witness.errors[r.algo1])} > {r.algo2} error "
                    f"{_num(r.witness.errors[r.algo2])}")
