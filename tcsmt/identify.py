@@ -474,16 +474,13 @@ def replay(directory: str, solver: str = "auto", timeout: float = 60.0,
     if exps:
         A, B, C = _arrays(path, [(e.a, e.b, e.c) for e in exps])
         D = np.array([e.d for e in exps], dtype=np.uint64)
-        survivors = []
-        for h in alive:
-            if np.array_equal(evaluate(h, A, B, C), D):
-                survivors.append(h)
-        # survivor counts per experiment, recomputed
+        agree = np.stack([evaluate(h, A, B, C) == D for h in alive])  # (hypotheses, experiments)
+        # survivor counts per experiment, recomputed in log order: those that agree with it and every earlier one
         n = len(alive)
-        for e in exps:
-            e.before = n
-        alive = survivors
-        exps[-1].after = len(alive)
+        for j, e in enumerate(exps):
+            e.before, e.after = n, int(agree[:, :j + 1].all(axis=1).sum())
+            n = e.after
+        alive = [h for h, row in zip(alive, agree) if row.all()]
     alive.sort(key=lambda h: h.rank)
     status, classes, undecided = "none", [], []
     if alive:
