@@ -17,4 +17,4 @@ def _standalone() -> None:
 _standalone.add_command(hwcheck_cmd)
 
 if __name__ == "__main__":
-    _standalone(["hwcheck"] + sys.argv[1:], prog_name="python -m tcsmt.hwcheck")
+    _standalone(["hwcheck", *sys.argv[1:]], prog_name="python -m tcsmt.hwcheck")

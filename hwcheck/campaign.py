@@ -120,7 +120,7 @@ def _run(args) -> int:
                 print("  " + line, flush=True)
             if any(t.mismatches for r in results for t in r.tallies):
                 status = 1
-            if args.dump:
+            if dump_out is not None:  # args.dump given
                 for d in dists:
                     rng = np.random.default_rng([args.seed, DISTRIBUTIONS.index(d), 0])
                     a, b, c = generate(d, spec, args.dump_tiles, K, rng)

@@ -12,11 +12,12 @@ import multiprocessing
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +88,7 @@ class ModelRunner:
         self._pool: ProcessPoolExecutor | None = None
         self.seconds = 0.0
 
-    def __enter__(self) -> "ModelRunner":
+    def __enter__(self) -> ModelRunner:
         return self
 
     def __exit__(self, *exc) -> None:

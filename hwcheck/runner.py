@@ -10,7 +10,8 @@ tile is a dot product of one A row and one B column.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -119,8 +120,8 @@ def integer_tiles(spec: PathSpec, T: int, K: int, rng: np.random.Generator) -> t
 
 def _encode_ints(v: np.ndarray, fmt) -> np.ndarray:
     """Bit patterns of integer-valued float64 array ``v`` in ``fmt`` (exact; +0 for zeros)."""
-    from ..simulator import convert_bits
     from ..formats import FP64
+    from ..simulator import convert_bits
 
     bits = convert_bits(np.ascontiguousarray(v, dtype=np.float64).view(np.uint64), FP64, fmt, "rne")
     return bits.astype(fmt.dtype)

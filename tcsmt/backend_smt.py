@@ -13,8 +13,29 @@ from dataclasses import dataclass
 
 from pysmt.fnode import FNode
 from pysmt.shortcuts import (
-    BV, And, BVAdd, BVAnd, BVAShr, BVExtract, BVLShl, BVLShr, BVMul, BVNeg, BVSExt, BVSLE, BVSLT, BVSub,
-    BVZExt, Equals, FALSE, Iff, Ite, Not, Or, Symbol, TRUE,
+    BV,
+    BVSLE,
+    BVSLT,
+    FALSE,
+    TRUE,
+    And,
+    BVAdd,
+    BVAnd,
+    BVAShr,
+    BVExtract,
+    BVLShl,
+    BVLShr,
+    BVMul,
+    BVNeg,
+    BVSExt,
+    BVSub,
+    BVZExt,
+    Equals,
+    Iff,
+    Ite,
+    Not,
+    Or,
+    Symbol,
 )
 from pysmt.typing import BVType
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -15,7 +16,7 @@ from .errors import TcsmtError
 from .formats import get_format
 from .progress import Progress
 from .registry import REFERENCES, architectures, find_arch, resolve
-from .values import format_value, parse_vector, parse_value
+from .values import format_value, parse_value, parse_vector
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -261,13 +262,14 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save, progr
 
         p = resolve(base, q.in_fmt, q.out_fmt)
         fi, fc, fo = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
-        data = {"query": q.name, "model": base, "status": r.status, "solver": r.solver, "solve_seconds": round(r.seconds, 3),
+        data: dict[str, Any] = {"query": q.name, "model": base, "status": r.status, "solver": r.solver, "solve_seconds": round(r.seconds, 3),
                 "in_fmt": fi.name, "c_fmt": fc.name, "out_fmt": fo.name, "K": r.K}
         if r.status != "found":
             click.echo(f"{base}: {'monotonic: no such pair exists (unsat)' if r.status == 'unsat' else r.status} (K = {r.K}, {r.seconds:.2f} s)")
             if r.status not in ("unsat",):
                 raise TcsmtError(f"solver {r.status} after {r.seconds:.1f} s")
         else:
+            assert r.x is not None and r.y is not None  # run_monotonicity sets both inputs with status "found"
             click.echo(f"{base} is not monotonic (K = {r.K}, {r.solver}, {r.seconds:.2f} s): x <= y entrywise, d(x) > d(y)")
             for tag, v, d in (("x", r.x, r.dx), ("y", r.y, r.dy)):
                 click.echo(f"  {tag}: a = [" + ", ".join(val(fi, v[f'a{i}']) for i in range(r.K)) + "]")
@@ -280,29 +282,29 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save, progr
             out.write_json(data)
             click.echo(f"\nwritten: {out.path}")
         return
-    r = run_feature(q, model, solver, timeout, progress=Progress.for_cli(progress))
-    complete = not r.unanswered
+    res = run_feature(q, model, solver, timeout, progress=Progress.for_cli(progress))
+    complete = not res.unanswered
     data = {"query": q.name, "question": q.question, "source": q.source, "model": base,
-            "hypotheses": q.hypotheses, "model_matches": r.agrees_with if complete else None,
-            "complete": complete, "unanswered": [list(p) for p in r.unanswered],
-            "seconds": round(r.seconds, 3), "command": _command_line(), "pairs": []}
-    for pr in r.pairs:
+            "hypotheses": q.hypotheses, "model_matches": res.agrees_with if complete else None,
+            "complete": complete, "unanswered": [list(p) for p in res.unanswered],
+            "seconds": round(res.seconds, 3), "command": _command_line(), "pairs": []}
+    for pr in res.pairs:
         click.echo(format_outcome(pr.outcome, explain=True))
         click.echo("")
         data["pairs"].append(outcome_json(pr.outcome, _command_line()))
     if not complete:
-        answered = len(q.hypotheses) - 1 - len(r.unanswered)
+        answered = len(q.hypotheses) - 1 - len(res.unanswered)
         click.echo(f"no conclusion: {answered} of {len(q.hypotheses) - 1} pairs answered; no answer for "
-                   + "; ".join(f"{a} vs {b}" for a, b in r.unanswered))
-    elif r.agrees_with:
-        click.echo(f"{base} is the hypothesis: {', '.join(r.agrees_with)}")
+                   + "; ".join(f"{a} vs {b}" for a, b in res.unanswered))
+    elif res.agrees_with:
+        click.echo(f"{base} is the hypothesis: {', '.join(res.agrees_with)}")
     else:
         click.echo(f"{base} matches none of the listed hypotheses exactly")
     if out is not None:
         out.write_json(data)
         click.echo(f"written: {out.path}" + ("" if complete else " (incomplete: lists the unanswered pairs)"))
     if not complete:
-        raise TcsmtError(f"solver timeout: {len(r.unanswered)} of {len(q.hypotheses) - 1} pairs unanswered "
+        raise TcsmtError(f"solver timeout: {len(res.unanswered)} of {len(q.hypotheses) - 1} pairs unanswered "
                          f"within --timeout {timeout:g} s (raise it)")
 
 

@@ -14,7 +14,7 @@ from . import files, interrupts
 from .errors import TcsmtError
 
 
-class OneLineErrors:
+class OneLineErrors(click.Command):
     """Mixin for click.Group / click.Command: no tracebacks for user errors."""
 
     def invoke(self, ctx):

@@ -11,7 +11,8 @@ error (one line on stderr, exit status 2), never a silent default.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from pysmt.shortcuts import And, BV, BVExtract, Equals, Not, Or
+from pysmt.shortcuts import BV, And, BVExtract, Equals, Not, Or
 
 from .errors import TcsmtError
 from .formats import Format, get_format
@@ -67,7 +67,7 @@ def choose_path(specs: list[str], in_fmt: str | None, out_fmt: str | None) -> tu
     """The (in, out) formats to compare: as asked, else the first path every model has."""
     fin = get_format(in_fmt).name if in_fmt else None
     fout = get_format(out_fmt).name if out_fmt else None
-    sets = [set((i, o) for i, o, _ in _paths_of(s)) for s in specs]
+    sets = [{(i, o) for i, o, _ in _paths_of(s)} for s in specs]
     sets = [s for s in sets if s]
     common = set.intersection(*sets) if sets else {("fp16", "fp32")}
     cands = [(i, o) for i, o in sorted(common, key=lambda io: (io != ("fp16", "fp32"), io))
@@ -262,7 +262,7 @@ def minimize_model(query, inp: Inputs, model: dict[str, int], budget: float, sol
         left = budget - (time.perf_counter() - t0)
         if left <= 0.5:
             return False
-        ans = solve(And(kept + [extra]), syms, solver, min(left, max(5.0, budget / 4)))
+        ans = solve(And([*kept, extra]), syms, solver, min(left, max(5.0, budget / 4)))
         if ans.status == "sat":
             kept.append(extra)
             best = ans.model
@@ -270,7 +270,7 @@ def minimize_model(query, inp: Inputs, model: dict[str, int], budget: float, sol
         return False
 
     nz = [i for i in range(inp.K) if best[f"a{i}"] & _mag_mask(inp.in_fmt) and best[f"b{i}"] & _mag_mask(inp.in_fmt)]
-    for j in range(0, len(nz)):
+    for j in range(len(nz)):
         if attempt(And([_zero_product(inp, i) for i in range(inp.K) if i >= j])):
             break
     live = [n for n in inp.names if best[n] & _mag_mask(inp.fmt_of(n))]

@@ -38,22 +38,23 @@ import atexit
 import contextlib
 import json
 import os
-import signal
 import secrets
+import signal
 import stat
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO
 
 from .errors import TcsmtError
 
-__all__ = ["Output", "OutputDir", "output", "output_dir", "write_text", "replace_file", "release_all"]
+__all__ = ["Output", "OutputDir", "output", "output_dir", "release_all", "replace_file", "write_text"]
 
 _MAX_NUMBER = 100_000  # stem-2 ... stem-100000: then give up (a directory that full is a mistake)
 _DEFERRED = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
 
 _lock = threading.Lock()
-_claims: dict[int, "Output | OutputDir"] = {}  # unwritten claims of this process, by id()
+_claims: dict[int, Output | OutputDir] = {}  # unwritten claims of this process, by id()
 _temporaries: set[str] = set()                   # temporary files not yet renamed or removed
 
 

@@ -17,9 +17,9 @@ NaN = S.1111.111, largest finite 448.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Iterable
 
 import numpy as np
 

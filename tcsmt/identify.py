@@ -32,13 +32,14 @@ import datetime as _dt
 import json
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 from pysmt.fnode import FNode
-from pysmt.shortcuts import And, BV, Equals, Not
+from pysmt.shortcuts import BV, And, Equals, Not
 
 from . import files
 from . import semantics as sem
@@ -248,7 +249,7 @@ def _meta(target_label: str, path: PathInfo, space: HypothesisSpace, info: dict[
           settings: dict[str, Any]) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "target": target_label,
         "device": info,
         "path": {"in_fmt": path.in_fmt, "out_fmt": path.out_fmt, "c_fmt": path.c_fmt, "instr": path.instr,
@@ -339,7 +340,7 @@ def identify(target: Target, radius: int | None = 2, max_experiments: int = 30, 
             status = "budget"
             break
         if easy:
-            picks, budget = [easy[0]] + rng.sample(easy[1:], min(candidates - 1, len(easy) - 1)), quick_timeout
+            picks, budget = [easy[0], *rng.sample(easy[1:], min(candidates - 1, len(easy) - 1))], quick_timeout
         else:
             picks, budget = [open_[0]], timeout
         rows, pairs, ks, srcs, secs = [], [], [], [], 0.0
@@ -354,6 +355,7 @@ def identify(target: Target, radius: int | None = 2, max_experiments: int = 30, 
                 say(f"  {h2.name} is equivalent to {rep.name} on every input of one instruction (solver proof)")
                 continue
             if st == "sat":
+                assert row is not None  # separate returns its input with every "sat"
                 rows.append(row)
                 srcs.append("solver")
                 ks.append(k)
@@ -468,7 +470,6 @@ def replay(directory: str, solver: str = "auto", timeout: float = 60.0,
     sp = doc["space"]
     space = HypothesisSpace.for_path(path, sp.get("radius"))
     space.factors = {k: list(v) for k, v in sp["factors"].items()}
-    fin, fc, fout = get_format(path.in_fmt), get_format(path.c_fmt), get_format(path.out_fmt)
     exps = []
     for ex in doc["experiments"]:
         exps.append(Experiment([int(x, 16) for x in ex["a"]], [int(x, 16) for x in ex["b"]], int(ex["c"], 16),
@@ -479,23 +480,20 @@ def replay(directory: str, solver: str = "auto", timeout: float = 60.0,
     if exps:
         A, B, C = _arrays(path, [(e.a, e.b, e.c) for e in exps])
         D = np.array([e.d for e in exps], dtype=np.uint64)
-        survivors = []
-        for h in alive:
-            if np.array_equal(evaluate(h, A, B, C), D):
-                survivors.append(h)
-        # survivor counts per experiment, recomputed
+        agree = np.stack([evaluate(h, A, B, C) == D for h in alive])  # (hypotheses, experiments)
+        # survivor counts per experiment, recomputed in log order: those that agree with it and every earlier one
         n = len(alive)
-        for i, e in enumerate(exps):
-            e.before = n
-        alive = survivors
-        exps[-1].after = len(alive)
+        for j, e in enumerate(exps):
+            e.before, e.after = n, int(agree[:, :j + 1].all(axis=1).sum())
+            n = e.after
+        alive = [h for h, row in zip(alive, agree) if row.all()]
     alive.sort(key=lambda h: h.rank)
     status, classes, undecided = "none", [], []
     if alive:
         sep = Separator(path, solver, timeout, readable=False)
         rep, equiv, open_, und = alive[0], set(), [], {}
         for h in alive[1:]:
-            st, row, _, _ = sep.separate(rep, h)
+            st, _, _, _ = sep.separate(rep, h)
             if st == "unsat":
                 equiv.add(h.key)
             elif st == "timeout":
@@ -697,7 +695,7 @@ def summary_lines(res: Result) -> list[str]:
     if len(cls) > 1:
         names = ", ".join(h.name for h in cls[1:6]) + (" ..." if len(cls) > 6 else "")
         out.append(f"  provably equivalent on this path (solver): {names}")
-    for a, b in res.undecided[:5]:
+    for _, b in res.undecided[:5]:
         out.append(f"  not separated within the solver time limit: {b}")
     if res.status == "budget":
         others = [h.name for c in res.classes[1:] for h in c][:5]

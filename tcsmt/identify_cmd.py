@@ -130,7 +130,7 @@ def _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experime
             raise TcsmtError("--path IN.OUT is required (e.g. --path f16.f32)")
         radius = _radius(radius_text)
         if use_gpu:
-            target = GpuTarget(path_text, instr or "mma")
+            target: idf.Target = GpuTarget(path_text, instr or "mma")
         else:
             target = ModelTarget(model, path_text, instr)
         directory = None if no_log else _log_directory(log_dir, target, force)

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from . import semantics as sem
 from .errors import TcsmtError
@@ -102,7 +103,7 @@ def default_factors(path: PathInfo) -> dict[str, list[Any]]:
         frac = [acc.frac_bits, 13]
     factors: dict[str, list[Any]] = {
         "block_k": blocks,
-        "extra_bits": extra + ["exact"],
+        "extra_bits": [*extra, "exact"],
         "carry_bits": [1, 2, 3, 4, 5, "unbounded"],
         "align": ["trunc", "rne", "floor"],
         "c_mode": ["aligned", "after"],
@@ -217,7 +218,7 @@ class HypothesisSpace:
 
     @classmethod
     def for_path(cls, path: PathInfo, radius: int | None = 2,
-                 factors: dict[str, list[Any]] | None = None) -> "HypothesisSpace":
+                 factors: dict[str, list[Any]] | None = None) -> HypothesisSpace:
         pts = named_points(path)
         facs = factors or default_factors(path)
         if not pts:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 

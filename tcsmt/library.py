@@ -20,7 +20,7 @@ from .library_checks import make_call
 from .library_eval import checked_bits, evaluate, fmt_of, to_fp32
 from .library_plan import Call, Plan, lookup
 
-__all__ = ["Plan", "Call", "plan", "run", "mm", "addmm", "linear", "bmm", "scaled_mm"]
+__all__ = ["Call", "Plan", "addmm", "bmm", "linear", "mm", "plan", "run", "scaled_mm"]
 
 
 def plan(op: str, M: int, N: int, K: int, *, gpu: str = "h100", a_dtype: str, b_dtype: str | None = None,
@@ -116,6 +116,8 @@ def run(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=
     elif bias is not None:
         raise TcsmtError("bias given, but the plan adds none (plan(..., bias=True) for a call with a bias)")
     if "scale" in steps:
+        if call.scale is None:
+            raise TcsmtError("the plan scales its outputs, but its call has no scale ('tensor' or 'row')")
         sa = _scale(scale_a, r, call.scale, "scale_a")
         sb = _scale(scale_b, c, call.scale, "scale_b")
     elif scale_a is not None or scale_b is not None:

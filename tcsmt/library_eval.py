@@ -14,6 +14,9 @@ For the (r, c) outputs asked for, in order:
 """
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 import numpy as np
 
 from . import semantics as sem
@@ -24,8 +27,8 @@ from .library_plan import TORCH_DTYPES, Plan
 from .params import ModelParams, validate
 from .simulator import simulate_params, to_bits
 
-try:  # the compiled CPU kernel (optional)
-    from . import gemm_kernel as _gemm_kernel
+try:  # the compiled CPU kernel (optional; imported by name: it is built separately and may be absent)
+    _gemm_kernel: ModuleType | None = importlib.import_module(".gemm_kernel", __package__)
 except ImportError:  # absent: the numpy simulator does the work
     _gemm_kernel = None
 

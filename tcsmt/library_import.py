@@ -135,11 +135,11 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None) -> st
             why = ep_src
         elif int(S) > 1 and family is None:
             why = f"slice rule unknown (no family of {source_name} matches kernels {kernels})"
-        elif int(S) > 1 and family.get("reduce") not in REDUCE_NAMES:
+        elif family is not None and int(S) > 1 and family.get("reduce") not in REDUCE_NAMES:
             why = f"split-K reduction {family.get('reduce')!r} of family {fam_name} not modelled"
         else:
             fields = {"split_k": int(S)}
-            if int(S) > 1:
+            if family is not None and int(S) > 1:  # always has a family: split-K without one has a why above
                 fields.update(grain=int(family["grain"]), slices=family.get("slices", "contiguous"),
                               remainder=family.get("remainder", "last"), reduce=REDUCE_NAMES[family["reduce"]])
             fields["epilogue"] = steps
@@ -188,7 +188,9 @@ def convert_file(raw_path: Path, out_path: Path | None = None, gpu: str | None =
         raise TcsmtError(f"{raw_path}: not a recorded plan file (a JSON object expected)")
     text = convert(raw, Path(raw_path).name, gpu)
     if out_path is None:
-        g = re.search(r'^gpu = "([^"]+)"', text, re.M).group(1)
+        m = re.search(r'^gpu = "([^"]+)"', text, re.M)
+        assert m is not None  # convert() writes gpu = "<name>" for a name that find_arch accepted
+        g = m.group(1)
         major = str(raw.get("cublas") or "x")[:2]
         out_path = plans_dir() / f"{g}_cublas{major}_recorded.toml"
     out_path = Path(out_path)

@@ -26,9 +26,9 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from .errors import TcsmtError
 from .params import ModelParams
@@ -56,6 +56,10 @@ def plans_dir() -> Path:
     return models_dir() / "library"
 
 
+@overload
+def torch_dtype(name: str, what: str) -> str: ...
+@overload
+def torch_dtype(name: None, what: str) -> None: ...
 def torch_dtype(name: str | None, what: str) -> str | None:
     """A torch dtype name (``"bfloat16"``, ``"torch.bfloat16"``) checked; None stays None."""
     if name is None:
@@ -256,10 +260,10 @@ def load_table(path: Path) -> PlanTable:
         where = f"plan table {name}, plan {i}"
         try:
             chain, chain_spec = _chain(raw.get("chain"), where)
-            base = dict(split_k=int(raw.get("split_k", 1)), grain=int(raw.get("grain", 0)),
-                        slices=raw.get("slices", "contiguous"), remainder=raw.get("remainder", "last"),
-                        reduce=raw.get("reduce", "fp32_forward"), epilogue=tuple(raw.get("epilogue", ())),
-                        kernels=tuple(raw.get("kernels", ())), sources=tuple(raw.get("sources", ())))
+            base = {"split_k": int(raw.get("split_k", 1)), "grain": int(raw.get("grain", 0)),
+                     "slices": raw.get("slices", "contiguous"), "remainder": raw.get("remainder", "last"),
+                     "reduce": raw.get("reduce", "fp32_forward"), "epilogue": tuple(raw.get("epilogue", ())),
+                     "kernels": tuple(raw.get("kernels", ())), "sources": tuple(raw.get("sources", ()))}
         except (ValueError, TypeError) as exc:
             raise TcsmtError(f"{where}: {exc}") from None
         if not base["sources"]:
@@ -275,7 +279,7 @@ def load_table(path: Path) -> PlanTable:
                      tuple(data.get("sources", ())), tuple(plans), tuple(unknown))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tables_cached(directory: str) -> tuple[PlanTable, ...]:
     d = Path(directory)
     return tuple(load_table(f) for f in sorted(d.glob("*.toml"))) if d.is_dir() else ()

@@ -13,9 +13,10 @@ when given) with :func:`tcsmt.library.run`, one row at a time.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

@@ -156,7 +156,7 @@ class ModelParams:
         skip = {"name", "sources", "notes", "instr", "instr_shape"}
         return tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in skip)
 
-    def with_overrides(self, overrides: dict[str, Any]) -> "ModelParams":
+    def with_overrides(self, overrides: dict[str, Any]) -> ModelParams:
         """These parameters with ``overrides`` applied (TcsmtError for a path field or a bad value)."""
         for k in overrides:
             if k in PATH_FIELDS:
@@ -232,7 +232,7 @@ def _is_int(v: Any) -> bool:
 
 def _plain_ints(p: ModelParams) -> ModelParams:
     """numpy integer scalars (np.int64(4)) in integer fields become Python ints."""
-    changes = {}
+    changes: dict[str, Any] = {}
     for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor"):
         v = getattr(p, key)
         if isinstance(v, numbers.Integral) and not isinstance(v, (bool, int)):

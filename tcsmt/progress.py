@@ -21,7 +21,7 @@ class Progress:
         self.t0 = time.perf_counter()
 
     @classmethod
-    def for_cli(cls, flag: bool) -> "Progress":
+    def for_cli(cls, flag: bool) -> Progress:
         """Enabled by ``--progress`` or when stderr is a terminal."""
         try:
             tty = sys.stderr.isatty()

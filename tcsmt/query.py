@@ -8,13 +8,14 @@ x <= y (entry by entry, all non-negative) with result(x) > result(y).
 """
 from __future__ import annotations
 
+import itertools
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from pysmt.shortcuts import And, BV, BVExtract, BVUGT, BVULE, Equals
+from pysmt.shortcuts import BV, BVUGT, BVULE, And, BVExtract, Equals
 
 from .discriminate import Outcome, choose_path, discriminate, replay, resolve_for
 from .errors import TcsmtError
@@ -104,7 +105,7 @@ def run_feature(q: QuerySpec, model: str | None, solver: str, timeout: float,
     res = QueryResult(q, base)
     fin, fout = choose_path([base], q.in_fmt, q.out_fmt)
     base_params = resolve_for(base, fin, fout, None)
-    neighbours = list(zip(specs, specs[1:]))
+    neighbours = list(itertools.pairwise(specs))
     for n, (left, right) in enumerate(neighbours, 1):
         left_t = timeout - (time.perf_counter() - t0)
         if left_t <= 0:

@@ -16,7 +16,7 @@ import dataclasses
 import os
 import tomllib
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +130,7 @@ def _load_arch(path: Path) -> Arch:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _archs_cached(directory: str) -> dict[str, Arch]:
     archs = {}
     for f in sorted(Path(directory).glob("*.toml")):
@@ -149,8 +149,8 @@ REFERENCES = ("exact", "ieee-fma32", "ieee-fma64", "pairwise-rne")
 def reference_params(name: str, in_fmt: str, out_fmt: str) -> ModelParams:
     """The reference semantics ``name`` for the given formats."""
     fin, fout = get_format(in_fmt).name, get_format(out_fmt).name
-    common = dict(in_fmt=fin, out_fmt=fout, c_fmt=fout, extra_bits="exact", block_round="rne",
-                  out_round="rne", instr="ref", name=name)
+    common: dict[str, Any] = {"in_fmt": fin, "out_fmt": fout, "c_fmt": fout, "extra_bits": "exact", "block_round": "rne",
+                               "out_round": "rne", "instr": "ref", "name": name}
     if name == "exact":
         p = ModelParams(**common, acc_fmt=fout, block_k=0, instr_k=0,
                         notes="exact dot product plus C, rounded once to the output format (RNE)")

@@ -9,6 +9,7 @@ from fractions import Fraction
 import numpy as np
 
 from .discriminate import Case, Outcome
+from .errors import TcsmtError
 from .formats import Format
 from .values import format_value
 
@@ -23,12 +24,20 @@ def val(fmt: Format, bits: int) -> str:
     return format_value(fmt.to_fraction(bits))
 
 
+def _finite(fmt: Format, bits: int) -> Fraction:
+    """Exact value of a finite pattern (discriminating inputs are: the solver's domain is finite patterns)."""
+    v = fmt.to_fraction(bits)
+    if not isinstance(v, Fraction):
+        raise TcsmtError(f"internal error: input {hexpat(fmt, bits)} is not finite; please report it")
+    return v
+
+
 def exact_value(o: Outcome, case: Case) -> Fraction:
     fin, fc = o.in_fmt, o.c_fmt
     s = Fraction(0)
     for x, y in zip(case.a, case.b):
-        s += fin.to_fraction(x) * fin.to_fraction(y)
-    return s + fc.to_fraction(case.c)
+        s += _finite(fin, x) * _finite(fin, y)
+    return s + _finite(fc, case.c)
 
 
 def _top_exponent(v: Fraction) -> int:
@@ -69,9 +78,9 @@ def bit_diagram(o: Outcome, case: Case, width: int = 56) -> list[str]:
     computes them for this input) and drops the rest.
     """
     fin, fc = o.in_fmt, o.c_fmt
-    terms = [("c", fc.to_fraction(case.c))]
+    terms = [("c", _finite(fc, case.c))]
     for i, (x, y) in enumerate(zip(case.a, case.b)):
-        terms.append((f"a{i}*b{i}", fin.to_fraction(x) * fin.to_fraction(y)))
+        terms.append((f"a{i}*b{i}", _finite(fin, x) * _finite(fin, y)))
     terms = [(name, v) for name, v in terms if v != 0]
     if not terms:
         return []
@@ -153,7 +162,7 @@ def outcome_json(o: Outcome, command: str) -> dict:
     return {
         "schema": SCHEMA,
         "tcsmt_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": command,
         "solver": o.solver,
         "solve_seconds": round(o.seconds, 3),

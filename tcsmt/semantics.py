@@ -33,11 +33,12 @@ format between instructions, and adds IEEE-like NaN/Inf handling.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
 
-from .backend import V, Backend
+from .backend import Backend, V
 from .errors import TcsmtError
 from .formats import Format, get_format
 from .params import ModelParams
@@ -466,7 +467,7 @@ def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[
         flags = merge_flags(B, [flags, *partial_flags])
         bits = sum_and_round(B, [psum, c_term], None, p, acc, acc.frac_bits, p.c_round)
     elif p.c_mode in ("aligned", "after_instr"):
-        bits = sum_and_round(B, pterms + [c_term], F, p, acc, p.block_frac_bits, p.block_round)
+        bits = sum_and_round(B, [*pterms, c_term], F, p, acc, p.block_frac_bits, p.block_round)
     else:  # products alone, then one correctly rounded addition of C
         part = sum_and_round(B, pterms, F, p, acc, p.block_frac_bits, p.block_round)
         part_term, part_flags = value_term(B, decode(B, acc, part))

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import semantics as sem
 from .backend_numpy import NumpyBackend
 from .errors import TcsmtError
 from .formats import Format, get_format
 from .inputs import as_patterns, dot_patterns
 from .params import ModelParams
 from .registry import resolve
-from . import semantics as sem
 
 _B = NumpyBackend()
 CHUNK = 1 << 13  # rows per pass: 64 KiB int64 temporaries stay in cache and in reused heap memory (measured best of 2^11..2^16)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pysmt.fnode import FNode
-from pysmt.shortcuts import And, BV, BVExtract, Equals, Not, Or, TRUE
+from pysmt.shortcuts import BV, TRUE, And, BVExtract, Equals, Not, Or
 
 from . import semantics as sem
 from .backend_smt import Bv, SmtBackend
@@ -64,7 +64,7 @@ def output_term(p: ModelParams, inp: Inputs) -> FNode:
 
 def finite_constraint(fmt: Format, x: Bv, allow_subnormal: bool = True) -> FNode:
     """x is a finite pattern of ``fmt`` (and normal or zero unless allow_subnormal)."""
-    sign, expf, frac = B.fields(fmt, x)
+    _, expf, frac = B.fields(fmt, x)
     top = (1 << fmt.exp_bits) - 1
     parts = []
     if fmt.specials == "ieee":

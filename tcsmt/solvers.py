@@ -86,7 +86,7 @@ def _solve_bitwuzla(formula: FNode, symbols: dict[str, FNode]) -> tuple[str, dic
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
-_live: dict[int, "mp.process.BaseProcess"] = {}  # solver children not yet joined, by pid
+_live: dict[int, mp.process.BaseProcess] = {}  # solver children not yet joined, by pid
 _live_lock = threading.Lock()
 
 
@@ -164,7 +164,7 @@ def solve(formula: FNode, symbols: dict[str, FNode], solver: str = "auto", timeo
             if left <= 0:
                 break
             try:
-                name, status, model, secs, err = queue.get(timeout=min(left, 0.5))
+                name, status, model, _, err = queue.get(timeout=min(left, 0.5))
             except Exception:
                 if not any(p.is_alive() for n, p in procs.items() if n in pending):
                     break

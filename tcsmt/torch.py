@@ -21,7 +21,7 @@ from .library_plan import TORCH_DTYPES, Plan
 _INT_OF_WIDTH = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
 _NP_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
-__all__ = ["mm", "matmul", "addmm", "linear", "bmm", "scaled_mm"]
+__all__ = ["addmm", "bmm", "linear", "matmul", "mm", "scaled_mm"]
 
 
 def _torch():

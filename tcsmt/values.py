@@ -102,7 +102,7 @@ def parse_value(text: str) -> Fraction:
     # split on + and - that are not exponent signs (after ^ or e/E)
     terms: list[str] = []
     cur = ""
-    for i, ch in enumerate(s):
+    for ch in s:
         if ch in "+-" and cur and cur[-1] not in "^eE(" and not cur.endswith("*"):
             terms.append(cur)
             cur = ch

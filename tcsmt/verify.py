@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 from pysmt.fnode import FNode
-from pysmt.shortcuts import And, BV, BVExtract, BVULE, Equals, Not, Or
+from pysmt.shortcuts import BV, BVULE, And, BVExtract, Equals, Not, Or
 
 from . import files
 from . import semantics as sem
@@ -690,7 +690,7 @@ def stats(arch: str, algos: Sequence[str], K: int, n: int, dom: Domain, dist: st
     return out
 
 
-def write_plot(results: Sequence[Stats], path: "str | files.Output", relative: bool, force: bool = False) -> str:
+def write_plot(results: Sequence[Stats], path: str | files.Output, relative: bool, force: bool = False) -> str:
     """Histogram of log2 errors per algorithm/arch; returns a message (missing matplotlib included).
 
     ``path`` is a file name (claimed here; replaced only with ``force``, and then only a regular file)
@@ -723,8 +723,8 @@ def write_plot(results: Sequence[Stats], path: "str | files.Output", relative: b
 
 
 __all__ = [
-    "ALGOS", "COMPARE_RANGES", "DEFAULT_K", "DEFAULT_RANGE", "Domain", "Witness", "BoundResult", "WorstResult",
-    "CompareResult", "Stats", "parse_range", "simulate_scheme", "exact_dot", "error_of", "fp16_paths",
-    "model_for", "make_problem", "error_terms", "scheme_term", "output_pattern", "prove_bound", "search_worst",
-    "compare", "stats", "write_plot", "random_inputs", "errors_fp64", "replay",
+    "ALGOS", "COMPARE_RANGES", "DEFAULT_K", "DEFAULT_RANGE", "BoundResult", "CompareResult", "Domain", "Stats",
+    "Witness", "WorstResult", "compare", "error_of", "error_terms", "errors_fp64", "exact_dot", "fp16_paths",
+    "make_problem", "model_for", "output_pattern", "parse_range", "prove_bound", "random_inputs", "replay",
+    "scheme_term", "search_worst", "simulate_scheme", "stats", "write_plot",
 ]

@@ -11,13 +11,13 @@ from fractions import Fraction
 import click
 
 from . import files
+from . import verify as V
 from .cli_errors import Command
 from .cli_options import NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT, k_option, progress_option, solver_option, timeout_option
 from .errors import TcsmtError
 from .formats import FP32
 from .progress import NO_PROGRESS, Progress
 from .values import format_value, parse_value
-from . import verify as V
 from .verify_schemes import ALGOS, canonical, tensor_core_calls
 
 
@@ -138,6 +138,7 @@ def _run_bound(algo: str, archs: list[str], K: int, dom: V.Domain, eps: Fraction
         if r.status == "proven":
             click.echo(f"{label}: PROVEN (unsat, {r.seconds:.1f} s): no input exceeds the bound")
         elif r.status == "counterexample":
+            assert r.witness is not None  # prove_bound sets this status together with the replayed witness
             click.echo(f"{label}: REFUTED ({r.seconds:.1f} s): counterexample with error "
                        f"{_num(r.witness.errors[algo])} {_pow2(r.witness.errors[algo])}")
             for line in _witness_lines(r.witness, [algo]):
@@ -156,7 +157,7 @@ def _run_compare(a1: str, a2: str, archs: list[str], K: int, ranges: list[V.Doma
                f"(exact A.B, K = {K}, C = 0, {timeout:g} s per query)")
     pairs = [(a1, a2)] + ([(a2, a1)] if both else [])
     results: list[V.CompareResult] = []
-    w1 = max(len(a) for a in archs + ["arch"])
+    w1 = max(len(a) for a in [*archs, "arch"])
     cols = [f"{x} worse than {y}" for x, y in pairs]
     for dom in ranges:
         click.echo(f"\ninputs {format_value(dom.lo)} <= |x| <= {format_value(dom.hi)}")
@@ -175,6 +176,7 @@ def _run_compare(a1: str, a2: str, archs: list[str], K: int, ranges: list[V.Doma
     if found:
         click.echo("\ninputs found (replayed in the simulator; fp32 = sequential fp32 FMAs, for reference):")
     for r in found:
+        assert r.witness is not None  # compare sets status "found" together with the replayed witness
         click.echo(f"\n{r.arch}, {format_value(r.dom.lo)} <= |x| <= {format_value(r.dom.hi)}: "
                    f"{r.algo1} error {_num(r.witness.errors[r.algo1])} > {r.algo2} error "
                    f"{_num(r.witness.errors[r.algo2])}")
@@ -193,7 +195,7 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
     click.echo(f"statistics: {n} random dot products of length K = {K}, |x| {dist} in "
                f"[{format_value(dom.lo)}, {format_value(dom.hi)}], random signs, seed {seed}; "
                f"{_kind(relative)} (fp64-rounded exact errors)")
-    w1 = max(len(a) for a in archs + ["arch"])
+    w1 = max(len(a) for a in [*archs, "arch"])
     click.echo(f"{'arch':{w1}}  {'algorithm':13}  {'median':>10}  {'95th pct':>10}  {'max':>10}  {'time':>7}")
     allres = []
     for arch in archs:

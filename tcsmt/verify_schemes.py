@@ -42,7 +42,8 @@ fp16's range gives x_h = inf and a residual of -inf or NaN).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from . import semantics as sem
 from .errors import TcsmtError

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from pysmt.fnode import FNode
-from pysmt.shortcuts import And, BV, BVExtract, BVUGE, BVUGT, BVULE, BVULT, Equals, Not, Or, TRUE
+from pysmt.shortcuts import BV, BVUGE, BVUGT, BVULE, BVULT, TRUE, And, BVExtract, Equals, Not, Or
 
 from .errors import TcsmtError
 from .formats import Format

@@ -131,7 +131,7 @@ def _check_identified(spec: str, path: str, tmp_path, **kw):
         assert st == "unsat", f"{spec}: identified {res.best.name}, not provably equal to the model"
     # every experiment is consistent with the truth (the virtual device is the truth)
     for e in res.experiments:
-        out = simulate_params(truth.params, np.array([e.a]), np.array([e.b]), np.array([e.c]))
+        out = simulate_params(truth.params, np.array([e.a]), np.array([e.b]), np.array([e.c]), bits=True)
         assert int(out[0]) == e.d
     log = json.loads((tmp_path / "log" / "experiments.json").read_text())
     assert len(log["experiments"]) == len(res.experiments) and log["status"] == res.status
@@ -148,6 +148,8 @@ def test_identify_volta(tmp_path):
     # the replayed log gives the same survivors
     again = replay(str(tmp_path / "log"))
     assert again.status == "identified" and again.best.key == res.best.key
+    # and each experiment's survivor counts, recomputed in log order
+    assert [(e.before, e.after) for e in again.experiments] == [(e.before, e.after) for e in res.experiments]
 
 
 @pytest.mark.slow

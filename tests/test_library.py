@@ -566,6 +566,16 @@ def test_recorded_h100_validation_replays_bit_exact():
     assert not bad, bad
 
 
+def test_scale_step_without_a_scaled_call_is_refused():
+    """A plan whose epilogue scales but whose call has no scale kind ('tensor' or 'row') cannot size its scales:
+    run() refuses it (before: the scales went unchecked into the epilogue)."""
+    call = Call("scaled_mm", 3, 2, 32, "float8_e4m3fn", "float8_e4m3fn", "float32")
+    plan = make_plan(call, chain=("e4m3", "fp32", "scaled_mm"), epilogue=("scale",))
+    A, B = np.zeros((3, 32), np.uint8), np.zeros((32, 2), np.uint8)
+    with pytest.raises(TcsmtError, match="no scale"):
+        L.run(plan, A, B, scale_a=np.ones(3, np.float32), scale_b=np.ones(2, np.float32))
+
+
 def test_row_blocks_keep_row_wise_scales_and_C_aligned(monkeypatch):
     import tcsmt.library_eval as E
 
