@@ -286,24 +286,38 @@ def _chain(ae, am, an, asp, be, bm, bn, bsp, special, cfg, K):
             any_nz = cm != 0
             all_neg = cs == 1
             base = -f2 - L
-            for k in range(k0, k1):
-                mag = np.int64(am[k]) * bm[k]
-                ng = an[k] ^ bn[k]
-                d = np.int64(ae[k]) + be[k] + base
-                if d >= 0:
-                    v = mag << min(d, smax_p)
-                elif d > -63:
-                    if trunc:
-                        v = mag >> (-d)
-                    else:  # floor: two's-complement truncation
+            if trunc:
+                # branch-free sign-magnitude truncation: d <= smax_p for every non-zero product, so
+                # (mag << smax_p) >> (smax_p - d) is mag << d (d >= 0) or mag >> -d (d < 0)
+                nz = np.int64(0)
+                alln = np.int64(1)
+                top = smax_p - base
+                for k in range(k0, k1):
+                    mag = np.int64(am[k]) * np.int64(bm[k])
+                    ng = np.int64(an[k] ^ bn[k])
+                    sh = min(top - (np.int64(ae[k]) + np.int64(be[k])), np.int64(63))
+                    v = (mag << smax_p) >> sh
+                    S += (v ^ -ng) + ng
+                    alln &= ng
+                    nz |= mag
+                all_neg = all_neg and alln != 0
+                any_nz = any_nz or nz != 0
+            else:
+                for k in range(k0, k1):
+                    mag = np.int64(am[k]) * bm[k]
+                    ng = an[k] ^ bn[k]
+                    d = np.int64(ae[k]) + be[k] + base
+                    if d >= 0:
+                        v = mag << min(d, smax_p)
+                    elif d > -63:  # floor: two's-complement truncation
                         v = mag >> (-d)
                         if ng and (mag & ((np.int64(1) << (-d)) - 1)) != 0:
                             v += 1
-                else:
-                    v = np.int64(0) if (trunc or not ng or mag == 0) else np.int64(1)
-                S += -v if ng else v
-                all_neg = all_neg and ng != 0
-                any_nz = any_nz or mag != 0
+                    else:
+                        v = np.int64(0) if (not ng or mag == 0) else np.int64(1)
+                    S += -v if ng else v
+                    all_neg = all_neg and ng != 0
+                    any_nz = any_nz or mag != 0
             if special:
                 for k in range(k0, k1):
                     a_nan = asp[k] == 2
