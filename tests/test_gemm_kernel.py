@@ -144,6 +144,8 @@ VARIANTS = [
     ("hopper", "fp16", "fp16", "cublas", {"out_round": "rz"}),
     ("hopper", "e4m3", "fp32", "scaled_mm", {"c_round": "rz", "instr_k": 64}),
     ("hopper", "e5m2", "fp32", "wgmma", {"instr_k": 0}),
+    ("hopper", "bf16", "fp32", "wgmma", {}),  # instr_k = 16: instructions chained through fp32
+    ("hopper", "tf32", "fp32", "mma", {"block_k": 4}),
 ]
 
 
@@ -155,6 +157,26 @@ def test_variants_match_simulator(arch, fin, fout, instr, over, dist):
     emin = get_format(p.out_fmt).emin
     A = make_bits(p.in_fmt, dist, (4, 75), rng, emin)
     B = make_bits(p.in_fmt, dist, (75, 5), rng, emin)
+    assert np.array_equal(gemm(p, A, B), reference(p, A, B))
+
+
+HYPOTHESES = [(p.params, h, over) for p in find_arch("hopper").paths if p.library for h, over in p.hypotheses.items()]
+
+
+@pytest.mark.parametrize("base,name,over", HYPOTHESES, ids=[f"{_id(b)}:{h}" for b, h, _ in HYPOTHESES])
+def test_library_hypotheses_match_or_raise(base, name, over):
+    """Every named hypothesis of a library path (models/hopper.toml) either runs bit-exact or raises."""
+    p = base.with_overrides(over)
+    rng = np.random.default_rng(zlib.crc32(f"{_id(p)}:{name}".encode()))
+    emin = get_format(p.out_fmt).emin
+    A = np.concatenate([make_bits(p.in_fmt, d, (3, 70), rng, emin) for d in ("wide", "subout", "cancel")], 1)
+    B = np.concatenate([make_bits(p.in_fmt, d, (70, 4), rng, emin) for d in ("cancel", "wide", "subout")], 0)
+    try:
+        check_supported(p)
+    except TcsmtError:
+        with pytest.raises(TcsmtError):
+            gemm(p, A, B)
+        return
     assert np.array_equal(gemm(p, A, B), reference(p, A, B))
 
 
