@@ -61,7 +61,8 @@ def main() -> None:
     ap.add_argument("--shape", type=int, nargs=3, default=[256, 4096, 256], metavar=("M", "K", "N"))
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--path", default="bf16.fp32.cublas", help="in.out.instr of a hopper path")
-    ap.add_argument("--sim-pairs", type=int, default=256, help="output pairs the numpy simulator is timed on")
+    ap.add_argument("--sim-pairs", type=int, default=2048,
+                    help="output pairs the numpy simulator is timed on (it vectorises over pairs: too few understate it)")
     args = ap.parse_args()
     fin, fout, instr = args.path.split(".")
     p = resolve("hopper", fin, fout, instr)

@@ -125,10 +125,12 @@ def _decode(fmt, bits: np.ndarray, keep_sub: bool):
     sig = np.asarray(d.sig, dtype=np.int64)
     e = np.where(sig == 0, ZERO_E, np.asarray(d.e, dtype=np.int64)).astype(np.int32)
     special = np.where(np.asarray(d.nan, dtype=bool), 2, np.where(np.asarray(d.inf, dtype=bool), 1, 0)).astype(np.int8)
+    neg = np.asarray(d.neg, dtype=np.int64)
     shape = np.shape(bits)
+    word = (e.astype(np.int64) << 32) + (neg << 31) + sig  # sig < 2^12 (check_supported)
     return (np.ascontiguousarray(e.reshape(shape)), np.ascontiguousarray(sig.astype(np.int32).reshape(shape)),
-            np.ascontiguousarray(np.asarray(d.neg, dtype=np.int64).astype(np.uint8).reshape(shape)),
-            np.ascontiguousarray(special.reshape(shape)))
+            np.ascontiguousarray(neg.astype(np.uint8).reshape(shape)),
+            np.ascontiguousarray(special.reshape(shape)), np.ascontiguousarray(word.reshape(shape)))
 
 
 def _config(p: ModelParams, K: int) -> np.ndarray:
@@ -197,15 +199,15 @@ def gemm(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads
     import numba
     a_bits = to_bits(A, fin, "A")
     b_bits = to_bits(Bm, fin, "B")
-    ae, am, an, asp = _decode(fin, a_bits, params.subnormal_in)
-    be, bm, bn, bsp = _decode(fin, np.ascontiguousarray(b_bits.T), params.subnormal_in)
+    ae, am, an, asp, aw = _decode(fin, a_bits, params.subnormal_in)
+    be, bm, bn, bsp, bw = _decode(fin, np.ascontiguousarray(b_bits.T), params.subnormal_in)
     out = np.empty((r, c), dtype=np.int64)
     if r and c:
         old = numba.get_num_threads()
         n = old if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
         numba.set_num_threads(n)
         try:
-            g.gemm_core(ae, am, an, asp, (asp != 0).any(axis=1), be, bm, bn, bsp, (bsp != 0).any(axis=1), cfg, out)
+            g.gemm_core(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1), cfg, out)
         finally:
             numba.set_num_threads(old)
     return out.astype(fout.dtype)

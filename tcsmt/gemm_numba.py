@@ -13,7 +13,8 @@ Inputs arrive decoded (by :func:`tcsmt.semantics.decode` itself, in
 :mod:`tcsmt.gemm_kernel`): per element the exponent ``e`` (``ZERO_E`` for a
 zero significand, so a zero never raises the block maximum), the integer
 significand ``m`` (subnormals already flushed where the model says so), the
-sign bit and a special code (0 finite, 1 inf, 2 NaN).
+sign bit and a special code (0 finite, 1 inf, 2 NaN), and the three packed in one
+int64 word ``e * 2^32 + neg * 2^31 + m`` (one load per operand in the hot loop).
 
 ``cfg`` (int64 array) holds the model's numbers; its slots are the ``CFG_*``
 constants below.
@@ -222,7 +223,7 @@ def add_rounded(x_bits, y_bits, y_keep_sub, mode, keep_sub, ovf_inf, zero_pos):
 
 
 @njit(cache=True)
-def _chain(ae, am, an, asp, be, bm, bn, bsp, special, cfg, K):
+def _chain(ae, am, an, asp, aw, be, bm, bn, bsp, bw, special, cfg, K):
     """One output: the K-chain of :func:`tcsmt.semantics.dot` with C = +0 (in fp32 bits
     before any output conversion).  Each block mirrors :func:`tcsmt.semantics.block_fma`
     with c_mode "aligned" (:func:`~tcsmt.semantics.block_sum` with sign-magnitude
@@ -293,9 +294,11 @@ def _chain(ae, am, an, asp, be, bm, bn, bsp, special, cfg, K):
                 alln = np.int64(1)
                 top = smax_p - base
                 for k in range(k0, k1):
-                    mag = np.int64(am[k]) * np.int64(bm[k])
-                    ng = np.int64(an[k] ^ bn[k])
-                    sh = min(top - (np.int64(ae[k]) + np.int64(be[k])), np.int64(63))
+                    wa = aw[k]
+                    wb = bw[k]
+                    mag = (wa & 0xFFFF) * (wb & 0xFFFF)
+                    ng = ((wa ^ wb) >> 31) & 1
+                    sh = min(top - ((wa >> 32) + (wb >> 32)), np.int64(63))
                     v = (mag << smax_p) >> sh
                     S += (v ^ -ng) + ng
                     alln &= ng
@@ -361,7 +364,7 @@ def _chain(ae, am, an, asp, be, bm, bn, bsp, special, cfg, K):
 
 
 @njit(parallel=True, cache=True, fastmath=False)
-def gemm_core(ae, am, an, asp, a_special, be, bm, bn, bsp, b_special, cfg, out):
+def gemm_core(ae, am, an, asp, aw, a_special, be, bm, bn, bsp, bw, b_special, cfg, out):
     """out[i, j] = the chain of row i of A with column j of B (B given transposed: (c, K))."""
     r = ae.shape[0]
     c = be.shape[0]
@@ -374,7 +377,7 @@ def gemm_core(ae, am, an, asp, a_special, be, bm, bn, bsp, b_special, cfg, out):
     sub_out = cfg[CFG_SUB_OUT] != 0
     for i in prange(r):
         for j in range(c):
-            bits = _chain(ae[i], am[i], an[i], asp[i], be[j], bm[j], bn[j], bsp[j],
+            bits = _chain(ae[i], am[i], an[i], asp[i], aw[i], be[j], bm[j], bn[j], bsp[j], bw[j],
                           a_special[i] or b_special[j], cfg, K)
             if convert_out:
                 bits = convert_from_acc(bits, oexp, ofrac, obias, oround, sub_out)
