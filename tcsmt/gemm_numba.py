@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+TILE = 8  # outputs per tile side (parallel work unit)
 ZERO_E = -(1 << 20)  # exponent given to zero significands: below every real alignment exponent
 RZ, RNE, RU, RD = 0, 1, 2, 3
 
@@ -375,13 +376,20 @@ def gemm_core(ae, am, an, asp, aw, a_special, be, bm, bn, bsp, bw, b_special, cf
     obias = cfg[CFG_OUT_BIAS]
     oround = cfg[CFG_OUT_ROUND]
     sub_out = cfg[CFG_SUB_OUT] != 0
-    for i in prange(r):
-        for j in range(c):
-            bits = _chain(ae[i], am[i], an[i], asp[i], aw[i], be[j], bm[j], bn[j], bsp[j], bw[j],
-                          a_special[i] or b_special[j], cfg, K)
-            if convert_out:
-                bits = convert_from_acc(bits, oexp, ofrac, obias, oround, sub_out)
-            out[i, j] = bits
+    # tiles of TILE x TILE outputs, in parallel: skinny shapes (one row, one column) still use every core,
+    # and a tile's rows and columns are reused from cache
+    nti = (r + TILE - 1) // TILE
+    ntj = (c + TILE - 1) // TILE
+    for t in prange(nti * ntj):
+        i0 = (t // ntj) * TILE
+        j0 = (t % ntj) * TILE
+        for i in range(i0, min(r, i0 + TILE)):
+            for j in range(j0, min(c, j0 + TILE)):
+                bits = _chain(ae[i], am[i], an[i], asp[i], aw[i], be[j], bm[j], bn[j], bsp[j], bw[j],
+                              a_special[i] or b_special[j], cfg, K)
+                if convert_out:
+                    bits = convert_from_acc(bits, oexp, ofrac, obias, oround, sub_out)
+                out[i, j] = bits
 
 
 @njit(cache=True)
