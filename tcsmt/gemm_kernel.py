@@ -8,7 +8,7 @@ definition of anything.  ``gemm(p, A, B)[i, j]`` is, bit for bit,
 :func:`tcsmt.semantics.dot` with C = +0, without materialising r*c*K elements.
 The compiled loops in :mod:`tcsmt.gemm_numba` mirror, function by function:
 
-* :func:`tcsmt.semantics.decode` (used as is, on numpy arrays, to decode A and B once),
+* :func:`tcsmt.semantics.decode` (A and B decoded once, in parallel),
 * :func:`tcsmt.semantics.groups` (instructions of ``instr_k``, contiguous blocks of ``block_k``),
 * :func:`tcsmt.semantics.product_term` (exact products, raw alignment exponent e(a)+e(b)),
 * :func:`tcsmt.semantics.block_sum` (E = the largest alignment exponent of the
@@ -35,14 +35,11 @@ import os
 
 import numpy as np
 
-from . import semantics as sem
-from .backend_numpy import NumpyBackend
 from .errors import TcsmtError
 from .formats import get_format
 from .params import ModelParams
 from .simulator import to_bits
 
-_B = NumpyBackend()
 _ROUND_CODE = {"rz": 0, "rne": 1, "ru": 2, "rd": 3}
 _INT64_SAFE_BITS = 62  # the block sum must fit an int64 with room for its sign
 
@@ -118,19 +115,18 @@ def _sum_bits(p: ModelParams, n_terms: int) -> int:
     return 2 + int(p.window_frac_bits) + 1 + max(0, (n_terms - 1).bit_length()) + 1
 
 
-def _decode(fmt, bits: np.ndarray, keep_sub: bool):
-    """Decode patterns with semantics.decode; zeros get an exponent below every real one."""
-    from .gemm_numba import ZERO_E
-    d = sem.decode(_B, fmt, bits, keep_sub)
-    sig = np.asarray(d.sig, dtype=np.int64)
-    e = np.where(sig == 0, ZERO_E, np.asarray(d.e, dtype=np.int64)).astype(np.int32)
-    special = np.where(np.asarray(d.nan, dtype=bool), 2, np.where(np.asarray(d.inf, dtype=bool), 1, 0)).astype(np.int8)
-    neg = np.asarray(d.neg, dtype=np.int64)
-    shape = np.shape(bits)
-    word = (e.astype(np.int64) << 32) + (neg << 31) + sig  # sig < 2^12 (check_supported)
-    return (np.ascontiguousarray(e.reshape(shape)), np.ascontiguousarray(sig.astype(np.int32).reshape(shape)),
-            np.ascontiguousarray(neg.astype(np.uint8).reshape(shape)),
-            np.ascontiguousarray(special.reshape(shape)), np.ascontiguousarray(word.reshape(shape)))
+def _decode(g, fmt, bits: np.ndarray, keep_sub: bool):
+    """Decode a 2-D array of patterns once (compiled mirror of semantics.decode): the kernel's
+    exponent, significand, sign, special-code and packed-word arrays."""
+    shape = bits.shape
+    e = np.empty(shape, np.int32)
+    m = np.empty(shape, np.int32)
+    n = np.empty(shape, np.uint8)
+    sp = np.empty(shape, np.int8)
+    w = np.empty(shape, np.int64)
+    g.decode_into(np.ascontiguousarray(bits), fmt.pad_bits, fmt.exp_bits, fmt.frac_bits, fmt.bias,
+                  fmt.specials == "fn", keep_sub, e, m, n, sp, w)
+    return e, m, n, sp, w
 
 
 def _config(p: ModelParams, K: int) -> np.ndarray:
@@ -199,14 +195,14 @@ def gemm(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads
     import numba
     a_bits = to_bits(A, fin, "A")
     b_bits = to_bits(Bm, fin, "B")
-    ae, am, an, asp, aw = _decode(fin, a_bits, params.subnormal_in)
-    be, bm, bn, bsp, bw = _decode(fin, np.ascontiguousarray(b_bits.T), params.subnormal_in)
     out = np.empty((r, c), dtype=np.int64)
     if r and c:
         old = numba.get_num_threads()
         n = old if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
         numba.set_num_threads(n)
         try:
+            ae, am, an, asp, aw = _decode(g, fin, a_bits, params.subnormal_in)
+            be, bm, bn, bsp, bw = _decode(g, fin, b_bits.T, params.subnormal_in)
             g.gemm_core(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1), cfg, out)
         finally:
             numba.set_num_threads(old)

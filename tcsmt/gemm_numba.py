@@ -403,3 +403,41 @@ def convert_from_acc(bits, oexp, ofrac, obias, mode, keep_sub):
     m = f if ef == 0 else f | (1 << 23)
     e = ACC_EMIN if ef == 0 else ef - ACC_BIAS
     return round_to(s == 1, m, e - ACC_FRAC, oexp, ofrac, obias, ofrac, mode, keep_sub, False)
+
+
+@njit(parallel=True, cache=True, fastmath=False)
+def decode_into(bits, pad, exp_bits, frac_bits, bias, fn_specials, keep_sub, e_out, m_out, n_out, sp_out, w_out):
+    """Mirror of :func:`tcsmt.semantics.decode` on a 2-D array of patterns, written into the
+    kernel's operand arrays (``e`` = ZERO_E for a zero significand; special code 1 inf, 2 NaN;
+    the packed word ``e * 2^32 + neg * 2^31 + m``)."""
+    rows, cols = bits.shape
+    top = (1 << exp_bits) - 1
+    fmask = (1 << frac_bits) - 1
+    emin = 1 - bias
+    for i in prange(rows):
+        for k in range(cols):
+            x = np.int64(bits[i, k]) >> pad
+            frac = x & fmask
+            expf = (x >> frac_bits) & top
+            neg = (x >> (frac_bits + exp_bits)) & 1
+            if fn_specials:
+                nan = expf == top and frac == fmask
+                inf = False
+            else:
+                nan = expf == top and frac != 0
+                inf = expf == top and frac == 0
+            if expf == 0:
+                e = emin
+                m = frac if keep_sub else np.int64(0)
+            else:
+                e = expf - bias
+                m = frac + (np.int64(1) << frac_bits)
+            if nan or inf:
+                m = np.int64(0)
+            if m == 0:
+                e = ZERO_E
+            e_out[i, k] = e
+            m_out[i, k] = m
+            n_out[i, k] = neg
+            sp_out[i, k] = 2 if nan else (1 if inf else 0)
+            w_out[i, k] = (np.int64(e) << 32) + (neg << 31) + m
