@@ -129,8 +129,8 @@ def _decode(g, fmt, bits: np.ndarray, keep_sub: bool):
     return e, m, n, sp, w
 
 
-def _config(p: ModelParams, K: int) -> np.ndarray:
-    from . import gemm_numba as g
+def _config(p: ModelParams, K: int, g) -> np.ndarray:
+    """The kernel's int64 configuration vector (slots ``g.CFG_*``) for ``p`` and depth K."""
     fin, fout = get_format(p.in_fmt), get_format(p.out_fmt)
     instr_k = p.instr_k or K
     block_k = p.block_k or instr_k
@@ -190,8 +190,8 @@ def gemm(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads
     if K == 0:
         raise TcsmtError("K must be at least 1")
     fin, fout = get_format(params.in_fmt), get_format(params.out_fmt)
-    cfg = _config(params, K)
     g = _load_numba()
+    cfg = _config(params, K, g)
     import numba
     a_bits = to_bits(A, fin, "A")
     b_bits = to_bits(Bm, fin, "B")

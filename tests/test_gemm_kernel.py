@@ -240,3 +240,16 @@ def test_promotion_addition_matches_semantics(mode):
         got = np.array([add_rounded(np.int64(a), np.int64(b), keep, ["rz", "rne", "ru", "rd"].index(mode),
                                     True, False, False) for a, b in zip(x, y)], dtype=np.uint32)
         assert np.array_equal(got, want)
+
+
+def test_without_numba_raises(monkeypatch):
+    """Without the compiled module (numba missing), gemm raises TcsmtError so callers fall back."""
+    import sys
+
+    import tcsmt
+
+    monkeypatch.setitem(sys.modules, "tcsmt.gemm_numba", None)  # makes the import fail
+    monkeypatch.delattr(tcsmt, "gemm_numba", raising=False)
+    p = resolve("hopper", "bf16", "fp32", "cublas")
+    with pytest.raises(TcsmtError, match="numba"):
+        gemm(p, np.zeros((2, 16), np.uint16), np.zeros((16, 2), np.uint16))
