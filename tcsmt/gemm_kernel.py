@@ -21,6 +21,14 @@ The compiled loops in :mod:`tcsmt.gemm_numba` mirror, function by function:
   instruction's result by one correctly rounded fp32 addition),
 * :func:`tcsmt.semantics.convert` (the final conversion to ``out_fmt``).
 
+Work: A and B are decoded once (O((r + c) K)); the outputs are computed in
+parallel over 8 x 8 tiles, each output streaming over K with int64 block sums
+(no r*c*K array).  Measured (benchmarks/bench_library.py, bf16 -> fp32 cuBLAS
+path, 256 x 4096 x 256, on a shared 2-core AMD EPYC): 1.4-2.0 * 10^8 products
+per second on one thread, about 3 * 10^8 products per CPU second; 20-90 times
+the numpy simulator.  The first call compiles (about 5-7 s; cached on disk by
+numba afterwards, 0.2-0.5 s).
+
 ``tests/test_gemm_kernel.py`` ties the two implementations together (every
 output of every supported library path on many input distributions).
 
@@ -31,7 +39,6 @@ to the numpy simulator.  Without numba, :func:`gemm` raises TcsmtError too.
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import numpy as np
 
