@@ -113,13 +113,23 @@ def check_supported(p: ModelParams) -> None:
     if p.out_fmt != p.acc_fmt and p.c_mode == "after_instr":
         no("c_mode", "after_instr with an output conversion between instructions")
     F = p.window_frac_bits
-    if F < 0 or F > 40:
+    if F is None:
+        no("extra_bits", "exact blocks (no window)")
+    elif F < 0 or F > 40:
         no("extra_bits", "window outside 0..40 fraction bits")
 
 
 def _sum_bits(p: ModelParams, n_terms: int) -> int:
     """Static width of a block sum (as in semantics.block_sum): head + F + 1 + ceil(log2 n) + 1."""
-    return 2 + int(p.window_frac_bits) + 1 + max(0, (n_terms - 1).bit_length()) + 1
+    return 2 + _window(p) + 1 + max(0, (n_terms - 1).bit_length()) + 1
+
+
+def _window(p: ModelParams) -> int:
+    """F of a path the kernel accepted (check_supported refuses exact blocks, which have none)."""
+    F = p.window_frac_bits
+    if F is None:
+        raise TcsmtError("gemm kernel: exact blocks (no window) are not compiled")
+    return F
 
 
 def _decode(g, fmt, bits: np.ndarray, keep_sub: bool):
@@ -147,7 +157,7 @@ def _config(p: ModelParams, K: int, g) -> np.ndarray:
     if _sum_bits(p, min(block_k, K) + 1) > _INT64_SAFE_BITS:
         raise TcsmtError(f"gemm kernel: block sums of {block_k} products with F = {p.window_frac_bits} exceed int64")
     cfg = np.zeros(g.CFG_N, dtype=np.int64)
-    cfg[g.CFG_F] = int(p.window_frac_bits)
+    cfg[g.CFG_F] = _window(p)
     cfg[g.CFG_F2] = 2 * fin.frac_bits
     cfg[g.CFG_HAS_FLOOR] = p.align_floor is not None
     cfg[g.CFG_FLOOR] = 0 if p.align_floor is None else int(p.align_floor)
@@ -205,7 +215,7 @@ def gemm(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads
     out = np.empty((r, c), dtype=np.int64)
     if r and c:
         old = numba.get_num_threads()
-        n = old if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
+        n = old if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]  # set from the environment at import; absent from numba's stubs
         numba.set_num_threads(n)
         try:
             ae, am, an, asp, aw = _decode(g, fin, a_bits, params.subnormal_in)
