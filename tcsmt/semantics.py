@@ -195,16 +195,26 @@ def _tree(B: Backend, items: list, op):
 def _floor_is_inert(terms: Sequence[Term], F: int, p: ModelParams) -> bool:
     """Whether ``align_floor`` can never change this block's sum (a static fact).
 
-    When no term can have a bit below the floored window's last bit
-    (``lsb_min >= align_floor - F`` for every term), raising E to the floor
+    Two cases.  (1) No term's alignment exponent can be below the floor
+    (``top_min >= align_floor`` for every term): when some term is non-zero,
+    E = max of the non-zero terms' tops is already at or above the floor, so
+    ``max(E, align_floor) = E``; when every term is zero the sum is zero with
+    either E (only the LSB weight of a zero differs, and a zero magnitude
+    rounds to the zero of the same sign).  This holds for any carry bits
+    (fp16 products and an fp32 C never get below Hopper's floor of -133).
+    (2) No term can have a bit below the floored window's last bit
+    (``lsb_min >= align_floor - F`` for every term): raising E to the floor
     drops nothing, and without the floor nothing is dropped either (the window
     then reaches lower still); with unbounded carries the sums are equal.
-    Leaving the floor out then keeps the solver's circuit smaller (fp16 inputs
-    never reach Hopper's floor, for example).
+    Leaving the floor out keeps the solver's circuit smaller, and two
+    hypotheses that differ only in an inert floor get the same circuit.
     """
     if p.align_floor is None:
         return True
-    return p.carry_bits == "unbounded" and min(t.lsb_min for t in terms) >= p.align_floor - F
+    floor = p.align_floor
+    if min(t.top_min for t in terms) >= floor:
+        return True
+    return p.carry_bits == "unbounded" and min(t.lsb_min for t in terms) >= floor - F
 
 
 def on_grid(B: Backend, t: Term, L: int, specials: bool = True) -> V:
