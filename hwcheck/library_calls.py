@@ -41,7 +41,7 @@ DISTS = ("normal", "wide", "tiny", "cancel", "tf32_exact", "fp32_raw", "smallint
 
 def _max_finite_exp(fmt: str) -> int:
     """Largest unbiased exponent of a finite value of ``fmt`` (e4m3fn keeps its top binade, minus NaN)."""
-    bits, e_bits, m_bits, bias = FORMATS[fmt]
+    _bits, e_bits, _m_bits, bias = FORMATS[fmt]
     if fmt == "float8_e4m3fn":
         return (1 << e_bits) - 1 - bias
     return (1 << e_bits) - 2 - bias
@@ -53,7 +53,7 @@ def compose(fmt: str, sign: np.ndarray, exp: np.ndarray, mant: np.ndarray) -> np
 
     ``exp`` must be <= the format's largest finite exponent; ``mant`` in [0, 2^m).
     """
-    bits, e_bits, m_bits, bias = FORMATS[fmt]
+    bits, _e_bits, m_bits, bias = FORMATS[fmt]
     exp = np.asarray(exp, dtype=np.int64)
     mant = np.asarray(mant, dtype=np.int64)
     biased = exp + bias
@@ -87,7 +87,7 @@ def _rng(call: dict, seed: int, what: str) -> np.random.Generator:
 def _exp_range(fmt: str, dist: str, K: int) -> tuple[int, int]:
     """Exponent range of the random values of ``dist`` in ``fmt`` (chosen so fp32 sums stay finite)."""
     top = _max_finite_exp(fmt)
-    bits, e_bits, m_bits, bias = FORMATS[fmt]
+    _bits, _e_bits, m_bits, bias = FORMATS[fmt]
     low = 1 - bias
     if dist in ("normal", "cancel", "tf32_exact", "fp32_raw"):
         return (-3, 1)
@@ -104,7 +104,7 @@ def _exp_range(fmt: str, dist: str, K: int) -> tuple[int, int]:
 
 def random_matrix(fmt: str, shape: tuple[int, ...], dist: str, rng: np.random.Generator, K: int) -> np.ndarray:
     """Random bit patterns of ``fmt`` for ``dist`` (see DISTS)."""
-    bits, e_bits, m_bits, bias = FORMATS[fmt]
+    _bits, _e_bits, m_bits, _bias = FORMATS[fmt]
     lo, hi = _exp_range(fmt, dist, K)
     sign = rng.integers(0, 2, size=shape)
     exp = rng.integers(lo, hi + 1, size=shape)
@@ -123,8 +123,8 @@ def make_inputs(call: dict, seed: int) -> dict[str, np.ndarray]:
     a_fmt, b_fmt, out_fmt = call["a_dtype"], call["b_dtype"], call["out_dtype"]
     lead = (batch,) if op == "bmm" else ()
     rng = _rng(call, seed, "AB")
-    A = random_matrix(a_fmt, lead + (M, K), dist, rng, K)
-    B = random_matrix(b_fmt, lead + (K, N), dist, rng, K)
+    A = random_matrix(a_fmt, (*lead, M, K), dist, rng, K)
+    B = random_matrix(b_fmt, (*lead, K, N), dist, rng, K)
     if dist == "cancel" and K >= 2:
         # second half of each dot product cancels the first (B negated), a few terms perturbed
         h = K // 2
@@ -132,7 +132,7 @@ def make_inputs(call: dict, seed: int) -> dict[str, np.ndarray]:
         A[..., h:2 * h] = A[..., :h]
         B[..., h:2 * h, :] = B[..., :h, :] ^ sbit
         pert = rng.integers(0, K, size=max(1, K // 64))
-        B[..., pert, :] = random_matrix(b_fmt, lead + (len(pert), N), "normal", rng, K)
+        B[..., pert, :] = random_matrix(b_fmt, (*lead, len(pert), N), "normal", rng, K)
     out: dict[str, np.ndarray] = {"A": A, "B": B}
     if op in ("addmm", "linear", "scaled_mm") and call.get("bias"):
         out["bias"] = random_matrix(out_fmt, (N,), "normal", _rng(call, seed, "bias"), K)
@@ -154,21 +154,22 @@ def sample_positions(call: dict, seed: int, n: int = 256) -> list[tuple[int, ...
     M, N = call["M"], call["N"]
     rng = _rng(call, seed, "samples")
     if M * N <= n + 64:
-        pos = {(i, j) for i in range(M) for j in range(N)}
+        chosen: set[tuple[int, int]] = {(i, j) for i in range(M) for j in range(N)}
     else:
-        pos = {(0, 0), (M - 1, N - 1), (0, N - 1), (M - 1, 0)}
+        chosen = {(0, 0), (M - 1, N - 1), (0, N - 1), (M - 1, 0)}
         for j in rng.integers(0, N, size=8):
-            pos.add((M - 1, int(j)))
+            chosen.add((M - 1, int(j)))
         for i in rng.integers(0, M, size=8):
-            pos.add((int(i), N - 1))
-        while len(pos) < n:
-            pos.add((int(rng.integers(0, M)), int(rng.integers(0, N))))
-    pos = sorted(pos)
+            chosen.add((int(i), N - 1))
+        while len(chosen) < n:
+            chosen.add((int(rng.integers(0, M)), int(rng.integers(0, N))))
+    pos = sorted(chosen)
     if call["op"] == "bmm":
         b = call["batch"]
-        return [(t, i, j) for t in sorted({0, b - 1}) for (i, j) in pos] + \
+        first_last: list[tuple[int, ...]] = [(t, i, j) for t in sorted({0, b - 1}) for (i, j) in pos]
+        return first_last + \
                [(int(t), i, j) for t in range(1, b - 1) for (i, j) in pos[:: max(1, len(pos) // 16)]]
-    return pos
+    return list(pos)
 
 
 def validation_calls() -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from library_calls import CALL_FIELDS  # noqa: E402
+from library_calls import CALL_FIELDS
 
 
 def kernel_name(k: str) -> str:
@@ -41,16 +41,21 @@ def lt_text(a: str) -> str:
     return re.sub(r"(Pointer)=0[xX][0-9a-fA-F]+", r"\1", a)
 
 
+def _ceil_div(a: int, b: int) -> int:
+    """ceil(a / b) for positive b, in integers."""
+    return -(-a // b)
+
+
 def chunk_starts(K: int, S: int, G: int) -> list[int]:
     """Slice starts of the rule chunk = ceil(ceil(K/G)/S)*G, remainder in the last slice (empty slices have
     no start).  With G = 128 this is also mmaemu's q = ceil(T/S) tiles of 128."""
-    chunk = -(-(-(-K // G)) // S) * G
+    chunk = _ceil_div(_ceil_div(K, G), S) * G
     return [i * chunk for i in range(S) if i * chunk < K]
 
 
 HALF = ("bf16_bf16", "f16_f16", "bf16_f32", "f16_f32")
 CUTLASS_HALF = r"^cutlass::Kernel2<cutlass_(75|80)_(wmma_)?tensorop_.*gemm.*>$"
-FAMILIES = {
+FAMILIES: dict[str, dict] = {
     "nvjet_sm90_16bit_splitK": {
         "kernel_regex": r"^nvjet_sm90_(tst|tss|hsh|hss)_.*_splitK_.*$",
         "with": "cublasLt::splitKreduce_kernel<...>", "configs": HALF, "grain": 64,

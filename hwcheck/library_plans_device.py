@@ -31,7 +31,7 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import library_calls as LC  # noqa: E402
+import library_calls as LC
 
 P2 = [1 << i for i in range(15)]  # 1 .. 16384
 LOG = None
@@ -67,7 +67,7 @@ def call_dict(op, M, N, K, a, b, out, tf32=False, scale=None, fast=False, batch=
 
 
 def grid_calls(cfg, quick=False):
-    name, op, a, b, out, tf32, scale, fast = cfg
+    _name, op, a, b, out, tf32, scale, fast = cfg
     sizes = [1, 16, 64, 1024, 4096] if quick else P2
     calls = []
     for M in sizes:
@@ -337,7 +337,7 @@ def profile_calls(torch, calls, bufs, label_prefix="c"):
     ev = trace["traceEvents"] if isinstance(trace, dict) else trace
     labels = []
     launches = {}
-    kernels = {}
+    kernels: dict = {}
     for e in ev:
         cat = e.get("cat", "")
         if cat == "user_annotation" and e.get("name", "").startswith(label_prefix):
@@ -347,9 +347,9 @@ def profile_calls(torch, calls, bufs, label_prefix="c"):
         elif cat in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
             launches[e["args"]["correlation"]] = e["ts"]
     labels.sort()
-    starts = [l[0] for l in labels]
+    starts = [lab[0] for lab in labels]
     import bisect
-    per_call = {i: [] for i in range(len(calls))}
+    per_call: dict[int, list] = {i: [] for i in range(len(calls))}
     for corr, ks in kernels.items():
         ts = launches.get(corr)
         if ts is None:
@@ -578,7 +578,7 @@ def probe_units(fmt_a, fmt_b):
 def pattern(fmt, v):
     """Bit pattern of a power of two (or its negative) in fmt."""
     sign = 1 if v < 0 else 0
-    e = int(round(math.log2(abs(v))))
+    e = round(math.log2(abs(v)))
     return LC.compose(fmt, np.array(sign), np.array(e), np.array(0))
 
 
@@ -596,11 +596,11 @@ def slice_tests(K, D):
         if p < lo or p + D >= K:
             prev_last_q = None
             continue
-        qs = [k for k in range(lo, p)]
+        qs = list(range(lo, p))
         if not qs:
             prev_last_q = None
             continue
-        cross = [prev_last_q] if prev_last_q is not None else []
+        cross: list = [prev_last_q] if prev_last_q is not None else []
         allq = qs + cross
         for c in range(0, len(allq), 8):
             tests.append((p, allq[c:c + 8]))
@@ -659,12 +659,12 @@ def slice_probe(torch, call, D):
             patterns.append("")
             continue
         cross = [v for (q, pp), v in same.items() if pp == p and q < lo]
-        patterns.append("".join("L" if l else "s" for _, l in row) + ("|" + ("L" if cross[0] else "s") if cross else ""))
-        inside = [q for q, l in row if l]
+        patterns.append("".join("L" if lost else "s" for _, lost in row) + ("|" + ("L" if cross[0] else "s") if cross else ""))
+        inside = [q for q, lost in row if lost]
         if not inside:
             continue
         first = min(inside)
-        if not (all(l for q, l in row if q >= first) and not any(l for q, l in row if q < first)):
+        if not (all(lost for q, lost in row if q >= first) and not any(lost for q, lost in row if q < first)):
             noncontiguous.append(lo)
             continue
         if first > lo:
@@ -677,13 +677,18 @@ def slice_probe(torch, call, D):
             "pairs": len(same), "group_patterns": patterns}
 
 
+def _ceil_div(a: int, b: int) -> int:
+    """ceil(a / b) for positive b, in integers."""
+    return -(-a // b)
+
+
 def candidate_starts(K, S):
     """Slice starts of the published rules for S slices: bitequiv's chunk = ceil(ceil(K/G)/S)*G (remainder in
     the last slice) for grains G, and mmaemu's q = ceil(T/S) tiles of 128 (T = ceil(K/128)); empty slices
     have no start."""
     c = {}
     for G in (16, 32, 64, 128, 256):
-        chunk = -(-(-(-K // G)) // S) * G
+        chunk = _ceil_div(_ceil_div(K, G), S) * G
         c[f"chunk_G{G}"] = [i * chunk for i in range(S) if i * chunk < K]
     T = -(-K // 128)
     q = -(-T // S)
@@ -767,7 +772,7 @@ def reduce_probe(torch, call, starts, rng):
         lo, hi = (-12, 12) if fo == "float16" else (-14, 15)
     else:
         lo, hi = (-20, 20)
-    agree = {}
+    agree: dict = {}
     for rnd in range(4):
         # rounds 0, 2: the wide exponent range; 1, 3: a narrow one (more cancellation between partials)
         rlo, rhi = (lo, hi) if rnd % 2 == 0 else (max(lo, -3), min(hi, 3))
@@ -800,7 +805,7 @@ def reduce_probe2(torch, call, starts, rng, rounds=4, keep_raw=0):
     M, N, K = call["M"], call["N"], call["K"]
     fa, fb, fo = call["a_dtype"], call["b_dtype"], call["out_dtype"]
     S = len(starts)
-    bounds = list(starts) + [K]
+    bounds = [*list(starts), K]
     if any(bounds[t + 1] - bounds[t] < 2 for t in range(S)):
         return {"columns": 0, "agree": {}, "skipped": "a slice narrower than 2"}
     wa, wb = LC.FORMATS[fa][0], LC.FORMATS[fb][0]
@@ -813,8 +818,9 @@ def reduce_probe2(torch, call, starts, rng, rounds=4, keep_raw=0):
         lo, hi = (-2, 12) if fo == "float16" else (-2, 15)
     else:
         lo, hi = (-20, 20)
-    agree, cols, skipped = {}, 0, 0
-    raw = []
+    agree: dict = {}
+    cols, skipped = 0, 0
+    raw: list = []
     for rnd in range(rounds):
         A = np.zeros((M, K), dtype=LC.UINT[wa])
         B = np.zeros((K, N), dtype=LC.UINT[wb])
@@ -870,7 +876,7 @@ def run_reduce2(torch, probes_path, only=None):
     with open(probes_path) as f:
         probes = json.load(f)["probes"]
     rng = np.random.default_rng(2027)
-    res = []
+    res: list = []
     for p in probes:
         if not p.get("clean") or len(p["starts"]) < 2:
             continue
@@ -890,7 +896,7 @@ def run_reduce2(torch, probes_path, only=None):
 
 def probe_shapes(grid):
     """Split-K calls to probe: per configuration, up to 8 shapes with the profiler's split-K kernel."""
-    by_cfg = {}
+    by_cfg: dict = {}
     for c in grid:
         if c.get("config") in (None, "extra") or c.get("torch_error"):
             continue
@@ -900,7 +906,7 @@ def probe_shapes(grid):
             continue
         by_cfg.setdefault(c["config"], []).append(c)
     chosen = []
-    for cfg, cs in by_cfg.items():
+    for cs in by_cfg.values():
         cs.sort(key=lambda c: (c["K"], c["M"] * c["N"]))
         # spread over K
         step = max(1, len(cs) // 8)
@@ -911,7 +917,7 @@ def probe_shapes(grid):
 def run_probes(torch, grid, quick, budget=1e9):
     t_start = time.time()
     rng = np.random.default_rng(2026)
-    res = []
+    res: list = []
     shapes = probe_shapes(grid)
     # non-power-of-two K too (remainder placement): 64 x 64 x K for each configuration's dtypes
     extra = []
@@ -924,7 +930,7 @@ def run_probes(torch, grid, quick, budget=1e9):
             c["config"] = cfg[0]
             extra.append(c)
     bufs = Buffers(torch, 64 * 16384)
-    prof, errs = profile_calls(torch, extra, bufs, label_prefix="p")
+    prof, _errs = profile_calls(torch, extra, bufs, label_prefix="p")
     for i, c in enumerate(extra):
         c["kernels"] = prof[i]["kernels"]
         c["grids"] = prof[i]["grids"]
@@ -980,12 +986,12 @@ def run_validation(torch, quick):
         width = out.dtype.itemsize * 2
         r = dict(c)
         r["deterministic"] = bool(np.array_equal(out, out2))
-        r["samples"] = [list(p) + [f"0x{int(out[p]):0{width}x}"] for p in pos]
+        r["samples"] = [[*list(p), f"0x{int(out[p]):0{width}x}"] for p in pos]
         done.append(r)
     log(f"valid: {len(done)} calls run, {len(rejected)} rejected, {time.time() - t0:.1f} s")
     # kernels of each validation call (one profiler session, same shapes, random values)
     bufs = Buffers(torch, max(max(c["batch"] * c["K"] * max(c["M"], c["N"]), c["M"] * c["N"]) for c in done) + 1)
-    prof, errs = profile_calls(torch, done, bufs, label_prefix="v")
+    prof, _errs = profile_calls(torch, done, bufs, label_prefix="v")
     for i, c in enumerate(done):
         c["kernels"] = prof[i]["kernels"]
         c["split_k"] = prof[i].get("lt_split_k")
@@ -1029,9 +1035,9 @@ def main():
         with open(args.probe_list) as f:
             calls = json.load(f)
         bufs = Buffers(torch, max(c["K"] * max(c["M"], c["N"]) for c in calls) + 1)
-        prof, errs = profile_calls(torch, calls, bufs, label_prefix="l")
+        prof, _errs = profile_calls(torch, calls, bufs, label_prefix="l")
         rng = np.random.default_rng(2028)
-        res = []
+        res: list = []
         for i, c in enumerate(calls):
             c["kernels"] = prof[i]["kernels"]
             c["lt_split_k"], c["lt_algo"] = prof[i].get("lt_split_k"), prof[i].get("lt_algo")
@@ -1113,7 +1119,7 @@ def main():
         hs, ps = h["split_k"] > 1, splitk_in_names(c["kernels"])
         agree[("both_split" if ps else "heur_split_only") if hs else ("prof_split_only" if ps else "both_nosplit")] += 1
     log("heuristic vs profiler", agree)
-    agree_lt = {}
+    agree_lt: dict = {}
     for c in grid:
         if not c.get("kernels"):
             continue
@@ -1135,10 +1141,10 @@ def main():
     for c in grid + probe_calls:
         e = {k: c[k] for k in LC.CALL_FIELDS}
         e["kernels"] = c.get("kernels", [])
-        key = tuple(c[k] for k in LC.CALL_FIELDS)
+        call_key = tuple(c[k] for k in LC.CALL_FIELDS)
         S, src = decide_split(c)
-        if key in probe_S:
-            S, src = probe_S[key], "bits"
+        if call_key in probe_S:
+            S, src = probe_S[call_key], "bits"
         e["split_k"] = S
         e["split_k_source"] = src
         if c.get("torch_error"):

@@ -41,7 +41,7 @@ ACC_EXPB = 8
 
 
 @njit(cache=True, inline="always")
-def _msb(x: np.int64) -> np.int64:
+def _msb(x: int) -> int:
     """floor(log2 x) for x > 0 (semantics: ``B.msb``)."""
     m = 0
     if x >= (1 << 32):
