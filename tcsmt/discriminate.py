@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pysmt.shortcuts import BV, And, BVExtract, Equals, Not, Or
 
-from .errors import TcsmtError
+from .errors import InternalError, TcsmtError
 from .formats import Format, get_format
 from .params import ModelParams
 from .registry import REFERENCES, check_instr, find_arch, resolve, split_spec
@@ -140,8 +140,8 @@ def _case(inp: Inputs, model: dict[str, int], params, specs) -> Case:
     b = [model[f"b{i}"] for i in range(inp.K)]
     outputs = replay(params, specs, a, b, model["c"])
     if len(set(outputs.values())) == 1:
-        raise TcsmtError("internal error: the solver's input does not discriminate in the simulator "
-                         f"(a={a}, b={b}, c={model['c']}); please report it")
+        raise InternalError("the solver's input does not discriminate in the simulator "
+                            f"(a={a}, b={b}, c={model['c']})")
     return Case(a, b, model["c"], outputs)
 
 

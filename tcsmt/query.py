@@ -18,7 +18,7 @@ from pathlib import Path
 from pysmt.shortcuts import BV, BVUGT, BVULE, And, BVExtract, Equals
 
 from .discriminate import Outcome, choose_path, discriminate, replay, resolve_for
-from .errors import TcsmtError
+from .errors import InternalError, TcsmtError
 from .formats import get_format
 from .registry import models_dir
 from .smt_encode import domain, make_inputs, output_term
@@ -170,5 +170,5 @@ def run_monotonicity(q: QuerySpec, model: str | None, solver: str, timeout: floa
             out = replay([p], [base], [v[f"a{i}"] for i in range(K)], [v[f"b{i}"] for i in range(K)], v["c"])[base]
             setattr(res, "d" + tag, out)
         if not res.dx > res.dy:
-            raise TcsmtError("internal error: the monotonicity answer does not replay in the simulator")
+            raise InternalError("the monotonicity answer does not replay in the simulator")
     return res
