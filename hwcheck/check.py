@@ -1,5 +1,8 @@
 """Differential checking: device outputs against model outputs, bit for bit.
 
+(Over 400 lines: the comparison, campaigns and result records share the tally types and are read
+together; each function has one job.)
+
 A model is *confirmed* on a set of inputs when its output bit pattern equals
 the device's for every input, and *refuted* otherwise (NaNs are compared as bit
 patterns too: the models claim NVIDIA's canonical NaN).  This module holds the

@@ -2,6 +2,9 @@
 of the chained block FMA of :mod:`tcsmt.semantics` for the parameters that
 :func:`tcsmt.gemm_kernel.check_supported` accepts.
 
+(Over 400 lines on purpose: numba inlines only functions compiled in one module, and the hot loop
+needs every step of the block FMA inlined.)
+
 Every function here mirrors one function of :mod:`tcsmt.semantics` (named in
 its docstring) on scalars, with exact int64 arithmetic; the tests in
 ``tests/test_gemm_kernel.py`` compare the whole kernel with

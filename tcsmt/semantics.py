@@ -1,5 +1,8 @@
 """The one definition of what a matrix unit computes, written once for two back ends.
 
+(Over 400 lines on purpose: every semantic fact lives here, so that the simulator, the SMT encoding
+and every analysis read one definition; splitting it would invite exactly the drift it prevents.)
+
 Every function here takes a back end ``B`` (:class:`tcsmt.backend_numpy.NumpyBackend`
 for the simulator, :class:`tcsmt.backend_smt.SmtBackend` for the solver) and only
 uses its exact-integer operations (the contract :class:`tcsmt.backend.Backend`), so the simulator and the SMT encoding cannot
