@@ -184,13 +184,15 @@ def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize,
 @click.argument("name", required=False)
 @click.option("--list", "list_", is_flag=True, help="list the named queries")
 @click.option("--model", default=None, help="the model to ask about (default: the query's own)")
+@click.option("--instr", default=None,
+              help="instruction where the model has several (default: the query's, if the model has it)")
 @solver_option()
 @timeout_option(300.0, "seconds for the whole query")
 @click.option("--output", default=None, help="file to write (default: generated/query-NAME-MODEL.json)")
 @click.option("--force", is_flag=True, help="overwrite the output file")
 @click.option("--no-save", is_flag=True, help="print only; write nothing")
 @progress_option()
-def query_cmd(name, list_, model, solver, timeout, output, force, no_save, progress) -> None:
+def query_cmd(name, list_, model, instr, solver, timeout, output, force, no_save, progress) -> None:
     """Run a named query (queries/NAME.toml) or a query FILE against a model.
 
     A feature query finds, for each pair of neighbouring hypotheses, an input
@@ -199,16 +201,18 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save, progr
     (solver timeout or unknown: the JSON then lists the unanswered pairs and
     draws no conclusion).
     """
-    from .query import list_queries, load_query, run_feature, run_monotonicity
+    from .query import list_queries, load_query, run_feature, run_monotonicity, with_instr
     from .query_report import feature_report, monotonicity_report
 
     if list_ or not name:
         for q in list_queries():
             click.echo(f"{q.name:22} {q.question}")
-            click.echo(f"{'':22} (model {q.model}, {q.in_fmt} -> {q.out_fmt}; {q.source})")
+            via = f" {q.instr}" if q.instr else ""
+            click.echo(f"{'':22} (model {q.model}, {q.in_fmt} -> {q.out_fmt}{via}; {q.source})")
         return
     q = load_query(name)
     base = model or q.model
+    q = with_instr(q, base, instr)
     import re as _re
 
     out = None  # the file, claimed before the solver runs: concurrent runs get different names (files.py)
@@ -217,7 +221,8 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save, progr
     elif not no_save:
         target = Path("generated") / f"query-{q.name}-{_re.sub(r'[^A-Za-z0-9_.-]+', '_', base)}.json"
         out = files.output(target, force, free=True)
-    click.echo(f"query {q.name}: {q.question}\nsource: {q.source}\nmodel: {base}\n")
+    click.echo(f"query {q.name}: {q.question}\nsource: {q.source}\nmodel: {base}"
+               + (f" ({q.instr})" if q.instr else "") + "\n")
     if q.kind == "monotonicity":
         r = run_monotonicity(q, model, solver, timeout)
         lines, data = monotonicity_report(q, base, r)

@@ -17,7 +17,7 @@ from .report import format_outcome, hexpat, outcome_json, val
 
 def monotonicity_report(q: QuerySpec, base: str, r: MonoResult) -> tuple[list[str], dict[str, Any]]:
     """The lines to print and the JSON document of a monotonicity query on model ``base``."""
-    p = resolve(base, q.in_fmt, q.out_fmt)
+    p = resolve(base, q.in_fmt, q.out_fmt, q.instr)
     fi, fc, fo = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
     data: dict[str, Any] = {"query": q.name, "model": base, "status": r.status, "solver": r.solver,
                             "solve_seconds": round(r.seconds, 3), "in_fmt": fi.name, "c_fmt": fc.name,

@@ -246,8 +246,8 @@ def check_instr(instr: str | None, specs: list[str], in_fmt: str | None = None, 
     path = f"{get_format(in_fmt).name if in_fmt else '*'} -> {get_format(out_fmt).name if out_fmt else '*'}"
     listing = "; ".join(f"{s}: {', '.join(v) if v else 'none (a reference has no instruction)'}"
                         for s, v in have.items())
-    who = f"{specs[0]} has" if len(specs) == 1 else "none of the models has"
-    raise TcsmtError(f"{who} no path {path} with --instr {instr!r} (instructions there: {listing})")
+    who = f"{specs[0]} has no" if len(specs) == 1 else "none of the models has a"
+    raise TcsmtError(f"{who} path {path} with --instr {instr!r} (instructions there: {listing})")
 
 
 def all_paths() -> list[tuple[Arch, Path_]]:
