@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from pysmt.shortcuts import BV, And, BVExtract, Equals, Not, Or
@@ -34,11 +35,17 @@ class Case:
     outputs: dict[str, int]
 
 
+OutcomeStatus = Literal["found", "equivalent", "timeout"]
+"""discriminate's answer: inputs that tell the models apart were found; the models are equal up to the
+instruction (a solver proof); or no answer within the time limit."""
+StopReason = Literal["", "time limit", "no more exist"]
+
+
 @dataclass
 class Outcome:
     """The result of a discrimination query."""
 
-    status: str  # "found", "equivalent", "timeout"
+    status: OutcomeStatus
     specs: list[str]
     params: list[ModelParams]
     in_fmt: Format
@@ -52,7 +59,7 @@ class Outcome:
     where: str = ""
     count: int = 1
     """How many inputs were asked for."""
-    stopped: str = ""
+    stopped: StopReason = ""
     """Why fewer than ``count`` inputs were found: "" (all found), "time limit", or "no more exist" (unsat)."""
 
 

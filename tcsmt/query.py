@@ -15,6 +15,7 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from pysmt.shortcuts import BV, BVUGT, BVULE, And, BVExtract, Equals
 
@@ -145,7 +146,7 @@ def run_feature(q: QuerySpec, model: str | None, solver: str, timeout: float,
 # ------------------------------------------------------------ monotonicity
 @dataclass
 class MonoResult:
-    status: str
+    status: Literal["found", "unsat", "unknown", "timeout"]
     model: str
     x: dict | None = None
     y: dict | None = None
