@@ -133,7 +133,7 @@ def _block(inp: Inputs, model: dict[str, int]):
     return Not(And([Equals(inp.symbol_of(n), BV(v, inp.symbol_of(n).bv_width())) for n, v in model.items()]))
 
 
-def replay(params: list[ModelParams], specs: list[str], a: list[int], b: list[int], c: int) -> dict[str, int]:
+def simulate_case(params: list[ModelParams], specs: list[str], a: list[int], b: list[int], c: int) -> dict[str, int]:
     """Each model's output on one input, from the simulator."""
     fin, fc = get_format(params[0].in_fmt), get_format(params[0].c_fmt)
     av = np.array([a], dtype=fin.dtype)
@@ -145,7 +145,7 @@ def replay(params: list[ModelParams], specs: list[str], a: list[int], b: list[in
 def _case(inp: Inputs, model: dict[str, int], params, specs) -> Case:
     a = [model[f"a{i}"] for i in range(inp.K)]
     b = [model[f"b{i}"] for i in range(inp.K)]
-    outputs = replay(params, specs, a, b, model["c"])
+    outputs = simulate_case(params, specs, a, b, model["c"])
     if len(set(outputs.values())) == 1:
         raise InternalError("the solver's input does not discriminate in the simulator "
                             f"(a={a}, b={b}, c={model['c']})")

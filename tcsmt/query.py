@@ -19,7 +19,7 @@ from typing import Literal
 
 from pysmt.shortcuts import BV, BVUGT, BVULE, And, BVExtract, Equals
 
-from .discriminate import Outcome, choose_path, discriminate, replay, resolve_for
+from .discriminate import Outcome, choose_path, discriminate, resolve_for, simulate_case
 from .errors import InternalError, TcsmtError
 from .formats import get_format
 from .registry import check_instr, instructions, models_dir
@@ -185,7 +185,7 @@ def run_monotonicity(q: QuerySpec, model: str | None, solver: str, timeout: floa
         res.y = {n: m[f"y.{n}"] for n in y.names}
         for tag in ("x", "y"):
             v = getattr(res, tag)
-            out = replay([p], [base], [v[f"a{i}"] for i in range(K)], [v[f"b{i}"] for i in range(K)], v["c"])[base]
+            out = simulate_case([p], [base], [v[f"a{i}"] for i in range(K)], [v[f"b{i}"] for i in range(K)], v["c"])[base]
             setattr(res, "d" + tag, out)
         if not res.dx > res.dy:
             raise InternalError("the monotonicity answer does not replay in the simulator")
