@@ -14,7 +14,7 @@ with the same attribute names) are taken from tcsmt.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 # name: (exponent bits, fraction bits, specials, low pad bits of the stored pattern)
 FORMATS = {
@@ -120,10 +120,11 @@ def round_value(neg: bool, mag: int, lsb: int, f: Fmt, frac_bits: int, mode: str
 
 # ------------------------------------------------------------- block sums
 class _Term:
-    __slots__ = ("neg", "mag", "lsb", "top")
+    __slots__ = ("lsb", "mag", "neg", "top", "zero_top")
 
-    def __init__(self, neg, mag, lsb, top):
+    def __init__(self, neg, mag, lsb, top, zero_top=None):
         self.neg, self.mag, self.lsb, self.top = neg, mag, lsb, top
+        self.zero_top = zero_top  # the exponent a zero addend aligns with (zero_exponent), or None
 
 
 def _exact_sum(terms: Sequence[_Term]) -> tuple[int, int]:
@@ -145,6 +146,9 @@ def _aligned_sum(terms: Sequence[_Term], F: int, p) -> tuple[int, int]:
     if not nz:
         return 0, 0
     E = max(t.top for t in nz)
+    zero_tops = [t.zero_top for t in terms if not t.mag and t.zero_top is not None]
+    if zero_tops:  # zeros with an exponent join the maximum (zero_exponent)
+        E = max(E, *zero_tops)
     if p.align_floor is not None:
         E = max(E, p.align_floor)
     L = E - F
@@ -187,9 +191,9 @@ def _sum_round(terms, F, p, acc: Fmt, frac_bits: int, mode: str) -> int:
             neg = mode == "rd"
         else:
             neg = all(t.neg for t in terms)
-        return acc.pack(neg, 0, 0)
+        return acc.pack(neg and p.zero_sign != "plus", 0, 0)
     out = round_value(s < 0, abs(s), lsb, acc, frac_bits, mode, p.subnormal_out, p.overflow_result == "inf")
-    if p.zero_sign == "positive" and out & (acc.sign_bit - 1) == 0:
+    if p.zero_sign in ("positive", "plus") and out & (acc.sign_bit - 1) == 0:
         return 0  # a non-zero sum that rounded to zero: +0
     return out
 
@@ -218,7 +222,11 @@ def block_fma(p, a: Sequence[int], b: Sequence[int], c: int, c_fmt: Fmt) -> int:
             top = ea + eb
         else:
             top = lsb + mag.bit_length() - 1
-        terms.append(_Term(neg, mag, lsb, top))
+        zt = None
+        if p.zero_exponent is not None:  # a zero factor has exponent zero_exponent
+            z = p.zero_exponent
+            zt = (z if sa == 0 else ea) + (z if sb == 0 else eb)
+        terms.append(_Term(neg, mag, lsb, top, zt))
         zero_a = sa == 0 and not (nana or infa)
         zero_b = sb == 0 and not (nanb or infb)
         if nana or nanb or (infa and zero_b) or (infb and zero_a):
@@ -229,6 +237,7 @@ def block_fma(p, a: Sequence[int], b: Sequence[int], c: int, c_fmt: Fmt) -> int:
             else:
                 pinf = True
     ct, cnan, cinf = _value_term(c_fmt, c, p.subnormal_c)
+    ct.zero_top = p.zero_exponent
     nan = nan or cnan
     if cinf:
         if ct.neg:

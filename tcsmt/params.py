@@ -105,7 +105,16 @@ class ModelParams:
       zero_sign "ieee": an exact cancellation gives +0 (-0 with rd), a sum of
                zeros that are all -0 gives -0, and a non-zero sum that rounds
                to zero keeps its sign; "positive": as "ieee" except that a
-               non-zero sum that rounds to zero gives +0.
+               non-zero sum that rounds to zero gives +0; "plus": every zero
+               result of a rounded sum is +0 (all-(-0) sums and rd
+               cancellations included), as MMA-Sim's fused dot-add returns.
+      zero_exponent  None: zero addends take no part in the alignment (E is
+               the largest alignment exponent of the non-zero addends); an
+               integer z: a zero factor or a zero C has exponent z, so a zero
+               product's alignment exponent is z + e(other factor) (z + z for
+               two zeros) and a zero C's is z, and both join the maximum E
+               (MMA-Sim gives every zero the exponent -126, whatever its
+               format).  Only the windowed block sum reads it.
     """
 
     in_fmt: str
@@ -135,6 +144,7 @@ class ModelParams:
     subnormal_out: bool = True
     overflow_result: str = "ieee"
     zero_sign: str = "ieee"
+    zero_exponent: int | None = None
     name: str = ""
     sources: tuple[str, ...] = field(default=(), compare=False)
     notes: str = field(default="", compare=False)
@@ -201,8 +211,8 @@ def coerce(key: str, value: Any) -> Any:
             return int(value)
         except (TypeError, ValueError):
             raise TcsmtError(f"{key} takes an integer or {_INT_OR[key]!r}, not {value!r}") from None
-    if key in _INTS or key == "align_floor":
-        if key == "align_floor" and (value is None or str(value).lower() == "none"):
+    if key in _INTS or key in ("align_floor", "zero_exponent"):
+        if key in ("align_floor", "zero_exponent") and (value is None or str(value).lower() == "none"):
             return None
         try:
             return int(value)
@@ -233,7 +243,8 @@ def _is_int(v: Any) -> bool:
 def _plain_ints(p: ModelParams) -> ModelParams:
     """numpy integer scalars (np.int64(4)) in integer fields become Python ints."""
     changes: dict[str, Any] = {}
-    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor"):
+    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor",
+                "zero_exponent"):
         v = getattr(p, key)
         if isinstance(v, numbers.Integral) and not isinstance(v, (bool, int)):
             changes[key] = int(v)
@@ -253,8 +264,9 @@ def validate(p: ModelParams) -> ModelParams:
         v = getattr(p, key)
         if not (_is_int(v) or v == word):
             raise TcsmtError(f"invalid model parameters: {key} must be an integer or {word!r}, not {v!r}")
-    if not (p.align_floor is None or _is_int(p.align_floor)):
-        raise TcsmtError(f"invalid model parameters: align_floor must be an integer or None, not {p.align_floor!r}")
+    for key in ("align_floor", "zero_exponent"):
+        if not (getattr(p, key) is None or _is_int(getattr(p, key))):
+            raise TcsmtError(f"invalid model parameters: {key} must be an integer or None, not {getattr(p, key)!r}")
     for key in ("subnormal_in", "subnormal_c", "subnormal_out"):
         if not isinstance(getattr(p, key), bool):
             raise TcsmtError(f"invalid model parameters: {key} must be true or false, not {getattr(p, key)!r}")
@@ -283,7 +295,8 @@ def validate(p: ModelParams) -> ModelParams:
          "block_interleave must not exceed block_k"),
         (p.reduction in ("chain", "pairwise"), "reduction must be chain or pairwise"),
         (p.overflow_result in ("ieee", "inf"), "overflow_result must be ieee or inf"),
-        (p.zero_sign in ("ieee", "positive"), "zero_sign must be ieee or positive"),
+        (p.zero_sign in ("ieee", "positive", "plus"), "zero_sign must be ieee, positive or plus"),
+        (p.zero_exponent is None or -1100 <= p.zero_exponent <= 1100, "zero_exponent must be -1100..1100 or none"),
         (0 <= p.instr_k <= MAX_K, f"instr_k must be 0..{MAX_K} (0: no instruction boundary)"),
         (0 <= p.block_k <= MAX_K, f"block_k must be 0..{MAX_K} (0: all K in one block)"),
         (p.block_k == 0 or p.instr_k == 0 or p.block_k <= p.instr_k, "block_k must not exceed instr_k"),

@@ -79,6 +79,9 @@ class Term:
     known_zero: bool = False
     """Statically +0 (the constant C a chain starts from): it takes part in the zero-sign rules but
     adds nothing, so the sum's static bound leaves it out."""
+    zero_joins: bool = False
+    """A zero addend's ``top`` is its alignment exponent too (``ModelParams.zero_exponent``): it joins the
+    maximum E.  Otherwise zero addends are left out of E."""
     peak: Fraction | None = None
     """|value| <= peak * 2^top (None: 2^head).  Tighter than the head where the significands carry
     fewer bits than their format (fp8 operands converted exactly to fp16): it lets a block's
@@ -152,7 +155,19 @@ def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
     peak = (2 - Fraction(1, 1 << q)) ** 2 if p.product_exponent == "raw" else None
     term = Term(neg, mag, lsb, top, 2 * sig_bits, 2 * (emin - f), 2 * (emax - f), top_min, top_max, gap, head,
                 peak=peak)
+    if p.zero_exponent is not None:
+        z = p.zero_exponent  # a zero factor has exponent z: the zero product's is z + e(other factor)
+        zero_top = B.add(B.ite(a_zero, z, a.e), B.ite(b_zero, z, b.e))
+        term = _zero_top(B, term, zero_top, min(2 * z, z + emin), max(2 * z, z + emax))
     return term, flags
+
+
+def _zero_top(B: Backend, t: Term, zero_top: V, lo: int, hi: int) -> Term:
+    """``t`` whose alignment exponent, where its magnitude is zero, is ``zero_top`` (in [lo, hi]), joining
+    the block's maximum (``ModelParams.zero_exponent``)."""
+    top = B.ite(B.eq(t.mag, 0), zero_top, t.top)
+    return dataclasses.replace(t, top=top, top_min=min(t.top_min, lo), top_max=max(t.top_max, hi),
+                               zero_joins=True)
 
 
 def value_term(B: Backend, d: Decoded) -> tuple[Term, Flags]:
@@ -262,7 +277,7 @@ def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) 
             signed.append((t.neg, on_grid(B, t, L_static)))
     else:
         sentinel = min(t.top_min for t in terms) - 1
-        tops = [B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]
+        tops = [t.top if t.zero_joins else B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]
         E = _tree(B, tops, B.max)
         if p.align_floor is not None and not _floor_is_inert(terms, F, p):
             E = B.max(E, p.align_floor)
@@ -407,6 +422,8 @@ def sum_and_round(B: Backend, terms: Sequence[Term], F: int | None, p: ModelPara
     if p.zero_sign == "positive":  # a non-zero sum that rounds to zero gives +0
         underflow = B.and_(B.ne(s.mag, 0), B.eq(B.mod_pow2(bits, fmt.storage_bits - 1), 0))
         bits = B.ite(underflow, 0, bits)
+    elif p.zero_sign == "plus":  # every zero result is +0
+        bits = B.ite(B.eq(B.mod_pow2(bits, fmt.storage_bits - 1), 0), 0, bits)
     return bits
 
 
@@ -428,6 +445,9 @@ def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequenc
     c_term, c_flags = value_term(B, decode(B, c_fmt, c_bits, p.subnormal_c))
     if isinstance(c_bits, int) and c_bits == 0:  # the +0 an after_instr chain starts from
         c_term = dataclasses.replace(c_term, known_zero=True)
+    if p.zero_exponent is not None:  # a zero C has exponent zero_exponent and joins the alignment
+        z = p.zero_exponent
+        c_term = _zero_top(B, c_term, z, z, z)
     return [t for t, _ in prods], c_term, merge_flags(B, [fl for _, fl in prods] + [c_flags])
 
 
@@ -504,7 +524,8 @@ def unread_parameters(p: ModelParams) -> dict[str, Any]:
     elif p.c_mode == "aligned":
         ch["c_round"] = "rne"
     if ch.get("extra_bits", p.extra_bits) == "exact":
-        ch.update(align="trunc", align_floor=None, carry_bits="unbounded", overflow="wrap", product_exponent="raw")
+        ch.update(align="trunc", align_floor=None, carry_bits="unbounded", overflow="wrap", product_exponent="raw",
+                  zero_exponent=None)
     elif p.carry_bits == "unbounded":
         ch["overflow"] = "wrap"
     if p.out_fmt == p.acc_fmt:
