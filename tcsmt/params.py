@@ -67,7 +67,27 @@ class ModelParams:
                "after_instr": each instruction's blocks chain from +0 (the
                first block's C is +0) and the instruction's C is added to
                their result at the end with one correctly rounded addition
-               (``c_round``) in acc_fmt.
+               (``c_round``) in acc_fmt;
+               "after_sum": the products form a window sum on their own (in
+               ``product_groups`` interleaved subsets, below), not rounded;
+               that exact sum S (exponent E_S, the window's E) and C are then
+               aligned again to M = max(E_S, e(C)): S keeps ``sum_frac_bits``
+               fraction bits below M, C keeps F, both losing their low bits
+               by ``late_align``; C counts as 0 where e(C) < M - ``c_drop``;
+               the exact sum is rounded once into acc_fmt with block_round
+               (AMD CDNA3 per MMA-Sim).
+      product_groups  with c_mode "after_sum": the block's products are dealt
+               to this many subsets (product k to subset k mod n), each
+               aligned to its own largest exponent with F fraction bits and
+               summed; the subset sums are aligned to the largest subset
+               exponent with F fraction bits by ``late_align`` and added
+               (CDNA3 fp8: 2, its even and odd products); 1..block_k.
+      sum_frac_bits  with c_mode "after_sum": fraction bits the product sum
+               keeps below M (>= F; CDNA3: 31).
+      late_align  with c_mode "after_sum": how the realigned subset sums, S
+               and C lose their low bits: trunc, rne or floor.
+      c_drop   with c_mode "after_sum": C is dropped where its exponent is
+               below M - c_drop (None: never; CDNA3 fp8: 25).
       extra_bits  alignment bits kept below the acc_fmt LSB of the largest
                term: the window's LSB is 2^(E - F), F = acc.frac_bits +
                extra_bits (may be negative: fp8 on Ada/Hopper keeps F = 13),
@@ -145,6 +165,10 @@ class ModelParams:
     overflow_result: str = "ieee"
     zero_sign: str = "ieee"
     zero_exponent: int | None = None
+    product_groups: int = 1
+    sum_frac_bits: int = 0
+    late_align: str = "floor"
+    c_drop: int | None = None
     name: str = ""
     sources: tuple[str, ...] = field(default=(), compare=False)
     notes: str = field(default="", compare=False)
@@ -188,7 +212,8 @@ MAX_K = 4096
 """Largest instr_k / block_k accepted (the largest in models/ is 128)."""
 _INT_OR = {"extra_bits": "exact", "carry_bits": "unbounded"}
 _BOOLS = {"subnormal_in", "subnormal_c", "subnormal_out"}
-_INTS = {"instr_k", "block_k", "block_frac_bits", "block_interleave"}
+_OPTIONAL_INTS = ("align_floor", "zero_exponent", "c_drop")
+_INTS = {"instr_k", "block_k", "block_frac_bits", "block_interleave", "product_groups", "sum_frac_bits"}
 
 
 def coerce(key: str, value: Any) -> Any:
@@ -211,8 +236,8 @@ def coerce(key: str, value: Any) -> Any:
             return int(value)
         except (TypeError, ValueError):
             raise TcsmtError(f"{key} takes an integer or {_INT_OR[key]!r}, not {value!r}") from None
-    if key in _INTS or key in ("align_floor", "zero_exponent"):
-        if key in ("align_floor", "zero_exponent") and (value is None or str(value).lower() == "none"):
+    if key in _INTS or key in _OPTIONAL_INTS:
+        if key in _OPTIONAL_INTS and (value is None or str(value).lower() == "none"):
             return None
         try:
             return int(value)
@@ -244,7 +269,7 @@ def _plain_ints(p: ModelParams) -> ModelParams:
     """numpy integer scalars (np.int64(4)) in integer fields become Python ints."""
     changes: dict[str, Any] = {}
     for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor",
-                "zero_exponent"):
+                "zero_exponent", "product_groups", "sum_frac_bits", "c_drop"):
         v = getattr(p, key)
         if isinstance(v, numbers.Integral) and not isinstance(v, (bool, int)):
             changes[key] = int(v)
@@ -257,14 +282,14 @@ def validate(p: ModelParams) -> ModelParams:
     for key in ("in_fmt", "out_fmt", "acc_fmt", "c_fmt", "operand_fmt", "instr", "instr_shape"):
         if not isinstance(getattr(p, key), str):
             raise TcsmtError(f"invalid model parameters: {key} must be a string, not {getattr(p, key)!r}")
-    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits"):
+    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "product_groups", "sum_frac_bits"):
         if not _is_int(getattr(p, key)):
             raise TcsmtError(f"invalid model parameters: {key} must be an integer, not {getattr(p, key)!r}")
     for key, word in (("extra_bits", "exact"), ("carry_bits", "unbounded")):
         v = getattr(p, key)
         if not (_is_int(v) or v == word):
             raise TcsmtError(f"invalid model parameters: {key} must be an integer or {word!r}, not {v!r}")
-    for key in ("align_floor", "zero_exponent"):
+    for key in _OPTIONAL_INTS:
         if not (getattr(p, key) is None or _is_int(getattr(p, key))):
             raise TcsmtError(f"invalid model parameters: {key} must be an integer or None, not {getattr(p, key)!r}")
     for key in ("subnormal_in", "subnormal_c", "subnormal_out"):
@@ -289,7 +314,15 @@ def validate(p: ModelParams) -> ModelParams:
         (p.align in ALIGN_LOSS, f"align must be one of {ALIGN_LOSS}"),
         (p.overflow in OVERFLOW, f"overflow must be one of {OVERFLOW}"),
         (p.product_exponent in ("raw", "normalized"), "product_exponent must be raw or normalized"),
-        (p.c_mode in ("aligned", "after", "after_instr"), "c_mode must be aligned, after or after_instr"),
+        (p.c_mode in ("aligned", "after", "after_instr", "after_sum"),
+         "c_mode must be aligned, after, after_instr or after_sum"),
+        (p.late_align in ALIGN_LOSS, f"late_align must be one of {ALIGN_LOSS}"),
+        (p.product_groups >= 1 and (p.block_k == 0 or p.product_groups <= p.block_k),
+         "product_groups must be 1..block_k"),
+        (p.c_mode != "after_sum" or (p.extra_bits != "exact" and p.reduction == "chain"
+                                    and p.sum_frac_bits >= get_format(p.acc_fmt).frac_bits + int(p.extra_bits)),
+         "c_mode after_sum needs a window (extra_bits not exact), chain reduction and sum_frac_bits >= F"),
+        (p.c_drop is None or 0 <= p.c_drop <= 1100, "c_drop must be 0..1100 or none"),
         (p.block_interleave >= 0, "block_interleave must be >= 0"),
         (p.block_interleave == 0 or p.block_k == 0 or p.block_interleave <= p.block_k,
          "block_interleave must not exceed block_k"),

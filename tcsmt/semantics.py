@@ -263,6 +263,33 @@ def _sum_bits(terms: Sequence[Term], F: int | None, p: ModelParams, width: int) 
     return bound.bit_length()
 
 
+def _align_term(B: Backend, t: Term, L: V, F: int, align: str) -> V:
+    """|t| on the grid 2^L, where L = E - F and t.top <= E: the bits below the grid lost by ``align``
+    ("trunc": magnitude truncated; "rne": magnitude rounded to nearest even; "floor": the signed value
+    truncated towards minus infinity, so a negative term that loses bits grows by one unit)."""
+    d = B.sub(t.lsb, L)  # <= F - gap_min by construction
+    smax = max(0, F - t.gap_min)
+    left = B.ite(B.gt(d, 0), d, 0)
+    if smax > 0:
+        shifted = B.shl(t.mag, B.min(left, smax), smax, t.mag_bits + smax)
+    else:
+        shifted = t.mag
+    right = B.ite(B.lt(d, 0), B.neg(d), 0)
+    kept = B.shr(shifted, right)
+    if align == "trunc":
+        return kept
+    if align == "rne":
+        r1 = B.max(B.sub(right, 1), 0)
+        half = B.and_(B.ge(right, 1), B.ne(B.mod_pow2(B.shr(t.mag, r1), 1), 0))
+        sticky = B.and_(B.ge(right, 2), B.low_nonzero(t.mag, r1))
+        odd = B.ne(B.mod_pow2(kept, 1), 0)
+        inc = B.and_(half, B.or_(sticky, odd))
+        return B.add(kept, B.ite(inc, 1, 0))
+    lost = B.and_(B.gt(right, 0), B.low_nonzero(t.mag, right))  # floor
+    up = B.and_(t.neg, lost)
+    return B.add(kept, B.ite(up, 1, 0))
+
+
 def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockSum:
     """Align ``terms`` to the largest exponent with F fraction bits and add them (steps 3-4)."""
     nonzero = [B.ne(t.mag, 0) for t in terms]
@@ -284,28 +311,7 @@ def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) 
         L = B.sub(E, F)
         width = max(t.head for t in terms) + F + 1
         for t in terms:
-            d = B.sub(t.lsb, L)  # <= F - gap_min by construction
-            smax = max(0, F - t.gap_min)
-            left = B.ite(B.gt(d, 0), d, 0)
-            if smax > 0:
-                shifted = B.shl(t.mag, B.min(left, smax), smax, t.mag_bits + smax)
-            else:
-                shifted = t.mag
-            right = B.ite(B.lt(d, 0), B.neg(d), 0)
-            kept = B.shr(shifted, right)
-            if p.align == "trunc":
-                signed.append((t.neg, kept))
-            elif p.align == "rne":
-                r1 = B.max(B.sub(right, 1), 0)
-                half = B.and_(B.ge(right, 1), B.ne(B.mod_pow2(B.shr(t.mag, r1), 1), 0))
-                sticky = B.and_(B.ge(right, 2), B.low_nonzero(t.mag, r1))
-                odd = B.ne(B.mod_pow2(kept, 1), 0)
-                inc = B.and_(half, B.or_(sticky, odd))
-                signed.append((t.neg, B.add(kept, B.ite(inc, 1, 0))))
-            else:  # floor: two's-complement truncation of the signed value
-                lost = B.and_(B.gt(right, 0), B.low_nonzero(t.mag, right))
-                up = B.and_(t.neg, lost)
-                signed.append((t.neg, B.add(kept, B.ite(up, 1, 0))))
+            signed.append((t.neg, _align_term(B, t, L, F, p.align)))
     # the circuit keeps its generous width (measured: narrowing it to the tight bound made small
     # solver queries several times slower); the tight bound decides whether carry bits can bind
     sum_bits = width + _ceil_log2(len(terms)) + 1
@@ -413,7 +419,11 @@ def apply_flags(B: Backend, fmt: Format, flags: Flags, bits: V) -> V:
 def sum_and_round(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams, fmt: Format,
                   frac_bits: int, mode: str) -> V:
     """Block sum of ``terms`` rounded into ``fmt`` (finite part; zero-sign rules applied)."""
-    s = block_sum(B, terms, F, p)
+    return _round_sum(B, p, block_sum(B, terms, F, p), fmt, frac_bits, mode)
+
+
+def _round_sum(B: Backend, p: ModelParams, s: BlockSum, fmt: Format, frac_bits: int, mode: str) -> V:
+    """A block sum rounded into ``fmt`` with the model's zero-sign and overflow rules."""
     cancel_sign = B.true() if mode == "rd" else B.false()
     zero_sign = B.ite(s.any_nonzero, cancel_sign, s.all_negative)
     neg = B.ite(B.eq(s.mag, 0), zero_sign, s.neg)
@@ -425,6 +435,48 @@ def sum_and_round(B: Backend, terms: Sequence[Term], F: int | None, p: ModelPara
     elif p.zero_sign == "plus":  # every zero result is +0
         bits = B.ite(B.eq(B.mod_pow2(bits, fmt.storage_bits - 1), 0), 0, bits)
     return bits
+
+
+def _sum_as_term(B: Backend, s: BlockSum, F: int, terms: Sequence[Term]) -> Term:
+    """A window sum of ``terms`` (its E = s.lsb + F) as an addend whose exponent is that E, also where the
+    sum cancelled to zero (it joins the next alignment as the exponent of its largest product)."""
+    lo = min(t.top_min for t in terms) - 1  # the block's sentinel E when every term is zero
+    hi = max(t.top_max for t in terms)
+    return Term(s.neg, s.mag, s.lsb, B.add(s.lsb, F), s.mag_bits, lo - F, hi - F, lo, hi, F,
+                max(1, s.mag_bits - F), zero_joins=True)
+
+
+def after_sum_block(B: Backend, p: ModelParams, pterms: Sequence[Term], c_term: Term, F: int, fmt: Format) -> V:
+    """c_mode "after_sum" (see :class:`ModelParams`): the products' window sum (in ``product_groups``
+    interleaved subsets, realigned by ``late_align``), then S and C aligned again to M = max(E_S, e(C)) with
+    ``sum_frac_bits`` and F fraction bits, C dropped below M - ``c_drop``, the exact sum rounded once."""
+    late = dataclasses.replace(p, align=p.late_align, align_floor=None, carry_bits="unbounded")
+    g = p.product_groups
+    subsets = [list(pterms[j::g]) for j in range(g)] if g > 1 and len(pterms) > 1 else [list(pterms)]
+    parts = [(block_sum(B, sub, F, p), sub) for sub in subsets]
+    if len(parts) > 1:
+        sub_terms = [_sum_as_term(B, sp, F, sub) for sp, sub in parts]
+        S = block_sum(B, sub_terms, F, late)
+        s_term = _sum_as_term(B, S, F, sub_terms)
+    else:
+        s_term = _sum_as_term(B, parts[0][0], F, parts[0][1])
+    F2 = p.sum_frac_bits
+    c_joins = c_term.zero_joins
+    c_top = c_term.top if c_joins else B.ite(B.ne(c_term.mag, 0), c_term.top, s_term.top_min)
+    M = B.max(s_term.top, c_top)
+    s_mag = _align_term(B, s_term, B.sub(M, F2), F2, p.late_align)
+    c_mag = B.mul_const(_align_term(B, c_term, B.sub(M, F), F, p.late_align), 1 << (F2 - F))
+    if p.c_drop is not None:
+        c_mag = B.ite(B.lt(c_top, B.sub(M, p.c_drop)), 0, c_mag)
+    width = max(s_term.mag_bits + F2 - F, F2 + 2) + 2
+    vals = [B.fit(B.ite(neg, B.neg(m), m), width + 1) for neg, m in ((s_term.neg, s_mag), (c_term.neg, c_mag))]
+    total = B.fit(B.add(vals[0], vals[1]), width + 1)
+    neg = B.lt(total, 0)
+    mag = B.fit(B.ite(neg, B.neg(total), total), width + 1)
+    any_nz = _tree(B, [B.ne(t.mag, 0) for t in [*pterms, c_term]], B.or_)
+    all_neg = _tree(B, [t.neg for t in [*pterms, c_term]], B.and_)
+    s = BlockSum(neg, mag, B.sub(M, F2), width, any_nz, all_neg)
+    return _round_sum(B, p, s, fmt, p.block_frac_bits, p.block_round)
 
 
 # --------------------------------------------------------------- block FMA
@@ -498,6 +550,8 @@ def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[
         bits = sum_and_round(B, [psum, c_term], None, p, acc, acc.frac_bits, p.c_round)
     elif p.c_mode in ("aligned", "after_instr"):
         bits = sum_and_round(B, [*pterms, c_term], F, p, acc, p.block_frac_bits, p.block_round)
+    elif p.c_mode == "after_sum" and F is not None:
+        bits = after_sum_block(B, p, pterms, c_term, F, acc)
     else:  # products alone, then one correctly rounded addition of C
         part = sum_and_round(B, pterms, F, p, acc, p.block_frac_bits, p.block_round)
         part_term, part_flags = value_term(B, decode(B, acc, part))
@@ -521,8 +575,10 @@ def unread_parameters(p: ModelParams) -> dict[str, Any]:
     if p.reduction == "pairwise":
         ch.update(extra_bits="exact", block_round="rne", c_mode="aligned",
                   block_frac_bits=get_format(p.acc_fmt).frac_bits)
-    elif p.c_mode == "aligned":
+    elif p.c_mode in ("aligned", "after_sum"):
         ch["c_round"] = "rne"
+    if p.c_mode != "after_sum":
+        ch.update(product_groups=1, sum_frac_bits=0, late_align="floor", c_drop=None)
     if ch.get("extra_bits", p.extra_bits) == "exact":
         ch.update(align="trunc", align_floor=None, carry_bits="unbounded", overflow="wrap", product_exponent="raw",
                   zero_exponent=None)
