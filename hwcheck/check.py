@@ -35,7 +35,7 @@ SIM_CHUNK = 1 << 14
 
 # ----------------------------------------------------------------- helpers
 def hex_bits(fmt: Format, bits: int) -> str:
-    return f"0x{int(bits):0{fmt.storage_bits // 4}x}"
+    return f"0x{int(bits):0{fmt.hex_digits}x}"
 
 
 def exact_value(fmt: Format, bits: int) -> str:

@@ -17,7 +17,7 @@ SCHEMA = "tcsmt.discriminate/1"
 
 
 def hexpat(fmt: Format, bits: int) -> str:
-    return f"0x{bits:0{fmt.storage_bits // 4}x}"
+    return f"0x{bits:0{fmt.hex_digits}x}"
 
 
 def val(fmt: Format, bits: int) -> str:

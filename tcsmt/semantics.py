@@ -105,18 +105,29 @@ def _ceil_log2(n: int) -> int:
 def decode(B: Backend, fmt: Format, bits: V, keep_subnormals: bool = True) -> Decoded:
     """Decode bit patterns of ``fmt`` exactly (specials get sig = 0 and a flag)."""
     sign, expf, frac = B.fields(fmt, bits)
-    sub = B.eq(expf, 0)
     top_field = (1 << fmt.exp_bits) - 1
+    inf = B.false()
     if fmt.specials == "ieee":
         special = B.eq(expf, top_field)
         nan = B.and_(special, B.ne(frac, 0))
         inf = B.and_(special, B.eq(frac, 0))
-    else:
+    elif fmt.specials == "fn":  # OCP e4m3: only S.1111.111 is NaN
         nan = B.and_(B.eq(expf, top_field), B.eq(frac, (1 << fmt.frac_bits) - 1))
-        inf = B.false()
-        special = nan
-    e = B.ite(sub, fmt.emin, B.sub(expf, fmt.bias))
-    sig = B.ite(sub, frac, B.add(frac, 1 << fmt.frac_bits))
+    elif fmt.specials == "fnuz":  # the pattern of -0 is the only NaN
+        nan = B.and_(B.ne(sign, 0), B.and_(B.eq(expf, 0), B.eq(frac, 0)))
+    elif fmt.specials == "e8m0":  # 0xFF is NaN
+        nan = B.eq(expf, top_field)
+    else:  # "none": OCP fp4/fp6, every pattern finite
+        nan = B.false()
+    special = B.or_(nan, inf)
+    if fmt.has_subnormals:
+        sub = B.eq(expf, 0)
+        e = B.ite(sub, fmt.emin, B.sub(expf, fmt.bias))
+        sig = B.ite(sub, frac, B.add(frac, 1 << fmt.frac_bits))
+    else:  # e8m0: every field is a normal power of two
+        sub = B.false()
+        e = B.sub(expf, fmt.bias)
+        sig = B.add(frac, 1 << fmt.frac_bits)
     if not keep_subnormals:
         sig = B.ite(sub, 0, sig)
     sig = B.ite(special, 0, sig)
@@ -336,12 +347,18 @@ def round_to(B: Backend, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, fra
              keep_subnormals: bool = True, overflow_inf: bool = False) -> V:
     """Bit pattern of (-1)^neg * mag * 2^lsb rounded to ``frac_bits`` fraction bits in ``fmt``.
 
+    ``fmt`` is a signed format with subnormals (every format but the scale formats ue8m0/ue4m3);
+    in a format without -0 (fnuz) a zero of either sign is +0; where the format has no infinity an
+    overflow to "inf" gives its NaN (e4m3, fnuz) or, with neither (OCP fp4/fp6), the largest finite.
+
     The exponent range is ``fmt``'s; below 2^emin the result is subnormal with
     its LSB at 2^(emin - frac_bits).  A zero magnitude gives the zero of sign
     ``neg``.  Overflow gives inf (rne; ru for positive, rd for negative) or the
     largest finite value (rz and the other directed cases); with
     ``overflow_inf`` every overflow gives inf.
     """
+    if not fmt.signed or not fmt.has_subnormals:
+        raise TcsmtError(f"{fmt.name} is a scale format: no result is rounded into it")
     m = B.msb(mag, mag_bits)
     e = B.add(lsb, m)
     e_eff = B.max(e, fmt.emin)
@@ -385,11 +402,24 @@ def round_to(B: Backend, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, fra
     # zero exponent instead (no result changes), keeping the word inside the width ``pack`` claims
     expf = B.ite(overflow, 0, expf)
     finite = pack(B, fmt, neg, expf, B.fit(frac, frac_bits + 1), pad)
-    max_bits = fmt.pack_fields(0, fmt.emax + fmt.bias, ((1 << frac_bits) - 1) << pad)
-    inf_bits = fmt.pack_fields(0, (1 << fmt.exp_bits) - 1, 0)
     sign_bit = 1 << (fmt.exp_bits + fmt.frac_bits + fmt.pad_bits)
+    if not fmt.has_negative_zero:  # fnuz: a zero of either sign is +0 (the pattern of -0 is NaN)
+        finite = B.ite(B.eq(finite, sign_bit), 0, finite)
+    top_frac = (1 << frac_bits) - 1
+    if fmt.specials == "fn" and frac_bits == fmt.frac_bits:
+        top_frac -= 1  # S.1111.111 is NaN: the largest finite is S.1111.110
+    max_bits = fmt.pack_fields(0, fmt.emax + fmt.bias, top_frac << pad)
+    if fmt.has_inf:
+        inf_bits = fmt.pack_fields(0, (1 << fmt.exp_bits) - 1, 0)
+    elif fmt.has_nan:  # no infinity: an overflow to "inf" is NaN (as apply_flags saturates inf to NaN)
+        inf_bits = fmt.nan_pattern()
+    else:  # OCP fp4/fp6: neither inf nor NaN; an overflow saturates to the largest finite
+        inf_bits = max_bits
     big = B.fit(B.ite(to_inf, inf_bits, max_bits), fmt.storage_bits + 1)
-    big = B.ite(neg, B.add(big, sign_bit), big)
+    if fmt.specials == "fnuz":  # NaN 0x80 carries no further sign
+        big = B.ite(B.and_(neg, B.ne(big, inf_bits)), B.add(big, sign_bit), big)
+    else:
+        big = B.ite(neg, B.add(big, sign_bit), big)
     return B.ite(overflow, big, finite)
 
 
@@ -406,6 +436,14 @@ def pack(B: Backend, fmt: Format, neg: V, expf: V, frac: V, frac_shift: int) -> 
 
 def apply_flags(B: Backend, fmt: Format, flags: Flags, bits: V) -> V:
     """Replace a finite result by NaN / +inf / -inf where the flags say so."""
+    if not fmt.has_nan:
+        # OCP fp4/fp6 hold neither inf nor NaN (MX v1.0 section 5.3.3): an infinity saturates to the
+        # largest finite of its sign; a NaN has no pattern and keeps the finite part (a zero): the
+        # value readers refuse NaN for these formats, and no model rounds a result into them
+        top = fmt.pack_fields(0, (1 << fmt.exp_bits) - 1, (1 << fmt.frac_bits) - 1)
+        sign_bit = 1 << (fmt.exp_bits + fmt.frac_bits)
+        out = B.ite(flags.ninf, top + sign_bit, B.fit(bits, fmt.storage_bits + 1))
+        return B.ite(flags.pinf, top, out)
     nan_bits = fmt.nan_pattern()
     if fmt.specials == "ieee":
         pinf, ninf = fmt.inf_pattern(False), fmt.inf_pattern(True)

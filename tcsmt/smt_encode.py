@@ -64,13 +64,18 @@ def output_term(p: ModelParams, inp: Inputs) -> FNode:
 
 def finite_constraint(fmt: Format, x: Bv, allow_subnormal: bool = True) -> FNode:
     """x is a finite pattern of ``fmt`` (and normal or zero unless allow_subnormal)."""
-    _, expf, frac = B.fields(fmt, x)
+    sign, expf, frac = B.fields(fmt, x)
     top = (1 << fmt.exp_bits) - 1
     parts = []
     if fmt.specials == "ieee":
         parts.append(B.ne(expf, top))
-    else:
+    elif fmt.specials == "fn":
         parts.append(Not(And(B.eq(expf, top), B.eq(frac, (1 << fmt.frac_bits) - 1))))
+    elif fmt.specials == "fnuz":  # 0x80, the pattern of -0, is the only NaN
+        parts.append(Not(And(B.ne(sign, 0), And(B.eq(expf, 0), B.eq(frac, 0)))))
+    elif fmt.specials == "e8m0":
+        parts.append(B.ne(expf, top))
+    # "none" (OCP fp4/fp6): every pattern is finite
     if fmt.pad_bits:
         parts.append(Equals(BVExtract(x.t, 0, fmt.pad_bits - 1), BV(0, fmt.pad_bits)))
     if not allow_subnormal:
