@@ -198,6 +198,71 @@ def _sum_round(terms, F, p, acc: Fmt, frac_bits: int, mode: str) -> int:
     return out
 
 
+def _shift(v: int, d: int, align: str) -> int:
+    """The signed integer v * 2^d on the integer grid, its lost bits dropped by ``align``."""
+    if d >= 0:
+        return v << d
+    r = -d
+    if align == "floor":
+        return v >> r  # Python's >> rounds toward minus infinity
+    mag = abs(v)
+    q = mag >> r
+    if align == "rne":
+        lost = mag & ((1 << r) - 1)
+        half = 1 << (r - 1)
+        if lost > half or (lost == half and q & 1):
+            q += 1
+    return -q if v < 0 else q
+
+
+def _window(terms, F: int):
+    """(S, E): the window sum of ``terms`` on the grid 2^(E - F), truncated per term; E None if no term has an
+    exponent (all zero, and zeros take none)."""
+    tops = [t.top for t in terms if t.mag] + [t.zero_top for t in terms if not t.mag and t.zero_top is not None]
+    if not tops:
+        return 0, None
+    E = max(tops)
+    return sum(_shift(-t.mag if t.neg else t.mag, t.lsb - (E - F), "trunc") for t in terms), E
+
+
+def _after_sum(p, terms, ct, F: int, acc: Fmt) -> int:
+    """c_mode after_sum, written from the ModelParams docstring (MMA-Sim's CDNA3 group)."""
+    g = p.product_groups if len(terms) > 1 else 1
+    parts = [_window(terms[j::g], F) for j in range(g)]
+    live = [(v, e) for v, e in parts if e is not None]
+    if not live:
+        S, ES = 0, None
+    elif len(parts) == 1:
+        S, ES = live[0]
+    else:
+        ES = max(e for _, e in live)
+        S = sum(_shift(v, e - ES, p.late_align) for v, e in live)
+    c_top = ct.top if ct.mag else ct.zero_top
+    tops = [e for e in (ES, c_top) if e is not None]
+    F2 = p.sum_frac_bits
+    if tops:
+        M = max(tops)
+        s2 = _shift(S, ES - F - (M - F2), p.late_align) if ES is not None else 0
+        cv = _shift(-ct.mag if ct.neg else ct.mag, ct.lsb - (M - F), p.late_align) << (F2 - F) if ct.mag else 0
+        if p.c_drop is not None and c_top is not None and c_top < M - p.c_drop:
+            cv = 0
+        total, lsb = s2 + cv, M - F2
+    else:
+        total, lsb = 0, 0
+    mode = p.block_round
+    if total == 0:
+        if any(t.mag for t in [*terms, ct]):
+            neg = mode == "rd"
+        else:
+            neg = all(t.neg for t in [*terms, ct])
+        return acc.pack(neg and p.zero_sign != "plus", 0, 0)
+    out = round_value(total < 0, abs(total), lsb, acc, p.block_frac_bits, mode, p.subnormal_out,
+                      p.overflow_result == "inf")
+    if p.zero_sign in ("positive", "plus") and out & (acc.sign_bit - 1) == 0:
+        return 0
+    return out
+
+
 def _value_term(f: Fmt, bits: int, keep_sub: bool = True):
     neg, e, sig, nan, inf = decode(f, bits, keep_sub)
     return _Term(neg, sig, e - f.fb, e), nan, inf
@@ -260,6 +325,8 @@ def block_fma(p, a: Sequence[int], b: Sequence[int], c: int, c_fmt: Fmt) -> int:
         out = _sum_round([psum, ct], None, p, acc, acc.fb, p.c_round)
     elif p.c_mode in ("aligned", "after_instr"):
         out = _sum_round(terms + [ct], F, p, acc, p.block_frac_bits, p.block_round)
+    elif p.c_mode == "after_sum":
+        out = _after_sum(p, terms, ct, F, acc)
     else:
         part = _sum_round(terms, F, p, acc, p.block_frac_bits, p.block_round)
         pt, pnan, pinf_ = _value_term(acc, part)

@@ -115,6 +115,8 @@ QUESTIONS: dict[str, list[Question]] = {
         Question("zero-operands", "cdna3", "cdna3:zeros_left_out", "bf16", "fp32", "mfma", 16),
         Question("cdna3-alignment", "cdna3", "cdna3:c_aligned", "fp16", "fp32", "mfma", 16),
         Question("cdna3-alignment", "cdna3", "cdna3:exact_block", "tf32", "fp32", "mfma", 8),
+        Question("cdna3-fp8", "cdna3", "cdna3:one_window", "e4m3fnuz", "fp32", "mfma", 32),
+        Question("cdna3-fp8", "cdna3", "cdna3:keep_small_c", "e5m2fnuz", "fp32", "mfma", 32),
     ],
 }
 """The questions of each generation (docs/open_questions.md names the classes).  Volta and Turing have fp16
