@@ -270,19 +270,20 @@ def _value_term(f: Fmt, bits: int, keep_sub: bool = True):
 
 def block_fma(p, a: Sequence[int], b: Sequence[int], c: int, c_fmt: Fmt) -> int:
     fin, acc = fmt(p.in_fmt), fmt(p.acc_fmt)
+    fbin = fmt(p.b_fmt) if p.b_fmt else fin  # B's format on a mixed path
     if p.operand_fmt:  # exact conversion of the operands first
         fop = fmt(p.operand_fmt)
         a = [convert(int(x), fin, fop, "rne") for x in a]
-        b = [convert(int(y), fin, fop, "rne") for y in b]
-        fin = fop
+        b = [convert(int(y), fbin, fop, "rne") for y in b]
+        fin = fbin = fop
     nan = pinf = ninf = False
     terms = []
     for x, y in zip(a, b):
         na, ea, sa, nana, infa = decode(fin, x, p.subnormal_in)
-        nb, eb, sb, nanb, infb = decode(fin, y, p.subnormal_in)
+        nb, eb, sb, nanb, infb = decode(fbin, y, p.subnormal_in)
         neg = na != nb
         mag = sa * sb
-        lsb = ea + eb - 2 * fin.fb
+        lsb = ea + eb - fin.fb - fbin.fb
         if p.product_exponent == "raw":
             top = ea + eb
         else:

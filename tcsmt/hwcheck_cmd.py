@@ -117,7 +117,7 @@ def _file_mode(device_spec, file, extra_models, path_text, instr, save, show, jo
 
     data = read_json(file) if str(file).endswith(".json") else None
     njobs = jobs or (default_jobs() if not device_spec.startswith("model:") else 1)
-    if is_bundle(data):
+    if isinstance(data, dict) and is_bundle(data):
         if path_text or instr or extra_models:
             raise TcsmtError(f"{file} is a decision bundle: every question names its path and models "
                              "(--path, --instr and --model do not apply)")

@@ -30,6 +30,8 @@ class ModelParams:
                and the products use its exponents (fp8 -> fp16 in the fp8
                mma.sync emulation of sm_90/sm_100); every in_fmt value must be
                representable in it.
+      b_fmt    format of B where it differs from A's (mixed e4m3 x e5m2 and fp8 x
+               bf8 paths; "" = in_fmt, the format of A).
       c_fmt    format of C (and of D between instructions): fp32, fp16 or fp64.
       out_fmt  format of D.
       acc_fmt  format of the accumulator between blocks inside one instruction.
@@ -140,6 +142,7 @@ class ModelParams:
     in_fmt: str
     out_fmt: str
     operand_fmt: str = ""
+    b_fmt: str = ""
     c_fmt: str = ""
     acc_fmt: str = "fp32"
     instr: str = "mma"
@@ -206,7 +209,7 @@ class ModelParams:
 
 
 PARAM_NAMES = tuple(f.name for f in dataclasses.fields(ModelParams))
-PATH_FIELDS = ("in_fmt", "out_fmt", "c_fmt", "instr", "instr_shape")
+PATH_FIELDS = ("in_fmt", "out_fmt", "b_fmt", "c_fmt", "instr", "instr_shape")
 """Fields that identify a path of an architecture: never overridden in a model spec."""
 MAX_K = 4096
 """Largest instr_k / block_k accepted (the largest in models/ is 128)."""
@@ -243,7 +246,7 @@ def coerce(key: str, value: Any) -> Any:
             return int(value)
         except (TypeError, ValueError):
             raise TcsmtError(f"{key} takes an integer, not {value!r}") from None
-    return str(value).lower() if key not in ("in_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_shape") else str(value)
+    return str(value).lower() if key not in ("in_fmt", "out_fmt", "b_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_shape") else str(value)
 
 
 def floor_range(p: ModelParams) -> tuple[int, int]:
@@ -255,9 +258,10 @@ def floor_range(p: ModelParams) -> tuple[int, int]:
     C's or the accumulator's emax).
     """
     op = get_format(p.operand_fmt or p.in_fmt)
+    op_b = get_format(p.operand_fmt or p.b_fmt or p.in_fmt)
     fc, acc = get_format(p.c_fmt or p.out_fmt), get_format(p.acc_fmt)
-    lowest = min(2 * op.min_subnormal_exp, fc.min_subnormal_exp, acc.min_subnormal_exp)
-    highest = max(2 * (op.emax + 1), fc.emax, acc.emax)
+    lowest = min(op.min_subnormal_exp + op_b.min_subnormal_exp, fc.min_subnormal_exp, acc.min_subnormal_exp)
+    highest = max(op.emax + 1 + op_b.emax + 1, fc.emax, acc.emax)
     return lowest, highest
 
 
@@ -279,7 +283,7 @@ def _plain_ints(p: ModelParams) -> ModelParams:
 def validate(p: ModelParams) -> ModelParams:
     """Check every parameter's type and range; fill derived defaults (c_fmt, block_frac_bits)."""
     p = _plain_ints(p)
-    for key in ("in_fmt", "out_fmt", "acc_fmt", "c_fmt", "operand_fmt", "instr", "instr_shape"):
+    for key in ("in_fmt", "out_fmt", "acc_fmt", "c_fmt", "operand_fmt", "b_fmt", "instr", "instr_shape"):
         if not isinstance(getattr(p, key), str):
             raise TcsmtError(f"invalid model parameters: {key} must be a string, not {getattr(p, key)!r}")
     for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "product_groups", "sum_frac_bits"):
@@ -297,10 +301,13 @@ def validate(p: ModelParams) -> ModelParams:
             raise TcsmtError(f"invalid model parameters: {key} must be true or false, not {getattr(p, key)!r}")
     for key in ("in_fmt", "out_fmt", "acc_fmt"):
         get_format(getattr(p, key))
+    if p.b_fmt:
+        get_format(p.b_fmt)
     if p.operand_fmt:
-        fi, fo = get_format(p.in_fmt), get_format(p.operand_fmt)
-        if fo.emax < fi.emax or fo.min_subnormal_exp > fi.min_subnormal_exp or fo.frac_bits < fi.frac_bits:
-            raise TcsmtError(f"operand_fmt {fo.name} cannot hold every {fi.name} value exactly")
+        fo = get_format(p.operand_fmt)
+        for fi in {get_format(p.in_fmt), get_format(p.b_fmt or p.in_fmt)}:
+            if fo.emax < fi.emax or fo.min_subnormal_exp > fi.min_subnormal_exp or fo.frac_bits < fi.frac_bits:
+                raise TcsmtError(f"operand_fmt {fo.name} cannot hold every {fi.name} value exactly")
     if not p.c_fmt:
         p = dataclasses.replace(p, c_fmt=p.out_fmt)
     get_format(p.c_fmt)

@@ -135,25 +135,28 @@ def decode(B: Backend, fmt: Format, bits: V, keep_subnormals: bool = True) -> De
 
 
 def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
-                 exp_range: tuple[int, int] | None = None, precision: int | None = None) -> tuple[Term, Flags]:
+                 exp_range: tuple[int, int] | None = None, precision: int | None = None,
+                 precision_b: int | None = None) -> tuple[Term, Flags]:
     """The exact product a*b as an addend, with its special-value flags.
 
-    ``exp_range`` (lo, hi) narrows the static bounds when the caller knows every factor's exponent
-    lies in [lo, hi] (a query domain, as in ``verify``); by default the format's [emin, emax].
-    ``precision``: the factors carry at most this many fraction bits (fewer than their format's when
-    they were converted exactly from a narrower one); it tightens the term's ``peak``.
+    ``a`` and ``b`` may have different formats (mixed e4m3 x e5m2 paths): the product's significand has
+    fa + fb fraction bits.  ``exp_range`` (lo, hi) narrows the static bounds when the caller knows every
+    factor's exponent lies in [lo, hi] (a query domain, as in ``verify``); by default the formats' [emin, emax].
+    ``precision`` (``precision_b`` for b; default the same): the factors carry at most this many fraction bits
+    (fewer than their format's when they were converted exactly from a narrower one); it tightens ``peak``.
     """
-    f = a.fmt.frac_bits
-    sig_bits = f + 1
-    mag = B.mul(a.sig, b.sig, 2 * sig_bits)
+    fa, fb = a.fmt.frac_bits, b.fmt.frac_bits
+    sig_bits = fa + fb + 2
+    mag = B.mul(a.sig, b.sig, sig_bits)
     esum = B.add(a.e, b.e)
-    lsb = B.sub(esum, 2 * f)
+    lsb = B.sub(esum, fa + fb)
     emin, emax = exp_range or (a.fmt.emin, a.fmt.emax)
+    bmin, bmax = exp_range or (b.fmt.emin, b.fmt.emax)
     if p.product_exponent == "raw":
-        top, top_min, top_max, gap, head = esum, 2 * emin, 2 * emax, 2 * f, 2
+        top, top_min, top_max, gap, head = esum, emin + bmin, emax + bmax, fa + fb, 2
     else:
-        top = B.add(lsb, B.msb(mag, 2 * sig_bits))
-        top_min, top_max, gap, head = 2 * (emin - f), 2 * emax + 1, 0, 1
+        top = B.add(lsb, B.msb(mag, sig_bits))
+        top_min, top_max, gap, head = emin + bmin - fa - fb, emax + bmax + 1, 0, 1
     neg = B.xor(a.neg, b.neg)
     a_zero, b_zero = B.eq(a.sig, 0), B.eq(b.sig, 0)
     a_fin_zero = B.and_(a_zero, B.not_(B.or_(a.inf, a.nan)))
@@ -162,14 +165,15 @@ def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
     inf = B.and_(B.or_(a.inf, b.inf), B.not_(nan))
     flags = Flags(nan, B.and_(inf, B.not_(neg)), B.and_(inf, neg))
     # a factor with at most q fraction bits is at most (2 - 2^-q) * 2^e (e = emin for subnormals)
-    q = f if precision is None else precision
-    peak = (2 - Fraction(1, 1 << q)) ** 2 if p.product_exponent == "raw" else None
-    term = Term(neg, mag, lsb, top, 2 * sig_bits, 2 * (emin - f), 2 * (emax - f), top_min, top_max, gap, head,
-                peak=peak)
+    qa = fa if precision is None else precision
+    qb = fb if precision is None and precision_b is None else (precision_b if precision_b is not None else qa)
+    peak = (2 - Fraction(1, 1 << qa)) * (2 - Fraction(1, 1 << qb)) if p.product_exponent == "raw" else None
+    term = Term(neg, mag, lsb, top, sig_bits, emin + bmin - fa - fb, emax + bmax - fa - fb, top_min, top_max, gap,
+                head, peak=peak)
     if p.zero_exponent is not None:
         z = p.zero_exponent  # a zero factor has exponent z: the zero product's is z + e(other factor)
         zero_top = B.add(B.ite(a_zero, z, a.e), B.ite(b_zero, z, b.e))
-        term = _zero_top(B, term, zero_top, min(2 * z, z + emin), max(2 * z, z + emax))
+        term = _zero_top(B, term, zero_top, min(2 * z, z + min(emin, bmin)), max(2 * z, z + max(emax, bmax)))
     return term, flags
 
 
@@ -523,14 +527,15 @@ def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequenc
     """A block's addends: the exact products (operands first converted to ``operand_fmt`` where the
     model has one) and C, with the special-value flags of all of them."""
     fin = get_format(p.in_fmt)
-    precision = fin.frac_bits
+    fbin = get_format(p.b_fmt) if p.b_fmt else fin  # B's format (mixed paths)
+    precision, precision_b = fin.frac_bits, fbin.frac_bits
     if p.operand_fmt:  # exact conversion of the operands first (e.g. fp8 -> fp16)
         fop = get_format(p.operand_fmt)
         a_bits = [convert(B, a, fin, fop, "rne") for a in a_bits]
-        b_bits = [convert(B, b, fin, fop, "rne") for b in b_bits]
-        fin = fop
-    prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fin, b, p.subnormal_in),
-                          precision=min(precision, fin.frac_bits))
+        b_bits = [convert(B, b, fbin, fop, "rne") for b in b_bits]
+        fin = fbin = fop
+    prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fbin, b, p.subnormal_in),
+                          precision=min(precision, fin.frac_bits), precision_b=min(precision_b, fbin.frac_bits))
              for a, b in zip(a_bits, b_bits)]
     c_term, c_flags = value_term(B, decode(B, c_fmt, c_bits, p.subnormal_c))
     if isinstance(c_bits, int) and c_bits == 0:  # the +0 an after_instr chain starts from

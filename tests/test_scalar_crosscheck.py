@@ -66,7 +66,7 @@ def _check(p, n, mode, seed):
     rng = np.random.default_rng(seed)
     K = 2 * (p.instr_k or 8) + (p.block_k or 1) // 2 + 1  # two instructions and a ragged tail
     a = _random_patterns(rng, p.in_fmt, (n, K), mode)
-    b = _random_patterns(rng, p.in_fmt, (n, K), mode)
+    b = _random_patterns(rng, p.b_fmt or p.in_fmt, (n, K), mode)
     c = _random_patterns(rng, p.c_fmt, (n,), mode)
     d = simulate_params(p, a, b, c)
     ref = np.array(scalar_model.dot_rows(p, a, b, c), dtype=d.dtype)

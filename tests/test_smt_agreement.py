@@ -101,8 +101,11 @@ def test_smt_term_equals_simulator(p):
         K = 2  # fp64 FMAs need Python integers; two instructions' worth of chaining still shows
     rng = np.random.default_rng(zlib.crc32(p.name.encode()))
     a, b, c = _inputs(rng, fin, fc, K)
-    expect = simulate_params(p, a.astype(fin.dtype), b.astype(fin.dtype), c.astype(fc.dtype)).astype(np.uint64)
-    inp = make_inputs(p.in_fmt, p.c_fmt, K)
+    fb = get_format(p.b_fmt) if p.b_fmt else fin  # a mixed path: B drawn in its own format
+    if p.b_fmt:
+        b = _inputs(rng, fb, fc, K)[1]
+    expect = simulate_params(p, a.astype(fin.dtype), b.astype(fb.dtype), c.astype(fc.dtype)).astype(np.uint64)
+    inp = make_inputs(p.in_fmt, p.c_fmt, K, b_fmt=p.b_fmt)
     term = output_term(p, inp)
     got = np.asarray(evaluate(term, _env(inp, a, b, c))).astype(np.uint64)
     bad = np.nonzero(got != expect)[0]
