@@ -38,7 +38,7 @@ SIM_CHUNK = 1 << 14
 
 # ----------------------------------------------------------------- helpers
 def hex_bits(fmt: Format, bits: int) -> str:
-    return f"0x{int(bits):0{fmt.storage_bits // 4}x}"
+    return f"0x{int(bits):0{fmt.hex_digits}x}"
 
 
 def exact_value(fmt: Format, bits: int) -> str:
@@ -340,6 +340,13 @@ def load_inputs(path: str, in_fmt: str | None = None, out_fmt: str | None = None
     data = read_json(p)
     if not isinstance(data, dict):
         raise TcsmtError(f"{path}: expected a JSON object with in_fmt, out_fmt, inputs")
+    return inputs_from_doc(path, data, in_fmt, out_fmt, instr)
+
+
+def inputs_from_doc(path: str, data: dict, in_fmt: str | None = None, out_fmt: str | None = None,
+                    instr: str | None = None) -> FileInputs:
+    """The dot products of one JSON document (a ``discriminate`` or ``query`` record; see :func:`load_inputs`);
+    ``path`` names it in errors (a file, or a file and a question of a decision bundle)."""
     data = _as_inputs_doc(path, data)
     fi = in_fmt or data.get("in_fmt")
     fo = out_fmt or data.get("out_fmt")

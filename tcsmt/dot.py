@@ -68,7 +68,7 @@ def default_path(arch: str, in_fmt: str | None, out_fmt: str | None) -> tuple[st
 def describe_bits(fmt_name: str, bits: int) -> str:
     """``0x3c00  = 1`` : a pattern in hex at the format's width and its exact value."""
     fmt = get_format(fmt_name)
-    return f"0x{bits:0{fmt.storage_bits // 4}x}  = {format_value(fmt.to_fraction(bits))}"
+    return f"0x{bits:0{fmt.hex_digits}x}  = {format_value(fmt.to_fraction(bits))}"
 
 
 def dot(arch: str, a_text: str, b_text: str, c_text: str = "0", *, in_fmt: str | None = None,
@@ -81,9 +81,9 @@ def dot(arch: str, a_text: str, b_text: str, c_text: str = "0", *, in_fmt: str |
     if len(a) != len(b) or not a:
         raise TcsmtError(f"a and b need the same, non-zero length (got {len(a)} and {len(b)})")
     c = parse_value(c_text)
-    fin, fc = get_format(p.in_fmt), get_format(p.c_fmt)
+    fin, fb, fc = get_format(p.in_fmt), get_format(p.b_fmt or p.in_fmt), get_format(p.c_fmt)
     ab = np.array([[fin.from_fraction(x) for x in a]], dtype=fin.dtype)
-    bb = np.array([[fin.from_fraction(x) for x in b]], dtype=fin.dtype)
+    bb = np.array([[fb.from_fraction(x) for x in b]], dtype=fb.dtype)
     cb = np.array([fc.from_fraction(c)], dtype=fc.dtype)
     d = int(simulate_params(p, ab, bb, cb)[0])
     exact = sum((x * y for x, y in zip(a, b)), Fraction(0)) + c

@@ -57,6 +57,8 @@ class ModelParams:
                and the products use its exponents (fp8 -> fp16 in the fp8
                mma.sync emulation of sm_90/sm_100); every in_fmt value must be
                representable in it.
+      b_fmt    format of B where it differs from A's (mixed e4m3 x e5m2 and fp8 x
+               bf8 paths; "" = in_fmt, the format of A).
       c_fmt    format of C (and of D between instructions): fp32, fp16 or fp64.
       out_fmt  format of D.
       acc_fmt  format of the accumulator between blocks inside one instruction.
@@ -94,7 +96,27 @@ class ModelParams:
                "after_instr": each instruction's blocks chain from +0 (the
                first block's C is +0) and the instruction's C is added to
                their result at the end with one correctly rounded addition
-               (``c_round``) in acc_fmt.
+               (``c_round``) in acc_fmt;
+               "after_sum": the products form a window sum on their own (in
+               ``product_groups`` interleaved subsets, below), not rounded;
+               that exact sum S (exponent E_S, the window's E) and C are then
+               aligned again to M = max(E_S, e(C)): S keeps ``sum_frac_bits``
+               fraction bits below M, C keeps F, both losing their low bits
+               by ``late_align``; C counts as 0 where e(C) < M - ``c_drop``;
+               the exact sum is rounded once into acc_fmt with block_round
+               (AMD CDNA3 per MMA-Sim).
+      product_groups  with c_mode "after_sum": the block's products are dealt
+               to this many subsets (product k to subset k mod n), each
+               aligned to its own largest exponent with F fraction bits and
+               summed; the subset sums are aligned to the largest subset
+               exponent with F fraction bits by ``late_align`` and added
+               (CDNA3 fp8: 2, its even and odd products); 1..block_k.
+      sum_frac_bits  with c_mode "after_sum": fraction bits the product sum
+               keeps below M (>= F; CDNA3: 31).
+      late_align  with c_mode "after_sum": how the realigned subset sums, S
+               and C lose their low bits: trunc, rne or floor.
+      c_drop   with c_mode "after_sum": C is dropped where its exponent is
+               below M - c_drop (None: never; CDNA3 fp8: 25).
       extra_bits  alignment bits kept below the acc_fmt LSB of the largest
                term: the window's LSB is 2^(E - F), F = acc.frac_bits +
                extra_bits (may be negative: fp8 on Ada/Hopper keeps F = 13),
@@ -134,12 +156,22 @@ class ModelParams:
       zero_sign "ieee": an exact cancellation gives +0 (-0 with rd), a sum of
                zeros that are all -0 gives -0, and a non-zero sum that rounds
                to zero keeps its sign; "positive": as "ieee" except that a
-               non-zero sum that rounds to zero gives +0.
+               non-zero sum that rounds to zero gives +0; "plus": every zero
+               result of a rounded sum is +0 (all-(-0) sums and rd
+               cancellations included), as MMA-Sim's fused dot-add returns.
+      zero_exponent  None: zero addends take no part in the alignment (E is
+               the largest alignment exponent of the non-zero addends); an
+               integer z: a zero factor or a zero C has exponent z, so a zero
+               product's alignment exponent is z + e(other factor) (z + z for
+               two zeros) and a zero C's is z, and both join the maximum E
+               (MMA-Sim gives every zero the exponent -126, whatever its
+               format).  Only the windowed block sum reads it.
     """
 
     in_fmt: str = _param(dataclasses.MISSING, "path")
     out_fmt: str = _param(dataclasses.MISSING, "path")
     operand_fmt: str = _param("", "format")
+    b_fmt: str = _param("", "path")
     c_fmt: str = _param("", "path")
     acc_fmt: str = _param("fp32", "format")
     instr: str = _param("mma", "path")
@@ -149,7 +181,7 @@ class ModelParams:
     block_interleave: int = _param(0, "int")
     reduction: str = _param("chain", "choice", choices=("chain", "pairwise"))
     product_exponent: str = _param("raw", "choice", choices=("raw", "normalized"))
-    c_mode: str = _param("aligned", "choice", choices=("aligned", "after", "after_instr"))
+    c_mode: str = _param("aligned", "choice", choices=("aligned", "after", "after_instr", "after_sum"))
     extra_bits: int | str = _param(0, "int_or_word", word="exact")
     align: str = _param("trunc", "choice", choices=ALIGN_LOSS)
     align_floor: int | None = _param(None, "int_or_none")
@@ -163,7 +195,12 @@ class ModelParams:
     subnormal_c: bool = _param(True, "bool")
     subnormal_out: bool = _param(True, "bool")
     overflow_result: str = _param("ieee", "choice", choices=("ieee", "inf"))
-    zero_sign: str = _param("ieee", "choice", choices=("ieee", "positive"))
+    zero_sign: str = _param("ieee", "choice", choices=("ieee", "positive", "plus"))
+    zero_exponent: int | None = _param(None, "int_or_none")
+    product_groups: int = _param(1, "int")
+    sum_frac_bits: int = _param(0, "int")
+    late_align: str = _param("floor", "choice", choices=ALIGN_LOSS)
+    c_drop: int | None = _param(None, "int_or_none")
     name: str = _param("", "label")
     sources: tuple[str, ...] = _param((), "label", compare=False)
     notes: str = _param("", "label", compare=False)
@@ -257,9 +294,10 @@ def floor_range(p: ModelParams) -> tuple[int, int]:
     C's or the accumulator's emax).
     """
     op = get_format(p.operand_fmt or p.in_fmt)
+    op_b = get_format(p.operand_fmt or p.b_fmt or p.in_fmt)
     fc, acc = get_format(p.c_fmt or p.out_fmt), get_format(p.acc_fmt)
-    lowest = min(2 * op.min_subnormal_exp, fc.min_subnormal_exp, acc.min_subnormal_exp)
-    highest = max(2 * (op.emax + 1), fc.emax, acc.emax)
+    lowest = min(op.min_subnormal_exp + op_b.min_subnormal_exp, fc.min_subnormal_exp, acc.min_subnormal_exp)
+    highest = max(op.emax + 1 + op_b.emax + 1, fc.emax, acc.emax)
     return lowest, highest
 
 
@@ -302,10 +340,13 @@ def validate(p: ModelParams) -> ModelParams:
         _check_type(key, getattr(p, key), p.name if isinstance(p.name, str) else "")
     for key in ("in_fmt", "out_fmt", "acc_fmt"):
         get_format(getattr(p, key))
+    if p.b_fmt:
+        get_format(p.b_fmt)
     if p.operand_fmt:
-        fi, fo = get_format(p.in_fmt), get_format(p.operand_fmt)
-        if fo.emax < fi.emax or fo.min_subnormal_exp > fi.min_subnormal_exp or fo.frac_bits < fi.frac_bits:
-            raise TcsmtError(f"operand_fmt {fo.name} cannot hold every {fi.name} value exactly")
+        fo = get_format(p.operand_fmt)
+        for fi in {get_format(p.in_fmt), get_format(p.b_fmt or p.in_fmt)}:
+            if fo.emax < fi.emax or fo.min_subnormal_exp > fi.min_subnormal_exp or fo.frac_bits < fi.frac_bits:
+                raise TcsmtError(f"operand_fmt {fo.name} cannot hold every {fi.name} value exactly")
     if not p.c_fmt:
         p = dataclasses.replace(p, c_fmt=p.out_fmt)
     get_format(p.c_fmt)
@@ -316,6 +357,7 @@ def validate(p: ModelParams) -> ModelParams:
         (p.block_interleave >= 0, "block_interleave must be >= 0"),
         (p.block_interleave == 0 or p.block_k == 0 or p.block_interleave <= p.block_k,
          "block_interleave must not exceed block_k"),
+        (p.zero_exponent is None or -1100 <= p.zero_exponent <= 1100, "zero_exponent must be -1100..1100 or none"),
         (0 <= p.instr_k <= MAX_K, f"instr_k must be 0..{MAX_K} (0: no instruction boundary)"),
         (0 <= p.block_k <= MAX_K, f"block_k must be 0..{MAX_K} (0: all K in one block)"),
         (p.block_k == 0 or p.instr_k == 0 or p.block_k <= p.instr_k, "block_k must not exceed instr_k"),
@@ -323,6 +365,12 @@ def validate(p: ModelParams) -> ModelParams:
         (1 <= p.block_frac_bits <= acc.frac_bits, f"block_frac_bits must be 1..{acc.frac_bits}"),
         (p.carry_bits == "unbounded" or 0 <= int(p.carry_bits) <= 64, "carry_bits must be 0..64 or unbounded"),
         (p.extra_bits == "exact" or -acc.frac_bits <= int(p.extra_bits) <= 256, f"extra_bits must be -{acc.frac_bits}..256 or exact"),
+        (p.product_groups >= 1 and (p.block_k <= 0 or p.product_groups <= p.block_k),
+         "product_groups must be 1..block_k"),
+        (p.c_mode != "after_sum" or (p.extra_bits != "exact" and p.reduction == "chain"
+                                    and p.sum_frac_bits >= get_format(p.acc_fmt).frac_bits + int(p.extra_bits)),
+         "c_mode after_sum needs a window (extra_bits not exact), chain reduction and sum_frac_bits >= F"),
+        (p.c_drop is None or 0 <= p.c_drop <= 1100, "c_drop must be 0..1100 or none"),
     ]
     if p.align_floor is not None:
         lo, hi = floor_range(p)
