@@ -86,12 +86,7 @@ def _run(args) -> int:
     status = 0
     dump: dict[str, np.ndarray] = {}
     with ModelRunner(args.jobs or default_jobs()) as runner:
-        for path in arch.paths:
-            p = path.params
-            key = (p.in_fmt, p.out_fmt, p.instr)
-            if key not in PATHS:
-                continue
-            spec = PATHS[key]
+        for spec in _hardware_paths(arch):
             if want and spec.label not in want:
                 continue
             why = dev.supports(spec)
@@ -124,7 +119,7 @@ def _run(args) -> int:
                 for d in dists:
                     rng = np.random.default_rng([args.seed, DISTRIBUTIONS.index(d), 0])
                     a, b, c = generate(d, spec, args.dump_tiles, K, rng)
-                    prefix = f"{spec.in_fmt}.{spec.out_fmt}.{spec.instr}.{d}"
+                    prefix = f"{spec.in_name}.{spec.out_fmt}.{spec.instr}.{d}"
                     dump.update({prefix + ".a": a, prefix + ".b": b, prefix + ".c": c, prefix + ".d": dev.run_tiles(spec, a, b, c)})
                 dump_out.write_with(lambda fh: np.savez_compressed(fh, **dump))  # type: ignore[arg-type]  # numpy's stub types **kwds as its own keywords
             out.write_json(doc)
@@ -132,6 +127,19 @@ def _run(args) -> int:
     doc["device"] = dev.info()
     out.write_json(doc)
     return status
+
+
+def _hardware_paths(arch) -> list:
+    """The hardware paths of the architecture's model paths, each followed by its mixed-format variants
+    (A in the path's format, B in another: checked with the path's model and ``b_fmt``)."""
+    out = []
+    for path in arch.paths:
+        p = path.params
+        key = (p.in_fmt, p.out_fmt, p.instr)
+        if key in PATHS:
+            out.append(PATHS[key])
+            out += [s for s in PATHS.values() if s.b_fmt and (s.in_fmt, s.out_fmt, s.instr) == key]
+    return out
 
 
 def _extras_for(extra: list[str], spec) -> list:

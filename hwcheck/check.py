@@ -43,9 +43,10 @@ def exact_value(fmt: Format, bits: int) -> str:
     return format_value(fmt.to_fraction(int(bits)))
 
 
-def exact_dot(fin: Format, fc: Format, a: np.ndarray, b: np.ndarray, c: int) -> str:
+def exact_dot(fin: Format, fc: Format, a: np.ndarray, b: np.ndarray, c: int, fin_b: Format | None = None) -> str:
     """The exact (unrounded) a.b + c, or NaN/Inf when a special value is involved."""
-    vals = [fin.to_fraction(int(x)) for x in a] + [fin.to_fraction(int(x)) for x in b] + [fc.to_fraction(int(c))]
+    fb = fin_b or fin
+    vals = [fin.to_fraction(int(x)) for x in a] + [fb.to_fraction(int(x)) for x in b] + [fc.to_fraction(int(c))]
     if any(not isinstance(v, Fraction) for v in vals):
         return "special"
     k = len(a)
@@ -162,12 +163,12 @@ class ModelTally:
 def counterexample(spec: PathSpec, a: np.ndarray, b: np.ndarray, c: int, gpu: int, model: int,
                    index: int) -> dict[str, Any]:
     """A JSON-able record of one disagreement: inputs and both outputs as hex and exact values."""
-    fin, fc, fo = spec.fin, spec.c_fmt, spec.fout
+    fin, fb, fc, fo = spec.fin, spec.fin_b, spec.c_fmt, spec.fout
     return {
         "index": int(index),
-        "a": [hex_bits(fin, x) for x in a], "b": [hex_bits(fin, x) for x in b], "c": hex_bits(fc, c),
-        "a_values": [exact_value(fin, x) for x in a], "b_values": [exact_value(fin, x) for x in b],
-        "c_value": exact_value(fc, c), "exact": exact_dot(fin, fc, a, b, c),
+        "a": [hex_bits(fin, x) for x in a], "b": [hex_bits(fb, x) for x in b], "c": hex_bits(fc, c),
+        "a_values": [exact_value(fin, x) for x in a], "b_values": [exact_value(fb, x) for x in b],
+        "c_value": exact_value(fc, c), "exact": exact_dot(fin, fc, a, b, c, fb),
         "gpu": hex_bits(fo, gpu), "gpu_value": exact_value(fo, gpu),
         "model": hex_bits(fo, model), "model_value": exact_value(fo, model),
     }
@@ -230,6 +231,8 @@ def resolve_models(specs: list[str], spec: PathSpec) -> list[tuple[str, ModelPar
     out = []
     for s in specs:
         p = resolve(s, spec.in_fmt, spec.out_fmt, spec.instr)
+        if spec.model_overrides:  # a mixed-format path: the A format's model with B's format
+            p = p.with_overrides(spec.model_overrides)
         out.append((s, p))
     return out
 
@@ -364,7 +367,7 @@ def load_inputs(path: str, in_fmt: str | None = None, out_fmt: str | None = None
             raise TcsmtError(f"{where}: a and b need the same, non-zero length "
                              f"(got {len(item['a'])} and {len(item['b'])})")
         A.append(np.array([_parse_hex(x, fin, f"{where}.a[{j}]") for j, x in enumerate(item["a"])], dtype=fin.dtype))
-        B.append(np.array([_parse_hex(x, fin, f"{where}.b[{j}]") for j, x in enumerate(item["b"])], dtype=fin.dtype))
+        B.append(np.array([_parse_hex(x, spec.fin_b, f"{where}.b[{j}]") for j, x in enumerate(item["b"])], dtype=fin.dtype))
         C.append(_parse_hex(item["c"], fc, f"{where}.c"))
     return FileInputs(spec, list(models), A, B, np.array(C, dtype=fc.dtype))
 
@@ -420,7 +423,7 @@ def _load_npz(p: Path, in_fmt, out_fmt, instr) -> FileInputs:
     if not fi or not fo:
         raise TcsmtError(f"{p}: give --path IN.OUT (or store in_fmt/out_fmt strings in the file)")
     spec = find_path(fi, fo, ins)
-    a, b, c = dot_patterns(data["a"], data["b"], data["c"], spec.fin, spec.c_fmt, source=str(p))
+    a, b, c = dot_patterns(data["a"], data["b"], data["c"], spec.fin, spec.c_fmt, source=str(p), b_fmt=spec.fin_b)
     return FileInputs(spec, [], list(a), list(b), c)
 
 

@@ -66,7 +66,8 @@ class ModelDevice:
     def params(self, path: PathSpec):
         from ..registry import resolve
 
-        return resolve(self.spec, path.in_fmt, path.out_fmt, path.instr)
+        p = resolve(self.spec, path.in_fmt, path.out_fmt, path.instr)
+        return p.with_overrides(path.model_overrides) if path.model_overrides else p
 
     def supports(self, path: PathSpec) -> str | None:
         """None when the path can run, else why not."""

@@ -158,7 +158,7 @@ extern "C" __global__ void mma_f64_f64(const double* __restrict__ A, const doubl
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
 
 // ---------------------------------------------------------------- e4m3 / e5m2 -> f32, m16n8k32
-#define MMA_K32_F8(NAME, TYPE)                                                                  \
+#define MMA_K32_F8(NAME, TA, TB)                                                                \
 extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__ B,            \
                                 const u32* __restrict__ C, u32* __restrict__ D,                \
                                 long long T, int K) {                                          \
@@ -176,7 +176,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
             u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
             u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16);                            \
             u32 rb0 = pack4(b + k), rb1 = pack4(b + k + 16);                                   \
-            asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." TYPE "." TYPE ".f32 "        \
+            asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." TA "." TB ".f32 "            \
                          "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"               \
                          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
@@ -189,11 +189,13 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
     }                                                                                          \
 }
 
-MMA_K32_F8(mma_e4m3_f32, "e4m3")
-MMA_K32_F8(mma_e5m2_f32, "e5m2")
+MMA_K32_F8(mma_e4m3_f32, "e4m3", "e4m3")
+MMA_K32_F8(mma_e5m2_f32, "e5m2", "e5m2")
+MMA_K32_F8(mma_e4m3_e5m2_f32, "e4m3", "e5m2")  // mixed: A e4m3, B e5m2
+MMA_K32_F8(mma_e5m2_e4m3_f32, "e5m2", "e4m3")
 
 // ---------------------------------------------------------------- e4m3 / e5m2 -> f16, m16n8k32
-#define MMA_K32_F8_F16(NAME, TYPE)                                                              \
+#define MMA_K32_F8_F16(NAME, TA, TB)                                                            \
 extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__ B,            \
                                 const u16* __restrict__ C, u16* __restrict__ D,                \
                                 long long T, int K) {                                          \
@@ -209,7 +211,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
             u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
             u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16);                            \
             u32 rb0 = pack4(b + k), rb1 = pack4(b + k + 16);                                   \
-            asm volatile("mma.sync.aligned.m16n8k32.row.col.f16." TYPE "." TYPE ".f16 "        \
+            asm volatile("mma.sync.aligned.m16n8k32.row.col.f16." TA "." TB ".f16 "            \
                          "{%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"                           \
                          : "+r"(d0), "+r"(d1)                                                  \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
@@ -222,8 +224,9 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
     }                                                                                          \
 }
 
-MMA_K32_F8_F16(mma_e4m3_f16, "e4m3")
-MMA_K32_F8_F16(mma_e5m2_f16, "e5m2")
+MMA_K32_F8_F16(mma_e4m3_f16, "e4m3", "e4m3")
+MMA_K32_F8_F16(mma_e5m2_f16, "e5m2", "e5m2")
+MMA_K32_F8_F16(mma_e4m3_e5m2_f16, "e4m3", "e5m2")
 
 #endif  // sm_89
 
@@ -299,7 +302,7 @@ extern "C" __global__ void NAME(const u16* __restrict__ A, const u16* __restrict
 WGMMA_K16_F32(wgmma_f16_f32, "f16")
 WGMMA_K16_F32(wgmma_bf16_f32, "bf16")
 
-#define WGMMA_K32_F8_F32(NAME, TYPE)                                                            \
+#define WGMMA_K32_F8_F32(NAME, TA, TB)                                                          \
 extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__ B,            \
                                 const u32* __restrict__ C, u32* __restrict__ D,                \
                                 long long T, int K) {                                          \
@@ -317,7 +320,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
             u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16);                            \
             u64 desc = smem_desc(sB + (k0 >> 4) * 128);                                        \
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");                            \
-            asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32." TYPE "." TYPE " "        \
+            asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32." TA "." TB " "            \
                          "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1;"                          \
                          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");      \
@@ -332,10 +335,12 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
     WG_END                                                                                     \
 }
 
-WGMMA_K32_F8_F32(wgmma_e4m3_f32, "e4m3")
-WGMMA_K32_F8_F32(wgmma_e5m2_f32, "e5m2")
+WGMMA_K32_F8_F32(wgmma_e4m3_f32, "e4m3", "e4m3")
+WGMMA_K32_F8_F32(wgmma_e5m2_f32, "e5m2", "e5m2")
+WGMMA_K32_F8_F32(wgmma_e4m3_e5m2_f32, "e4m3", "e5m2")  // mixed: A e4m3, B e5m2
+WGMMA_K32_F8_F32(wgmma_e5m2_e4m3_f32, "e5m2", "e4m3")
 
-#define WGMMA_K32_F8_F16(NAME, TYPE)                                                            \
+#define WGMMA_K32_F8_F16(NAME, TA, TB)                                                          \
 extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__ B,            \
                                 const u16* __restrict__ C, u16* __restrict__ D,                \
                                 long long T, int K) {                                          \
@@ -351,7 +356,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
             u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16);                            \
             u64 desc = smem_desc(sB + (k0 >> 4) * 128);                                        \
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");                            \
-            asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f16." TYPE "." TYPE " "        \
+            asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f16." TA "." TB " "            \
                          "{%0,%1}, {%2,%3,%4,%5}, %6, 1, 1, 1;"                                \
                          : "+r"(d0), "+r"(d1)                                                  \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");      \
@@ -366,7 +371,74 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
     WG_END                                                                                     \
 }
 
-WGMMA_K32_F8_F16(wgmma_e4m3_f16, "e4m3")
-WGMMA_K32_F8_F16(wgmma_e5m2_f16, "e5m2")
+WGMMA_K32_F8_F16(wgmma_e4m3_f16, "e4m3", "e4m3")
+WGMMA_K32_F8_F16(wgmma_e5m2_f16, "e5m2", "e5m2")
+WGMMA_K32_F8_F16(wgmma_e4m3_e5m2_f16, "e4m3", "e5m2")
+
+// ---------------------------------------------------------------- wgmma tf32 -> f32, m64n8k8
+// A (tf32 in the fp32 layout) in registers as the mma.sync m16n8k8 A fragment; B staged as for
+// the 16-bit kernels with 4-byte elements (one instruction reads 32 bytes of every column: two
+// core matrices, as the 16-bit and fp8 kernels).
+extern "C" __global__ void wgmma_tf32_f32(const u32* __restrict__ A, const u32* __restrict__ B,
+                                          const u32* __restrict__ C, u32* __restrict__ D,
+                                          long long T, int K) {
+    WG_BEGIN(4, 8)
+        const u32* a0 = A + row0 * K;
+        const u32* a1 = a0 + 8LL * K;
+        const u32* c = C + tile * 512 + (16 * w) * 8;
+        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);
+        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);
+        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);
+        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);
+        for (int k0 = 0; k0 < K; k0 += 8) {
+            const int k = k0 + t4;
+            u32 ra0 = a0[k], ra1 = a1[k], ra2 = a0[k + 4], ra3 = a1[k + 4];
+            u64 desc = smem_desc(sB + (k0 >> 2) * 128);
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 "
+                         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1;"
+                         : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                         : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        }
+        u32* d = D + tile * 512 + (16 * w) * 8;
+        d[g * 8 + 2 * t4] = __float_as_uint(d0);
+        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);
+        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);
+        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);
+    WG_END
+}
+
+// ---------------------------------------------------------------- wgmma f16 -> f16, m64n8k16
+extern "C" __global__ void wgmma_f16_f16(const u16* __restrict__ A, const u16* __restrict__ B,
+                                         const u16* __restrict__ C, u16* __restrict__ D,
+                                         long long T, int K) {
+    WG_BEGIN(2, 16)
+        const u16* a0 = A + row0 * K;
+        const u16* a1 = a0 + 8LL * K;
+        const u16* c = C + tile * 512 + (16 * w) * 8;
+        u32 d0 = pack2(c[g * 8 + 2 * t4], c[g * 8 + 2 * t4 + 1]);
+        u32 d1 = pack2(c[(g + 8) * 8 + 2 * t4], c[(g + 8) * 8 + 2 * t4 + 1]);
+        for (int k0 = 0; k0 < K; k0 += 16) {
+            const int k = k0 + 2 * t4;
+            u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);
+            u32 ra2 = pack2(a0[k + 8], a0[k + 9]), ra3 = pack2(a1[k + 8], a1[k + 9]);
+            u64 desc = smem_desc(sB + (k0 >> 3) * 128);
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 "
+                         "{%0,%1}, {%2,%3,%4,%5}, %6, 1, 1, 1, 0;"
+                         : "+r"(d0), "+r"(d1)
+                         : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        }
+        u16* d = D + tile * 512 + (16 * w) * 8;
+        d[g * 8 + 2 * t4] = (u16)(d0 & 0xffffu);
+        d[g * 8 + 2 * t4 + 1] = (u16)(d0 >> 16);
+        d[(g + 8) * 8 + 2 * t4] = (u16)(d1 & 0xffffu);
+        d[(g + 8) * 8 + 2 * t4 + 1] = (u16)(d1 >> 16);
+    WG_END
+}
 
 #endif  // sm_90a

@@ -55,7 +55,7 @@ _NO_ARITHMETIC = ("instr", "instr_shape", "name", "sources", "notes")
 _HANDLED = ("in_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_k", "block_k", "block_interleave",
             "reduction", "product_exponent", "c_mode", "extra_bits", "align", "align_floor", "carry_bits",
             "overflow", "block_round", "block_frac_bits", "c_round", "out_round", "subnormal_in", "subnormal_c",
-            "subnormal_out", "overflow_result", "zero_sign")
+            "subnormal_out", "overflow_result", "zero_sign", "b_fmt", "zero_exponent")
 
 
 def check_supported(p: ModelParams) -> None:
@@ -86,6 +86,10 @@ def check_supported(p: ModelParams) -> None:
     get_format(p.c_fmt or p.out_fmt)  # C is +0: any format's +0 is the zero addend of sign +
     if p.operand_fmt:
         no("operand_fmt", "operand conversion is not compiled")
+    if p.b_fmt:
+        no("b_fmt", "mixed-format inputs are not compiled")
+    if p.zero_exponent is not None:
+        no("zero_exponent", "zero terms joining the alignment maximum are not compiled")
     if p.block_interleave != 0:
         no("block_interleave", "only contiguous blocks")
     if p.reduction != "chain":
@@ -108,7 +112,7 @@ def check_supported(p: ModelParams) -> None:
         no("block_frac_bits", "outside fp32's 1..23")
     if p.overflow_result not in ("ieee", "inf"):
         no("overflow_result", "unknown rule")
-    if p.zero_sign not in ("ieee", "positive"):
+    if p.zero_sign not in ("ieee", "positive", "plus"):
         no("zero_sign", "unknown rule")
     if p.out_fmt != p.acc_fmt and p.c_mode == "after_instr":
         no("c_mode", "after_instr with an output conversion between instructions")
@@ -171,7 +175,8 @@ def _config(p: ModelParams, K: int, g) -> np.ndarray:
     cfg[g.CFG_SUB_C] = p.subnormal_c
     cfg[g.CFG_SUB_OUT] = p.subnormal_out
     cfg[g.CFG_OVF_INF] = p.overflow_result == "inf"
-    cfg[g.CFG_ZERO_POS] = p.zero_sign == "positive"
+    # C is +0 here, so no block sums -0 terms only: "plus" (every zero +0) acts as "positive"
+    cfg[g.CFG_ZERO_POS] = p.zero_sign in ("positive", "plus")
     cfg[g.CFG_CONVERT_OUT] = p.out_fmt != p.acc_fmt
     cfg[g.CFG_OUT_EXP_BITS] = fout.exp_bits
     cfg[g.CFG_OUT_FRAC] = fout.frac_bits

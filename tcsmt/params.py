@@ -26,6 +26,10 @@ class ModelParams:
 
     Formats
       in_fmt   format of A and B entries.
+      b_fmt    format of B where it differs from A's (mixed-format instructions
+               such as the fp8 e4m3 x e5m2 mma/wgmma; "" = in_fmt).  Both
+               formats must have the same storage width.  Chosen with a spec
+               override (``hopper:b_fmt=e5m2`` on an e4m3 path).
       operand_fmt  if set, A and B are first converted exactly to this format
                and the products use its exponents (fp8 -> fp16 in the fp8
                mma.sync emulation of sm_90/sm_100); every in_fmt value must be
@@ -82,6 +86,12 @@ class ModelParams:
                from the least subnormal exponent of the products, C and the
                accumulator up to their largest exponent), since a floor
                outside it is either inert or discards every normal sum.
+      zero_exponent  None: zero addends (a product with a zero factor, a zero
+               C) take no part in E.  An integer z: every zero factor and a
+               zero C (or chained accumulator) count with exponent z, so a zero
+               product's alignment exponent is z + e(other factor) and zero
+               terms join the maximum E (MMA-Sim's reading, arXiv 2511.10909:
+               z = -126).  -160..0.
       carry_bits  bits above the largest term's leading bit (2^E) that the
                adder holds: |sum| < 2^(E+1+carry_bits), 0..64; "unbounded".
       overflow "wrap": |sum| is reduced modulo 2^(F+1+carry_bits) (the carry
@@ -105,11 +115,15 @@ class ModelParams:
       zero_sign "ieee": an exact cancellation gives +0 (-0 with rd), a sum of
                zeros that are all -0 gives -0, and a non-zero sum that rounds
                to zero keeps its sign; "positive": as "ieee" except that a
-               non-zero sum that rounds to zero gives +0.
+               non-zero sum that rounds to zero gives +0; "plus": every zero
+               result of a block is +0, a sum of -0 terms too (MMA-Sim's reading,
+               arXiv 2511.10909); a separate addition of C (c_mode "after",
+               "after_instr") keeps the "positive" rule (-0 + -0 = -0).
     """
 
     in_fmt: str
     out_fmt: str
+    b_fmt: str = ""
     operand_fmt: str = ""
     c_fmt: str = ""
     acc_fmt: str = "fp32"
@@ -124,6 +138,7 @@ class ModelParams:
     extra_bits: int | str = 0
     align: str = "trunc"
     align_floor: int | None = None
+    zero_exponent: int | None = None
     carry_bits: int | str = "unbounded"
     overflow: str = "wrap"
     block_round: str = "rz"
@@ -201,14 +216,14 @@ def coerce(key: str, value: Any) -> Any:
             return int(value)
         except (TypeError, ValueError):
             raise TcsmtError(f"{key} takes an integer or {_INT_OR[key]!r}, not {value!r}") from None
-    if key in _INTS or key == "align_floor":
-        if key == "align_floor" and (value is None or str(value).lower() == "none"):
+    if key in _INTS or key in ("align_floor", "zero_exponent"):
+        if key in ("align_floor", "zero_exponent") and (value is None or str(value).lower() == "none"):
             return None
         try:
             return int(value)
         except (TypeError, ValueError):
             raise TcsmtError(f"{key} takes an integer, not {value!r}") from None
-    return str(value).lower() if key not in ("in_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_shape") else str(value)
+    return str(value).lower() if key not in ("in_fmt", "out_fmt", "b_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_shape") else str(value)
 
 
 def floor_range(p: ModelParams) -> tuple[int, int]:
@@ -220,9 +235,10 @@ def floor_range(p: ModelParams) -> tuple[int, int]:
     C's or the accumulator's emax).
     """
     op = get_format(p.operand_fmt or p.in_fmt)
+    opb = get_format(p.operand_fmt or p.b_fmt or p.in_fmt)
     fc, acc = get_format(p.c_fmt or p.out_fmt), get_format(p.acc_fmt)
-    lowest = min(2 * op.min_subnormal_exp, fc.min_subnormal_exp, acc.min_subnormal_exp)
-    highest = max(2 * (op.emax + 1), fc.emax, acc.emax)
+    lowest = min(op.min_subnormal_exp + opb.min_subnormal_exp, fc.min_subnormal_exp, acc.min_subnormal_exp)
+    highest = max(op.emax + opb.emax + 2, fc.emax, acc.emax)
     return lowest, highest
 
 
@@ -233,7 +249,7 @@ def _is_int(v: Any) -> bool:
 def _plain_ints(p: ModelParams) -> ModelParams:
     """numpy integer scalars (np.int64(4)) in integer fields become Python ints."""
     changes: dict[str, Any] = {}
-    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor"):
+    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor", "zero_exponent"):
         v = getattr(p, key)
         if isinstance(v, numbers.Integral) and not isinstance(v, (bool, int)):
             changes[key] = int(v)
@@ -243,7 +259,7 @@ def _plain_ints(p: ModelParams) -> ModelParams:
 def validate(p: ModelParams) -> ModelParams:
     """Check every parameter's type and range; fill derived defaults (c_fmt, block_frac_bits)."""
     p = _plain_ints(p)
-    for key in ("in_fmt", "out_fmt", "acc_fmt", "c_fmt", "operand_fmt", "instr", "instr_shape"):
+    for key in ("in_fmt", "out_fmt", "b_fmt", "acc_fmt", "c_fmt", "operand_fmt", "instr", "instr_shape"):
         if not isinstance(getattr(p, key), str):
             raise TcsmtError(f"invalid model parameters: {key} must be a string, not {getattr(p, key)!r}")
     for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits"):
@@ -255,15 +271,24 @@ def validate(p: ModelParams) -> ModelParams:
             raise TcsmtError(f"invalid model parameters: {key} must be an integer or {word!r}, not {v!r}")
     if not (p.align_floor is None or _is_int(p.align_floor)):
         raise TcsmtError(f"invalid model parameters: align_floor must be an integer or None, not {p.align_floor!r}")
+    if not (p.zero_exponent is None or (_is_int(p.zero_exponent) and -160 <= p.zero_exponent <= 0)):
+        raise TcsmtError(f"invalid model parameters: zero_exponent must be an integer -160..0 or none, "
+                         f"not {p.zero_exponent!r}")
     for key in ("subnormal_in", "subnormal_c", "subnormal_out"):
         if not isinstance(getattr(p, key), bool):
             raise TcsmtError(f"invalid model parameters: {key} must be true or false, not {getattr(p, key)!r}")
     for key in ("in_fmt", "out_fmt", "acc_fmt"):
         get_format(getattr(p, key))
+    if p.b_fmt:
+        fa, fb = get_format(p.in_fmt), get_format(p.b_fmt)
+        if fb.storage_bits != fa.storage_bits:
+            raise TcsmtError(f"b_fmt {fb.name} must have the storage width of in_fmt {fa.name}")
+        p = dataclasses.replace(p, b_fmt="" if fb.name == fa.name else fb.name)
     if p.operand_fmt:
-        fi, fo = get_format(p.in_fmt), get_format(p.operand_fmt)
-        if fo.emax < fi.emax or fo.min_subnormal_exp > fi.min_subnormal_exp or fo.frac_bits < fi.frac_bits:
-            raise TcsmtError(f"operand_fmt {fo.name} cannot hold every {fi.name} value exactly")
+        fo = get_format(p.operand_fmt)
+        for fi in {get_format(p.in_fmt).name: get_format(p.in_fmt), get_format(p.b_fmt or p.in_fmt).name: get_format(p.b_fmt or p.in_fmt)}.values():
+            if fo.emax < fi.emax or fo.min_subnormal_exp > fi.min_subnormal_exp or fo.frac_bits < fi.frac_bits:
+                raise TcsmtError(f"operand_fmt {fo.name} cannot hold every {fi.name} value exactly")
     if not p.c_fmt:
         p = dataclasses.replace(p, c_fmt=p.out_fmt)
     get_format(p.c_fmt)
@@ -283,7 +308,7 @@ def validate(p: ModelParams) -> ModelParams:
          "block_interleave must not exceed block_k"),
         (p.reduction in ("chain", "pairwise"), "reduction must be chain or pairwise"),
         (p.overflow_result in ("ieee", "inf"), "overflow_result must be ieee or inf"),
-        (p.zero_sign in ("ieee", "positive"), "zero_sign must be ieee or positive"),
+        (p.zero_sign in ("ieee", "positive", "plus"), "zero_sign must be ieee, positive or plus"),
         (0 <= p.instr_k <= MAX_K, f"instr_k must be 0..{MAX_K} (0: no instruction boundary)"),
         (0 <= p.block_k <= MAX_K, f"block_k must be 0..{MAX_K} (0: all K in one block)"),
         (p.block_k == 0 or p.instr_k == 0 or p.block_k <= p.instr_k, "block_k must not exceed instr_k"),

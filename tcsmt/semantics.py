@@ -120,6 +120,15 @@ def decode(B: Backend, fmt: Format, bits: V, keep_subnormals: bool = True) -> De
     return Decoded(B.ne(sign, 0), e, sig, nan, inf, fmt)
 
 
+def zero_at(B: Backend, d: Decoded, z: int | None) -> Decoded:
+    """``d`` with exponent ``z`` where it is a (finite) zero: the zero-exponent rule of
+    ``zero_exponent`` (None: ``d`` unchanged)."""
+    if z is None:
+        return d
+    is_zero = B.and_(B.eq(d.sig, 0), B.not_(B.or_(d.nan, d.inf)))
+    return dataclasses.replace(d, e=B.ite(is_zero, z, d.e))
+
+
 def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
                  exp_range: tuple[int, int] | None = None, precision: int | None = None) -> tuple[Term, Flags]:
     """The exact product a*b as an addend, with its special-value flags.
@@ -129,17 +138,21 @@ def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
     ``precision``: the factors carry at most this many fraction bits (fewer than their format's when
     they were converted exactly from a narrower one); it tightens the term's ``peak``.
     """
-    f = a.fmt.frac_bits
-    sig_bits = f + 1
-    mag = B.mul(a.sig, b.sig, 2 * sig_bits)
+    fa, fb = a.fmt.frac_bits, b.fmt.frac_bits  # B may have its own format (mixed fp8: e4m3 x e5m2)
+    mag_bits = fa + fb + 2
+    mag = B.mul(a.sig, b.sig, mag_bits)
     esum = B.add(a.e, b.e)
-    lsb = B.sub(esum, 2 * f)
-    emin, emax = exp_range or (a.fmt.emin, a.fmt.emax)
-    if p.product_exponent == "raw":
-        top, top_min, top_max, gap, head = esum, 2 * emin, 2 * emax, 2 * f, 2
+    lsb = B.sub(esum, fa + fb)
+    if exp_range is not None:
+        (emin_a, emax_a), (emin_b, emax_b) = exp_range, exp_range
     else:
-        top = B.add(lsb, B.msb(mag, 2 * sig_bits))
-        top_min, top_max, gap, head = 2 * (emin - f), 2 * emax + 1, 0, 1
+        (emin_a, emax_a), (emin_b, emax_b) = (a.fmt.emin, a.fmt.emax), (b.fmt.emin, b.fmt.emax)
+    emin, emax = emin_a + emin_b, emax_a + emax_b  # bounds of the exponent sum
+    if p.product_exponent == "raw":
+        top, top_min, top_max, gap, head = esum, emin, emax, fa + fb, 2
+    else:
+        top = B.add(lsb, B.msb(mag, mag_bits))
+        top_min, top_max, gap, head = emin - fa - fb, emax + 1, 0, 1
     neg = B.xor(a.neg, b.neg)
     a_zero, b_zero = B.eq(a.sig, 0), B.eq(b.sig, 0)
     a_fin_zero = B.and_(a_zero, B.not_(B.or_(a.inf, a.nan)))
@@ -148,9 +161,10 @@ def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
     inf = B.and_(B.or_(a.inf, b.inf), B.not_(nan))
     flags = Flags(nan, B.and_(inf, B.not_(neg)), B.and_(inf, neg))
     # a factor with at most q fraction bits is at most (2 - 2^-q) * 2^e (e = emin for subnormals)
-    q = f if precision is None else precision
-    peak = (2 - Fraction(1, 1 << q)) ** 2 if p.product_exponent == "raw" else None
-    term = Term(neg, mag, lsb, top, 2 * sig_bits, 2 * (emin - f), 2 * (emax - f), top_min, top_max, gap, head,
+    qa = fa if precision is None else min(precision, fa)
+    qb = fb if precision is None else min(precision, fb)
+    peak = (2 - Fraction(1, 1 << qa)) * (2 - Fraction(1, 1 << qb)) if p.product_exponent == "raw" else None
+    term = Term(neg, mag, lsb, top, mag_bits, emin - fa - fb, emax - fa - fb, top_min, top_max, gap, head,
                 peak=peak)
     return term, flags
 
@@ -262,7 +276,10 @@ def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) 
             signed.append((t.neg, on_grid(B, t, L_static)))
     else:
         sentinel = min(t.top_min for t in terms) - 1
-        tops = [B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]
+        if p.zero_exponent is None:
+            tops = [B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]
+        else:  # zero terms join the maximum with the exponent zero_at gave them (a known +0 does not)
+            tops = [B.ite(nz, t.top, sentinel) if t.known_zero else t.top for nz, t in zip(nonzero, terms)]
         E = _tree(B, tops, B.max)
         if p.align_floor is not None and not _floor_is_inert(terms, F, p):
             E = B.max(E, p.align_floor)
@@ -407,6 +424,8 @@ def sum_and_round(B: Backend, terms: Sequence[Term], F: int | None, p: ModelPara
     if p.zero_sign == "positive":  # a non-zero sum that rounds to zero gives +0
         underflow = B.and_(B.ne(s.mag, 0), B.eq(B.mod_pow2(bits, fmt.storage_bits - 1), 0))
         bits = B.ite(underflow, 0, bits)
+    elif p.zero_sign == "plus":  # every zero result is +0 (a sum of -0 terms too)
+        bits = B.ite(B.eq(B.mod_pow2(bits, fmt.storage_bits - 1), 0), 0, bits)
     return bits
 
 
@@ -416,16 +435,24 @@ def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequenc
     """A block's addends: the exact products (operands first converted to ``operand_fmt`` where the
     model has one) and C, with the special-value flags of all of them."""
     fin = get_format(p.in_fmt)
-    precision = fin.frac_bits
+    fin_b = get_format(p.b_fmt or p.in_fmt)  # B's format (mixed-format instructions)
+    precision = max(fin.frac_bits, fin_b.frac_bits)
     if p.operand_fmt:  # exact conversion of the operands first (e.g. fp8 -> fp16)
         fop = get_format(p.operand_fmt)
         a_bits = [convert(B, a, fin, fop, "rne") for a in a_bits]
-        b_bits = [convert(B, b, fin, fop, "rne") for b in b_bits]
-        fin = fop
-    prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fin, b, p.subnormal_in),
-                          precision=min(precision, fin.frac_bits))
+        b_bits = [convert(B, b, fin_b, fop, "rne") for b in b_bits]
+        fin = fin_b = fop
+    z = p.zero_exponent
+    exp_range = None
+    if z is not None:  # zeros count with exponent z (static bounds widened to hold it)
+        exp_range = (min(fin.emin, fin_b.emin, z), max(fin.emax, fin_b.emax))
+    prods = [product_term(B, p, zero_at(B, decode(B, fin, a, p.subnormal_in), z),
+                          zero_at(B, decode(B, fin_b, b, p.subnormal_in), z),
+                          exp_range=exp_range, precision=precision)
              for a, b in zip(a_bits, b_bits)]
-    c_term, c_flags = value_term(B, decode(B, c_fmt, c_bits, p.subnormal_c))
+    c_term, c_flags = value_term(B, zero_at(B, decode(B, c_fmt, c_bits, p.subnormal_c), z))
+    if z is not None and z < c_term.top_min:  # a zero C's exponent z lies below the format's range
+        c_term = dataclasses.replace(c_term, top_min=z, lsb_min=z - c_fmt.frac_bits)
     if isinstance(c_bits, int) and c_bits == 0:  # the +0 an after_instr chain starts from
         c_term = dataclasses.replace(c_term, known_zero=True)
     return [t for t, _ in prods], c_term, merge_flags(B, [fl for _, fl in prods] + [c_flags])
@@ -548,6 +575,8 @@ def add_rounded(B: Backend, p: ModelParams, x_bits: V, x_fmt: Format, y_bits: V,
     """x + y computed exactly and rounded once into ``fmt`` with ``mode`` (IEEE-like specials)."""
     x_term, x_flags = value_term(B, decode(B, x_fmt, x_bits))
     y_term, y_flags = value_term(B, decode(B, y_fmt, y_bits, p.subnormal_c))
+    if p.zero_sign == "plus":  # "plus" is the block adder's rule; this one addition keeps -0 + -0 = -0
+        p = dataclasses.replace(p, zero_sign="positive")
     bits = sum_and_round(B, [x_term, y_term], None, p, fmt, fmt.frac_bits, mode)
     return apply_flags(B, fmt, merge_flags(B, [x_flags, y_flags]), bits)
 

@@ -58,6 +58,9 @@ def output_term(p: ModelParams, inp: Inputs) -> FNode:
     """The output bit pattern of model ``p`` on ``inp`` (a bit-vector of out_fmt's width)."""
     if get_format(p.in_fmt) != inp.in_fmt or get_format(p.c_fmt) != inp.c_fmt:
         raise TcsmtError(f"model {p.name} reads {p.in_fmt} inputs and {p.c_fmt} C, not {inp.in_fmt.name}/{inp.c_fmt.name}")
+    if p.b_fmt:
+        raise TcsmtError(f"model {p.name}: mixed-format inputs (b_fmt = {p.b_fmt}) are simulated and checked on "
+                         f"hardware, not yet encoded for the solver")
     out = sem.dot(B, p, inp.a, inp.b, inp.c)
     return B.pattern(out, get_format(p.out_fmt).storage_bits)
 

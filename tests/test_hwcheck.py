@@ -257,7 +257,7 @@ def test_distributions_give_valid_finite_inputs(key):
         a, b, c = generate(d, spec, 3, K, rng)
         assert a.shape == (3, spec.m, K) and b.shape == (3, spec.n, K) and c.shape == (3, spec.m, spec.n)
         assert a.dtype == spec.fin.dtype and c.dtype == spec.c_fmt.dtype
-        for x, f in ((a, spec.fin), (b, spec.fin), (c, spec.c_fmt)):
+        for x, f in ((a, spec.fin), (b, spec.fin_b), (c, spec.c_fmt)):
             assert f.valid_pattern(x).all()
             assert np.isfinite(f.decode_array(x)).all(), (d, f.name)
 
