@@ -119,7 +119,7 @@ def _run(args) -> int:
                 for d in dists:
                     rng = np.random.default_rng([args.seed, DISTRIBUTIONS.index(d), 0])
                     a, b, c = generate(d, spec, args.dump_tiles, K, rng)
-                    prefix = f"{spec.in_name}.{spec.out_fmt}.{spec.instr}.{d}"
+                    prefix = f"{spec.in_fmt}.{spec.out_fmt}.{spec.instr}.{d}"
                     dump.update({prefix + ".a": a, prefix + ".b": b, prefix + ".c": c, prefix + ".d": dev.run_tiles(spec, a, b, c)})
                 dump_out.write_with(lambda fh: np.savez_compressed(fh, **dump))  # type: ignore[arg-type]  # numpy's stub types **kwds as its own keywords
             out.write_json(doc)
@@ -130,16 +130,9 @@ def _run(args) -> int:
 
 
 def _hardware_paths(arch) -> list:
-    """The hardware paths of the architecture's model paths, each followed by its mixed-format variants
-    (A in the path's format, B in another: checked with the path's model and ``b_fmt``)."""
-    out = []
-    for path in arch.paths:
-        p = path.params
-        key = (p.in_fmt, p.out_fmt, p.instr)
-        if key in PATHS:
-            out.append(PATHS[key])
-            out += [s for s in PATHS.values() if s.b_fmt and (s.in_fmt, s.out_fmt, s.instr) == key]
-    return out
+    """The hardware paths of the architecture's model paths."""
+    keys = [(p.params.in_fmt, p.params.out_fmt, p.params.instr) for p in arch.paths]
+    return [PATHS[k] for k in keys if k in PATHS]
 
 
 def _extras_for(extra: list[str], spec) -> list:

@@ -35,7 +35,7 @@ SIM_CHUNK = 1 << 14
 
 # ----------------------------------------------------------------- helpers
 def hex_bits(fmt: Format, bits: int) -> str:
-    return f"0x{int(bits):0{fmt.storage_bits // 4}x}"
+    return f"0x{int(bits):0{fmt.hex_digits}x}"
 
 
 def exact_value(fmt: Format, bits: int) -> str:
@@ -231,8 +231,6 @@ def resolve_models(specs: list[str], spec: PathSpec) -> list[tuple[str, ModelPar
     out = []
     for s in specs:
         p = resolve(s, spec.in_fmt, spec.out_fmt, spec.instr)
-        if spec.model_overrides:  # a mixed-format path: the A format's model with B's format
-            p = p.with_overrides(spec.model_overrides)
         out.append((s, p))
     return out
 
@@ -340,10 +338,20 @@ def load_inputs(path: str, in_fmt: str | None = None, out_fmt: str | None = None
     data = read_json(p)
     if not isinstance(data, dict):
         raise TcsmtError(f"{path}: expected a JSON object with in_fmt, out_fmt, inputs")
+    return inputs_from_doc(path, data, in_fmt, out_fmt, instr)
+
+
+def inputs_from_doc(path: str, data: dict, in_fmt: str | None = None, out_fmt: str | None = None,
+                    instr: str | None = None) -> FileInputs:
+    """The dot products of one JSON document (a ``discriminate`` or ``query`` record; see :func:`load_inputs`);
+    ``path`` names it in errors (a file, or a file and a question of a decision bundle)."""
     data = _as_inputs_doc(path, data)
     fi = in_fmt or data.get("in_fmt")
     fo = out_fmt or data.get("out_fmt")
     ins = instr or _file_instr(path, data.get("instr"))
+    b_fmt = data.get("b_fmt")
+    if isinstance(b_fmt, str) and b_fmt and ins.lower() in ("mma", "wgmma"):  # a mixed-format file: its family
+        ins = f"{ins}_x{get_format(b_fmt).name}"
     if not isinstance(fi, str) or not isinstance(fo, str):
         raise TcsmtError(f"{path}: needs string keys in_fmt and out_fmt (and optionally instr)")
     spec = find_path(fi, fo, ins.lower())

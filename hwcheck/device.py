@@ -66,8 +66,7 @@ class ModelDevice:
     def params(self, path: PathSpec):
         from ..registry import resolve
 
-        p = resolve(self.spec, path.in_fmt, path.out_fmt, path.instr)
-        return p.with_overrides(path.model_overrides) if path.model_overrides else p
+        return resolve(self.spec, path.in_fmt, path.out_fmt, path.instr)
 
     def supports(self, path: PathSpec) -> str | None:
         """None when the path can run, else why not."""

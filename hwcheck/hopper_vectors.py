@@ -45,7 +45,7 @@ def _doc(question: str, fin: str, fout: str, models: list[str], rows: list[tuple
     fa, fc = get_format(fin), get_format(fout)
     fb = get_format(fin_b or fin)
     return {"schema": "tcsmt.vectors/1", "question": question, "note": note,
-            "in_fmt": fin + (f"x{fin_b}" if fin_b else ""), "out_fmt": fout, "models": models,
+            "in_fmt": fin, **({"b_fmt": fin_b} if fin_b else {}), "out_fmt": fout, "models": models,
             "inputs": [{"a": [_hex(fa, x) for x in a], "b": [_hex(fb, x) for x in b], "c": _hex(fc, c)}
                        for a, b, c in rows]}
 
@@ -179,7 +179,7 @@ def build(outdir: Path) -> list[Path]:
             doc = zero_sign(fin, fout, k, n, rng, fin_b)
         else:
             doc = {"zero_product": zero_product, "zero_c": zero_c}[q](fin, fout, k, n, rng)
-        name = f"{q}-{doc['in_fmt']}-{fout}.json"
+        name = f"{q}-{doc['in_fmt']}{'x' + doc['b_fmt'] if 'b_fmt' in doc else ''}-{fout}.json"
         path = outdir / name
         path.write_text(json.dumps(doc, indent=1) + "\n")
         written.append(path)

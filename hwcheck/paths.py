@@ -46,7 +46,8 @@ class PathSpec:
     library: str = ""
     default_k: int = 0
     b_fmt: str = ""
-    """B's format where it differs from A's (mixed fp8 instructions, e4m3 x e5m2); "" = in_fmt."""
+    """B's format where it differs from A's (mixed fp8 instructions, e4m3 x e5m2; their instruction
+    family is ``mma_xe5m2``, ``wgmma_xe4m3``, ... as in models/*.toml); "" = in_fmt."""
 
     @property
     def has_c(self) -> bool:
@@ -60,16 +61,11 @@ class PathSpec:
 
     @property
     def key(self) -> tuple[str, str, str]:
-        return (self.in_name, self.out_fmt, self.instr)
-
-    @property
-    def in_name(self) -> str:
-        """The input formats as --path writes them: ``e4m3``, or ``e4m3xe5m2`` for A e4m3 and B e5m2."""
-        return self.in_fmt + (f"x{self.b_fmt}" if self.b_fmt else "")
+        return (self.in_fmt, self.out_fmt, self.instr)
 
     @property
     def label(self) -> str:
-        return f"{short_name(self.in_name)}.{short_name(self.out_fmt)}/{self.instr}"
+        return f"{short_name(self.in_fmt)}.{short_name(self.out_fmt)}/{self.instr}"
 
     @property
     def fin(self) -> Format:
@@ -79,11 +75,6 @@ class PathSpec:
     def fin_b(self) -> Format:
         """B's format (A's unless the path mixes formats)."""
         return get_format(self.b_fmt or self.in_fmt)
-
-    @property
-    def model_overrides(self) -> dict[str, str]:
-        """What a model of the A format's path needs to compute this path (B's format where it differs)."""
-        return {"b_fmt": self.b_fmt} if self.b_fmt else {}
 
     @property
     def fout(self) -> Format:
@@ -133,12 +124,12 @@ PATHS: dict[tuple[str, str, str], PathSpec] = {p.key: p for p in (
     _p("tf32", "fp32", "wgmma", "wgmma_tf32_f32", "m64n8k8", 64, 8, 8, 90, True),
     _p("fp16", "fp16", "wgmma", "wgmma_f16_f16", "m64n8k16", 64, 8, 16, 90, True),
     # mixed fp8: A e4m3 and B e5m2 (or the reverse)
-    _p("e4m3", "fp32", "mma", "mma_e4m3_e5m2_f32", "m16n8k32", 16, 8, 32, 89, b_fmt="e5m2"),
-    _p("e5m2", "fp32", "mma", "mma_e5m2_e4m3_f32", "m16n8k32", 16, 8, 32, 89, b_fmt="e4m3"),
-    _p("e4m3", "fp16", "mma", "mma_e4m3_e5m2_f16", "m16n8k32", 16, 8, 32, 89, b_fmt="e5m2"),
-    _p("e4m3", "fp32", "wgmma", "wgmma_e4m3_e5m2_f32", "m64n8k32", 64, 8, 32, 90, True, b_fmt="e5m2"),
-    _p("e5m2", "fp32", "wgmma", "wgmma_e5m2_e4m3_f32", "m64n8k32", 64, 8, 32, 90, True, b_fmt="e4m3"),
-    _p("e4m3", "fp16", "wgmma", "wgmma_e4m3_e5m2_f16", "m64n8k32", 64, 8, 32, 90, True, b_fmt="e5m2"),
+    _p("e4m3", "fp32", "mma_xe5m2", "mma_e4m3_e5m2_f32", "m16n8k32", 16, 8, 32, 89, b_fmt="e5m2"),
+    _p("e5m2", "fp32", "mma_xe4m3", "mma_e5m2_e4m3_f32", "m16n8k32", 16, 8, 32, 89, b_fmt="e4m3"),
+    _p("e4m3", "fp16", "mma_xe5m2", "mma_e4m3_e5m2_f16", "m16n8k32", 16, 8, 32, 89, b_fmt="e5m2"),
+    _p("e4m3", "fp32", "wgmma_xe5m2", "wgmma_e4m3_e5m2_f32", "m64n8k32", 64, 8, 32, 90, True, b_fmt="e5m2"),
+    _p("e5m2", "fp32", "wgmma_xe4m3", "wgmma_e5m2_e4m3_f32", "m64n8k32", 64, 8, 32, 90, True, b_fmt="e4m3"),
+    _p("e4m3", "fp16", "wgmma_xe5m2", "wgmma_e4m3_e5m2_f16", "m64n8k32", 64, 8, 32, 90, True, b_fmt="e5m2"),
     # library GEMMs (cuBLAS through PyTorch); kernel = the call made, see library.py
     _lib("fp16", "fp32", "cublas", "mm_out_fp32", 16, 80, 256),
     _lib("bf16", "fp32", "cublas", "mm_out_fp32", 16, 80, 256),
@@ -159,26 +150,9 @@ def short_name(fmt: str) -> str:
     return _SHORT.get(fmt, fmt)
 
 
-def in_key(in_fmt: str) -> str:
-    """Canonical input-format key: ``fp16``, or ``e4m3xe5m2`` (A's and B's formats) for a mixed path."""
-    parts = in_fmt.split("x") if "x" in in_fmt and not get_format_ok(in_fmt) else [in_fmt]
-    if len(parts) == 2 and all(parts):
-        fa, fb = get_format(parts[0]).name, get_format(parts[1]).name
-        return fa if fa == fb else f"{fa}x{fb}"
-    return get_format(in_fmt).name
-
-
-def get_format_ok(name: str) -> bool:
-    try:
-        get_format(name)
-    except TcsmtError:
-        return False
-    return True
-
-
 def find_path(in_fmt: str, out_fmt: str, instr: str = "mma") -> PathSpec:
-    """The PathSpec for formats (any tcsmt name or alias; ``AxB`` for A and B of two formats) and instruction family."""
-    key = (in_key(in_fmt), get_format(out_fmt).name, instr)
+    """The PathSpec for formats (any tcsmt name or alias) and instruction family (``mma_xe5m2``: B in e5m2)."""
+    key = (get_format(in_fmt).name, get_format(out_fmt).name, instr)
     if key not in PATHS:
         have = ", ".join(p.label for p in PATHS.values())
         raise TcsmtError(f"no hardware path {short_name(key[0])}.{short_name(key[1])} with {instr} (available: {have})")
@@ -189,7 +163,7 @@ def parse_path(text: str, instr: str = "mma") -> PathSpec:
     """Parse ``IN.OUT`` (e.g. ``f16.f32``, ``e4m3.f32``, ``f64.f64``) for ``instr``."""
     parts = text.strip().split(".")
     if len(parts) != 2 or not all(parts):
-        raise TcsmtError(f"--path takes IN.OUT such as f16.f32, e4m3.f32 or e4m3xe5m2.f32, not {text!r}")
+        raise TcsmtError(f"--path takes IN.OUT such as f16.f32 or e4m3.f32, not {text!r}")
     return find_path(parts[0], parts[1], instr)
 
 

@@ -63,7 +63,7 @@ def models_cmd(arch: str | None) -> None:
 # ---------------------------------------------------------------- simulate
 @main.command("simulate")
 @click.option("--arch", required=True, help="model spec: ARCH, ARCH:HYP, ARCH:key=value, or a reference")
-@click.option("--in", "in_fmt", required=True, help="input format (fp16, bf16, tf32, e4m3, e5m2, fp64)")
+@click.option("--in", "in_fmt", required=True, help="input format (fp16, bf16, tf32, e4m3, e5m2, fp64, e2m1, e3m2, e2m3, e4m3fnuz, e5m2fnuz)")
 @click.option("--out", "out_fmt", required=True, help="output format (fp32, fp16, fp64)")
 @click.option("--instr", default=None, help="instruction (mma, wgmma, mfma) where an architecture has several")
 @click.option("--force", is_flag=True, help="overwrite OUT if it exists")
@@ -122,7 +122,7 @@ def _default_path(arch: str, in_fmt: str | None, out_fmt: str | None) -> tuple[s
 def describe_bits(fmt_name: str, bits: int) -> str:
     fmt = get_format(fmt_name)
     v = fmt.to_fraction(bits)
-    width = fmt.storage_bits // 4
+    width = fmt.hex_digits
     return f"0x{bits:0{width}x}  = {format_value(v)}"
 
 

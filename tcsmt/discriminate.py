@@ -50,6 +50,8 @@ class Outcome:
     seconds: float = 0.0
     tried_k: list[int] = field(default_factory=list)
     where: str = ""
+    b_fmt: Format | None = None
+    """B's format on a mixed path (None: in_fmt)."""
     count: int = 1
     """How many inputs were asked for."""
     stopped: str = ""
@@ -110,7 +112,9 @@ def takes_no_c(spec: str, p: ModelParams) -> bool:
 def build(params: list[ModelParams], K: int, where: str | None, allow_subnormal: bool = True,
           c_zero: bool = False):
     """Inputs, the constraint on the domain, and each model's output term (``c_zero``: C is +0)."""
-    inp = make_inputs(params[0].in_fmt, params[0].c_fmt, K)
+    if len({p.b_fmt for p in params}) > 1:
+        raise TcsmtError("the models read B in different formats")
+    inp = make_inputs(params[0].in_fmt, params[0].c_fmt, K, b_fmt=params[0].b_fmt)
     dom = And(domain(inp, allow_subnormal), parse_where(where, inp))
     if c_zero:
         dom = And(dom, Equals(inp.symbol_of("c"), BV(0, get_format(params[0].c_fmt).storage_bits)))
@@ -130,7 +134,7 @@ def replay(params: list[ModelParams], specs: list[str], a: list[int], b: list[in
     """Each model's output on one input, from the simulator."""
     fin, fc = get_format(params[0].in_fmt), get_format(params[0].c_fmt)
     av = np.array([a], dtype=fin.dtype)
-    bv = np.array([b], dtype=fin.dtype)
+    bv = np.array([b], dtype=get_format(params[0].b_fmt or params[0].in_fmt).dtype)
     cv = np.array([c], dtype=fc.dtype)
     return {s: int(simulate_params(p, av, bv, cv)[0]) for s, p in zip(specs, params)}
 
@@ -171,7 +175,8 @@ def discriminate(specs: list[str], in_fmt: str | None = None, out_fmt: str | Non
         raise TcsmtError("--k must be between 1 and 256")
     t0 = time.perf_counter()
     out = Outcome("equivalent", specs, params, get_format(fin), get_format(params[0].c_fmt), get_format(fout), ks[-1],
-                  where=where or "", count=count)
+                  where=where or "", count=count,
+                  b_fmt=get_format(params[0].b_fmt) if params[0].b_fmt else None)
     checked_where = False
     for k in ks:
         left = timeout - (time.perf_counter() - t0)
@@ -269,7 +274,7 @@ def minimize_model(query, inp: Inputs, model: dict[str, int], budget: float, sol
             return True
         return False
 
-    nz = [i for i in range(inp.K) if best[f"a{i}"] & _mag_mask(inp.in_fmt) and best[f"b{i}"] & _mag_mask(inp.in_fmt)]
+    nz = [i for i in range(inp.K) if best[f"a{i}"] & _mag_mask(inp.in_fmt) and best[f"b{i}"] & _mag_mask(inp.fmt_of(f"b{i}"))]
     for j in range(len(nz)):
         if attempt(And([_zero_product(inp, i) for i in range(inp.K) if i >= j])):
             break

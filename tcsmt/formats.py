@@ -14,6 +14,27 @@ value.  Rounding into a format is done by :mod:`tcsmt.semantics`.
 tf32 is stored in the fp32 layout (32-bit patterns whose low 13 bits are zero),
 as CUDA stores it.  e4m3 is the OCP "fn" variant: bias 7, no infinities,
 NaN = S.1111.111, largest finite 448.
+
+The narrow formats of block-scaled matrix units (each pattern stored in the low
+bits of one uint8):
+
+* e2m1 (fp4), e3m2 and e2m3 (fp6): OCP Microscaling Formats (MX) Specification
+  v1.0, section 5.3.3 (FP6/FP4 element types): biases 1, 3, 1; no infinities and
+  no NaN (every pattern is finite); subnormals and signed zeros as IEEE; largest
+  finite 6, 28 and 7.5.  The PTX ISA (".e2m1", ".e3m2", ".e2m3" of
+  ``kind::f8f6f4``) uses the same encodings.
+* ue8m0: OCP MX v1.0 section 5.4.1 (E8M0 scale): unsigned, 8 exponent bits and no
+  fraction, bias 127, value 2^(field - 127) for fields 0..254 (no zero, no
+  subnormals), 0xFF = NaN.
+* ue4m3: the unsigned e4m3 scale of NVFP4 (PTX ISA, block scaling of
+  ``kind::mxf4nvf4``): the e4m3 encoding without its sign bit, 7 bits (codes
+  0x00..0x7F; 0x7F = NaN, largest finite 448).  A byte with its top bit set is
+  refused as "not a ue4m3 pattern": which value hardware gives it is not
+  published (MMA-Sim takes the magnitude, ``abs()``).
+* e4m3fnuz and e5m2fnuz (AMD CDNA3 "fp8"/"bf8"; Noune et al., arXiv 2206.02915;
+  LLVM APFloat Float8E4M3FNUZ / Float8E5M2FNUZ): bias 8 and 16, no infinities,
+  no negative zero, one NaN 0x80 (the pattern of -0); every other all-ones
+  exponent is finite (largest 240 and 57344).
 """
 from __future__ import annotations
 
@@ -36,8 +57,13 @@ class Format:
 
     ``storage_bits`` is the width of the bit pattern as stored (32 for tf32,
     whose ``pad_bits`` = 13 low bits are always zero).  ``specials`` is
-    ``"ieee"`` (all-ones exponent = inf/NaN) or ``"fn"`` (no infinities; only
-    the all-ones exponent with all-ones fraction is NaN, as OCP e4m3).
+    ``"ieee"`` (all-ones exponent = inf/NaN), ``"fn"`` (no infinities; only
+    the all-ones exponent with all-ones fraction is NaN, as OCP e4m3),
+    ``"fnuz"`` (no infinities, no -0: the pattern of -0 is the only NaN),
+    ``"none"`` (every pattern finite: OCP fp4/fp6) or ``"e8m0"`` (exponent
+    only: every field is a normal power of two, no zero, all-ones is NaN).
+    ``signed`` False: no sign bit (the scale formats ue8m0, ue4m3).
+    ``exp_bias``: the exponent bias where it is not 2^(exp_bits-1) - 1 (fnuz).
     """
 
     name: str
@@ -46,18 +72,46 @@ class Format:
     specials: str = "ieee"
     pad_bits: int = 0
     aliases: tuple[str, ...] = field(default=())
+    signed: bool = True
+    exp_bias: int | None = None
 
     @property
     def bias(self) -> int:
+        if self.exp_bias is not None:
+            return self.exp_bias
         return (1 << (self.exp_bits - 1)) - 1
 
     @property
+    def has_subnormals(self) -> bool:
+        """False for e8m0, whose field 0 is the normal value 2^-bias."""
+        return self.specials != "e8m0"
+
+    @property
+    def has_inf(self) -> bool:
+        return self.specials == "ieee"
+
+    @property
+    def has_nan(self) -> bool:
+        return self.specials != "none"
+
+    @property
+    def has_negative_zero(self) -> bool:
+        return self.signed and self.specials != "fnuz"
+
+    @property
+    def sign_bits(self) -> int:
+        return 1 if self.signed else 0
+
+    @property
     def emin(self) -> int:
+        """Exponent of the least normal binade (that of subnormals and zeros too)."""
+        if not self.has_subnormals:
+            return -self.bias
         return 1 - self.bias
 
     @property
     def emax(self) -> int:
-        if self.specials == "ieee":
+        if self.specials in ("ieee", "e8m0"):
             return ((1 << self.exp_bits) - 2) - self.bias
         return ((1 << self.exp_bits) - 1) - self.bias
 
@@ -67,17 +121,26 @@ class Format:
 
     @property
     def storage_bits(self) -> int:
-        return 1 + self.exp_bits + self.frac_bits + self.pad_bits
+        """Bits of one pattern (sign, exponent, fraction, pad); fp4/fp6/ue4m3 patterns sit in a uint8."""
+        return self.sign_bits + self.exp_bits + self.frac_bits + self.pad_bits
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype({8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[self.storage_bits])
+        width = max(8, 1 << (self.storage_bits - 1).bit_length())
+        return np.dtype({8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[width])
+
+    @property
+    def hex_digits(self) -> int:
+        """Hex digits of a pattern (1 for fp4, 2 for fp6 and the 8-bit formats)."""
+        return (self.storage_bits + 3) // 4
 
     @property
     def max_finite(self) -> Fraction:
         top_frac = (1 << self.frac_bits) - 1
         if self.specials == "fn":
             top_frac -= 1  # S.1111.111 is NaN
+        if self.specials == "e8m0":
+            return Fraction(2) ** self.emax
         return Fraction((1 << self.frac_bits) + top_frac) * Fraction(2) ** (self.emax - self.frac_bits)
 
     @property
@@ -98,16 +161,21 @@ class Format:
 
     def classify(self, bits: np.ndarray) -> np.ndarray:
         """Class code of each pattern (ZERO, SUBNORMAL, NORMAL, INF, NAN)."""
-        _, expf, frac = self.fields(bits)
+        sign, expf, frac = self.fields(bits)
         top = (1 << self.exp_bits) - 1
         out = np.full(expf.shape, NORMAL, dtype=np.int8)
-        out[(expf == 0) & (frac == 0)] = ZERO
-        out[(expf == 0) & (frac != 0)] = SUBNORMAL
+        if self.has_subnormals:
+            out[(expf == 0) & (frac == 0)] = ZERO
+            out[(expf == 0) & (frac != 0)] = SUBNORMAL
         if self.specials == "ieee":
             out[(expf == top) & (frac == 0)] = INF
             out[(expf == top) & (frac != 0)] = NAN
-        else:
+        elif self.specials == "fn":
             out[(expf == top) & (frac == (1 << self.frac_bits) - 1)] = NAN
+        elif self.specials == "fnuz":
+            out[(sign == 1) & (expf == 0) & (frac == 0)] = NAN
+        elif self.specials == "e8m0":
+            out[expf == top] = NAN
         return out
 
     def valid_pattern(self, bits: np.ndarray) -> np.ndarray:
@@ -128,7 +196,7 @@ class Format:
             return float("nan")
         if cls == INF:
             return float("-inf") if s else float("inf")
-        if expf == 0:
+        if expf == 0 and self.has_subnormals:
             val = Fraction(frac) * Fraction(2) ** (self.emin - self.frac_bits)
         else:
             val = Fraction((1 << self.frac_bits) + frac) * Fraction(2) ** (expf - self.bias - self.frac_bits)
@@ -144,7 +212,14 @@ class Format:
         v = Fraction(value)
         sign = 1 if v < 0 or (v == 0 and isinstance(value, float) and np.copysign(1, value) < 0) else 0
         m = abs(v)
+        if v < 0 and not self.signed:
+            raise TcsmtError(f"{_fmt_value(v)} is not representable in {self.name} (unsigned)")
         if m == 0:
+            if not self.has_subnormals:
+                raise TcsmtError(f"0 is not representable in {self.name} (no zero: the least value is "
+                                 f"2^{self.emin})")
+            if sign and not self.has_negative_zero:  # fnuz: the pattern of -0 is NaN
+                raise TcsmtError(f"-0 is not representable in {self.name} (no negative zero)")
             return self.pack_fields(sign, 0, 0)
         # exponent of leading bit
         e = m.numerator.bit_length() - m.denominator.bit_length()
@@ -156,8 +231,10 @@ class Format:
             raise TcsmtError(f"{_fmt_value(v)} is not exactly representable in {self.name}")
         if m > self.max_finite:
             raise TcsmtError(f"{_fmt_value(v)} overflows {self.name} (max {_fmt_value(self.max_finite)})")
+        if not self.has_subnormals and m < Fraction(2) ** self.emin:
+            raise TcsmtError(f"{_fmt_value(v)} underflows {self.name} (least {_fmt_value(Fraction(2) ** self.emin)})")
         sig = scaled.numerator
-        if sig < (1 << self.frac_bits):
+        if sig < (1 << self.frac_bits) and self.has_subnormals:
             return self.pack_fields(sign, 0, sig)
         return self.pack_fields(sign, e + self.bias, sig - (1 << self.frac_bits))
 
@@ -175,9 +252,11 @@ class Format:
         return (word << u(self.pad_bits)).astype(self.dtype)
 
     def nan_pattern(self) -> int:
-        if self.specials == "fn":
-            return self.pack_fields(0, (1 << self.exp_bits) - 1, (1 << self.frac_bits) - 1)
-        # NVIDIA's canonical NaN: all ones below the sign bit
+        if self.specials == "none":
+            raise TcsmtError(f"{self.name} has no NaN")
+        if self.specials == "fnuz":
+            return self.pack_fields(1, 0, 0)  # the only NaN: the pattern of -0
+        # NVIDIA's canonical NaN: all ones below the sign bit (e4m3: S.1111.111; e8m0: 0xFF)
         return self.pack_fields(0, (1 << self.exp_bits) - 1, (1 << self.frac_bits) - 1)
 
     def inf_pattern(self, negative: bool = False) -> int:
@@ -208,7 +287,7 @@ class Format:
             return b.astype(np.uint64).view(np.float64)
         s, expf, frac = self.fields(b)
         cls = self.classify(b)
-        sub = expf == 0
+        sub = (expf == 0) & self.has_subnormals
         sig = np.where(sub, frac, frac + (1 << self.frac_bits)).astype(np.float64)
         e = np.where(sub, self.emin, expf - self.bias) - self.frac_bits
         val = np.ldexp(sig, e.astype(np.int32))
@@ -230,8 +309,18 @@ FP16 = Format("fp16", 5, 10, aliases=("f16", "float16", "half", "binary16"))
 BF16 = Format("bf16", 8, 7, aliases=("bfloat16",))
 E4M3 = Format("e4m3", 4, 3, specials="fn", aliases=("fp8e4m3", "fp8_e4m3", "e4m3fn", "fp8"))
 E5M2 = Format("e5m2", 5, 2, aliases=("fp8e5m2", "fp8_e5m2"))
+E2M1 = Format("e2m1", 2, 1, specials="none", aliases=("fp4", "fp4e2m1", "float4_e2m1fn", "e2m1fn"))
+E3M2 = Format("e3m2", 3, 2, specials="none", aliases=("fp6e3m2", "float6_e3m2fn", "e3m2fn"))
+E2M3 = Format("e2m3", 2, 3, specials="none", aliases=("fp6e2m3", "float6_e2m3fn", "e2m3fn"))
+UE8M0 = Format("ue8m0", 8, 0, specials="e8m0", signed=False, aliases=("e8m0", "float8_e8m0fnu", "e8m0fnu"))
+UE4M3 = Format("ue4m3", 4, 3, specials="fn", signed=False)
+E4M3FNUZ = Format("e4m3fnuz", 4, 3, specials="fnuz", exp_bias=8, aliases=("float8_e4m3fnuz", "fp8fnuz"))
+E5M2FNUZ = Format("e5m2fnuz", 5, 2, specials="fnuz", exp_bias=16, aliases=("float8_e5m2fnuz", "bf8fnuz"))
 
-FORMATS: dict[str, Format] = {f.name: f for f in (FP64, FP32, TF32, FP16, BF16, E4M3, E5M2)}
+FORMATS: dict[str, Format] = {f.name: f for f in (FP64, FP32, TF32, FP16, BF16, E4M3, E5M2, E2M1, E3M2, E2M3,
+                                                  UE8M0, UE4M3, E4M3FNUZ, E5M2FNUZ)}
+SCALE_FORMATS = ("ue8m0", "ue4m3")
+"""Formats that only scale factors take (unsigned: never an element, C or result format)."""
 _ALIASES = {a: f.name for f in FORMATS.values() for a in f.aliases}
 
 

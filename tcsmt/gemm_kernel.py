@@ -55,7 +55,8 @@ _NO_ARITHMETIC = ("instr", "instr_shape", "name", "sources", "notes")
 _HANDLED = ("in_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_k", "block_k", "block_interleave",
             "reduction", "product_exponent", "c_mode", "extra_bits", "align", "align_floor", "carry_bits",
             "overflow", "block_round", "block_frac_bits", "c_round", "out_round", "subnormal_in", "subnormal_c",
-            "subnormal_out", "overflow_result", "zero_sign", "b_fmt", "zero_exponent")
+            "subnormal_out", "overflow_result", "zero_sign", "b_fmt", "zero_exponent", "product_groups",
+            "sum_frac_bits", "late_align", "c_drop")
 
 
 def check_supported(p: ModelParams) -> None:
@@ -90,6 +91,7 @@ def check_supported(p: ModelParams) -> None:
         no("b_fmt", "mixed-format inputs are not compiled")
     if p.zero_exponent is not None:
         no("zero_exponent", "zero terms joining the alignment maximum are not compiled")
+    # product_groups, sum_frac_bits, late_align and c_drop act only with c_mode "after_sum", refused below
     if p.block_interleave != 0:
         no("block_interleave", "only contiguous blocks")
     if p.reduction != "chain":

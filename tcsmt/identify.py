@@ -121,7 +121,7 @@ class Result:
 
 # ------------------------------------------------------------------ helpers
 def _hex(fmt: Format, bits: int) -> str:
-    return f"0x{int(bits):0{fmt.storage_bits // 4}x}"
+    return f"0x{int(bits):0{fmt.hex_digits}x}"
 
 
 def _val(fmt: Format, bits: int) -> str:

@@ -8,15 +8,18 @@ Arrays of a dot-product batch (``a``, ``b``: shape (n, K); ``c``: shape (n,)) ar
 read as follows (:func:`as_patterns`):
 
 * float arrays are *values*: float16, float32, float64, and (when the package
-  ``ml_dtypes`` is installed) bfloat16, float8_e4m3fn and float8_e5m2.  When the
+  ``ml_dtypes`` is installed) bfloat16, float8_e4m3fn, float8_e5m2,
+  float4_e2m1fn, float6_e3m2fn, float6_e2m3fn, float8_e8m0fnu,
+  float8_e4m3fnuz and float8_e5m2fnuz.  When the
   value format is the model's format the array is reinterpreted in place (no
   copy); otherwise it is converted in chunks of :data:`CONVERT_CHUNK` elements,
   each conversion checked to be exact (:func:`_convert_values`), never through
   a full float64 copy.  A value the model's format cannot hold exactly is an
   error naming the first such element;
 * unsigned integer arrays whose width is the format's storage width (uint16
-  for fp16/bf16, uint32 for fp32/tf32, uint8 for fp8, uint64 for fp64) are the
-  format's *bit patterns*;
+  for fp16/bf16, uint32 for fp32/tf32, uint8 for fp8, fp6, fp4 and the scale
+  formats, uint64 for fp64) are the format's *bit patterns* (a 4-bit e2m1
+  pattern in the low bits of its byte: 0x10 and above are not e2m1 patterns);
 * any other integer array is ambiguous (is ``1`` the value 1 or the pattern
   0x0001?) and refused, unless the caller says ``bits=True``: then integer
   arrays of any width are bit patterns (float arrays are still values).
@@ -158,9 +161,9 @@ def _is_numeric(dt: np.dtype) -> bool:
 
 def value_format(dt: np.dtype) -> Format | None:
     """The format whose values an array of float dtype ``dt`` holds (None if not a supported float type)."""
-    if dt.kind == "f":
+    if dt.kind == "f" and dt.name in ("float16", "float32", "float64"):
         return {2: FP16, 4: FP32, 8: FP64}.get(dt.itemsize)
-    return _ml_dtypes_formats().get(dt.name)
+    return _ml_dtypes_formats().get(dt.name)  # ml_dtypes 0.6 gives float8_e5m2 the kind "f" (itemsize 1)
 
 
 def _ml_dtypes_formats() -> dict[str, Format]:
@@ -168,7 +171,12 @@ def _ml_dtypes_formats() -> dict[str, Format]:
         import ml_dtypes  # noqa: F401  (registers bfloat16 and float8 dtypes with numpy)
     except ImportError:
         return {}
-    return {"bfloat16": BF16, "float8_e4m3fn": E4M3, "float8_e5m2": E5M2}
+    from .formats import get_format
+
+    # ml_dtypes' sub-byte types hold one pattern in the low bits of each byte
+    return {"bfloat16": BF16, "float8_e4m3fn": E4M3, "float8_e5m2": E5M2,
+            **{name: get_format(name) for name in ("float4_e2m1fn", "float6_e3m2fn", "float6_e2m3fn",
+                                                   "float8_e8m0fnu", "float8_e4m3fnuz", "float8_e5m2fnuz")}}
 
 
 def _index(shape: tuple[int, ...], flat: int) -> str:
@@ -188,7 +196,7 @@ def as_patterns(x: Any, fmt: Format, what: str, bits: bool = False, *, api: bool
     if not arr.dtype.isnative:  # big-endian data from a file: reinterpreting needs native byte order
         arr = arr.astype(arr.dtype.newbyteorder("="))
     kind = arr.dtype.kind
-    if kind in "ui" and (bits or (kind == "u" and arr.dtype.itemsize * 8 == fmt.storage_bits)):
+    if kind in "ui" and (bits or (kind == "u" and arr.dtype.itemsize == fmt.dtype.itemsize)):
         return _integer_patterns(arr, fmt, what)
     if kind in "ui":
         how = f"bit patterns as {fmt.dtype.name}" + (" or with bits=True" if api else "")
@@ -207,8 +215,8 @@ def as_patterns(x: Any, fmt: Format, what: str, bits: bool = False, *, api: bool
 
 def dot_patterns(a: Any, b: Any, c: Any, in_fmt: Format, c_fmt: Format, bits: bool = False,
                  source: str | None = None, b_fmt: Format | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Shapes checked (:func:`dot_arrays`) and patterns of a (``in_fmt``), b (``b_fmt``, default
-    ``in_fmt``) and c (``c_fmt``).
+    """Shapes checked (:func:`dot_arrays`) and patterns of a, b (``in_fmt``; b in ``b_fmt`` where given: mixed
+    paths) and c (``c_fmt``).
 
     ``source``: the file the arrays came from; every error then starts with it.
     """

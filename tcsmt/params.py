@@ -26,14 +26,12 @@ class ModelParams:
 
     Formats
       in_fmt   format of A and B entries.
-      b_fmt    format of B where it differs from A's (mixed-format instructions
-               such as the fp8 e4m3 x e5m2 mma/wgmma; "" = in_fmt).  Both
-               formats must have the same storage width.  Chosen with a spec
-               override (``hopper:b_fmt=e5m2`` on an e4m3 path).
       operand_fmt  if set, A and B are first converted exactly to this format
                and the products use its exponents (fp8 -> fp16 in the fp8
                mma.sync emulation of sm_90/sm_100); every in_fmt value must be
                representable in it.
+      b_fmt    format of B where it differs from A's (mixed e4m3 x e5m2 and fp8 x
+               bf8 paths; "" = in_fmt, the format of A).
       c_fmt    format of C (and of D between instructions): fp32, fp16 or fp64.
       out_fmt  format of D.
       acc_fmt  format of the accumulator between blocks inside one instruction.
@@ -71,7 +69,27 @@ class ModelParams:
                "after_instr": each instruction's blocks chain from +0 (the
                first block's C is +0) and the instruction's C is added to
                their result at the end with one correctly rounded addition
-               (``c_round``) in acc_fmt.
+               (``c_round``) in acc_fmt;
+               "after_sum": the products form a window sum on their own (in
+               ``product_groups`` interleaved subsets, below), not rounded;
+               that exact sum S (exponent E_S, the window's E) and C are then
+               aligned again to M = max(E_S, e(C)): S keeps ``sum_frac_bits``
+               fraction bits below M, C keeps F, both losing their low bits
+               by ``late_align``; C counts as 0 where e(C) < M - ``c_drop``;
+               the exact sum is rounded once into acc_fmt with block_round
+               (AMD CDNA3 per MMA-Sim).
+      product_groups  with c_mode "after_sum": the block's products are dealt
+               to this many subsets (product k to subset k mod n), each
+               aligned to its own largest exponent with F fraction bits and
+               summed; the subset sums are aligned to the largest subset
+               exponent with F fraction bits by ``late_align`` and added
+               (CDNA3 fp8: 2, its even and odd products); 1..block_k.
+      sum_frac_bits  with c_mode "after_sum": fraction bits the product sum
+               keeps below M (>= F; CDNA3: 31).
+      late_align  with c_mode "after_sum": how the realigned subset sums, S
+               and C lose their low bits: trunc, rne or floor.
+      c_drop   with c_mode "after_sum": C is dropped where its exponent is
+               below M - c_drop (None: never; CDNA3 fp8: 25).
       extra_bits  alignment bits kept below the acc_fmt LSB of the largest
                term: the window's LSB is 2^(E - F), F = acc.frac_bits +
                extra_bits (may be negative: fp8 on Ada/Hopper keeps F = 13),
@@ -86,12 +104,6 @@ class ModelParams:
                from the least subnormal exponent of the products, C and the
                accumulator up to their largest exponent), since a floor
                outside it is either inert or discards every normal sum.
-      zero_exponent  None: zero addends (a product with a zero factor, a zero
-               C) take no part in E.  An integer z: every zero factor and a
-               zero C (or chained accumulator) count with exponent z, so a zero
-               product's alignment exponent is z + e(other factor) and zero
-               terms join the maximum E (MMA-Sim's reading, arXiv 2511.10909:
-               z = -126).  -160..0.
       carry_bits  bits above the largest term's leading bit (2^E) that the
                adder holds: |sum| < 2^(E+1+carry_bits), 0..64; "unbounded".
       overflow "wrap": |sum| is reduced modulo 2^(F+1+carry_bits) (the carry
@@ -116,15 +128,21 @@ class ModelParams:
                zeros that are all -0 gives -0, and a non-zero sum that rounds
                to zero keeps its sign; "positive": as "ieee" except that a
                non-zero sum that rounds to zero gives +0; "plus": every zero
-               result of a block is +0, a sum of -0 terms too (MMA-Sim's reading,
-               arXiv 2511.10909); a separate addition of C (c_mode "after",
-               "after_instr") keeps the "positive" rule (-0 + -0 = -0).
+               result of a rounded sum is +0 (all-(-0) sums and rd
+               cancellations included), as MMA-Sim's fused dot-add returns.
+      zero_exponent  None: zero addends take no part in the alignment (E is
+               the largest alignment exponent of the non-zero addends); an
+               integer z: a zero factor or a zero C has exponent z, so a zero
+               product's alignment exponent is z + e(other factor) (z + z for
+               two zeros) and a zero C's is z, and both join the maximum E
+               (MMA-Sim gives every zero the exponent -126, whatever its
+               format).  Only the windowed block sum reads it.
     """
 
     in_fmt: str
     out_fmt: str
-    b_fmt: str = ""
     operand_fmt: str = ""
+    b_fmt: str = ""
     c_fmt: str = ""
     acc_fmt: str = "fp32"
     instr: str = "mma"
@@ -138,7 +156,6 @@ class ModelParams:
     extra_bits: int | str = 0
     align: str = "trunc"
     align_floor: int | None = None
-    zero_exponent: int | None = None
     carry_bits: int | str = "unbounded"
     overflow: str = "wrap"
     block_round: str = "rz"
@@ -150,6 +167,11 @@ class ModelParams:
     subnormal_out: bool = True
     overflow_result: str = "ieee"
     zero_sign: str = "ieee"
+    zero_exponent: int | None = None
+    product_groups: int = 1
+    sum_frac_bits: int = 0
+    late_align: str = "floor"
+    c_drop: int | None = None
     name: str = ""
     sources: tuple[str, ...] = field(default=(), compare=False)
     notes: str = field(default="", compare=False)
@@ -187,13 +209,14 @@ class ModelParams:
 
 
 PARAM_NAMES = tuple(f.name for f in dataclasses.fields(ModelParams))
-PATH_FIELDS = ("in_fmt", "out_fmt", "c_fmt", "instr", "instr_shape")
+PATH_FIELDS = ("in_fmt", "out_fmt", "b_fmt", "c_fmt", "instr", "instr_shape")
 """Fields that identify a path of an architecture: never overridden in a model spec."""
 MAX_K = 4096
 """Largest instr_k / block_k accepted (the largest in models/ is 128)."""
 _INT_OR = {"extra_bits": "exact", "carry_bits": "unbounded"}
 _BOOLS = {"subnormal_in", "subnormal_c", "subnormal_out"}
-_INTS = {"instr_k", "block_k", "block_frac_bits", "block_interleave"}
+_OPTIONAL_INTS = ("align_floor", "zero_exponent", "c_drop")
+_INTS = {"instr_k", "block_k", "block_frac_bits", "block_interleave", "product_groups", "sum_frac_bits"}
 
 
 def coerce(key: str, value: Any) -> Any:
@@ -216,8 +239,8 @@ def coerce(key: str, value: Any) -> Any:
             return int(value)
         except (TypeError, ValueError):
             raise TcsmtError(f"{key} takes an integer or {_INT_OR[key]!r}, not {value!r}") from None
-    if key in _INTS or key in ("align_floor", "zero_exponent"):
-        if key in ("align_floor", "zero_exponent") and (value is None or str(value).lower() == "none"):
+    if key in _INTS or key in _OPTIONAL_INTS:
+        if key in _OPTIONAL_INTS and (value is None or str(value).lower() == "none"):
             return None
         try:
             return int(value)
@@ -235,10 +258,10 @@ def floor_range(p: ModelParams) -> tuple[int, int]:
     C's or the accumulator's emax).
     """
     op = get_format(p.operand_fmt or p.in_fmt)
-    opb = get_format(p.operand_fmt or p.b_fmt or p.in_fmt)
+    op_b = get_format(p.operand_fmt or p.b_fmt or p.in_fmt)
     fc, acc = get_format(p.c_fmt or p.out_fmt), get_format(p.acc_fmt)
-    lowest = min(op.min_subnormal_exp + opb.min_subnormal_exp, fc.min_subnormal_exp, acc.min_subnormal_exp)
-    highest = max(op.emax + opb.emax + 2, fc.emax, acc.emax)
+    lowest = min(op.min_subnormal_exp + op_b.min_subnormal_exp, fc.min_subnormal_exp, acc.min_subnormal_exp)
+    highest = max(op.emax + 1 + op_b.emax + 1, fc.emax, acc.emax)
     return lowest, highest
 
 
@@ -249,7 +272,8 @@ def _is_int(v: Any) -> bool:
 def _plain_ints(p: ModelParams) -> ModelParams:
     """numpy integer scalars (np.int64(4)) in integer fields become Python ints."""
     changes: dict[str, Any] = {}
-    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor", "zero_exponent"):
+    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor",
+                "zero_exponent", "product_groups", "sum_frac_bits", "c_drop"):
         v = getattr(p, key)
         if isinstance(v, numbers.Integral) and not isinstance(v, (bool, int)):
             changes[key] = int(v)
@@ -259,34 +283,29 @@ def _plain_ints(p: ModelParams) -> ModelParams:
 def validate(p: ModelParams) -> ModelParams:
     """Check every parameter's type and range; fill derived defaults (c_fmt, block_frac_bits)."""
     p = _plain_ints(p)
-    for key in ("in_fmt", "out_fmt", "b_fmt", "acc_fmt", "c_fmt", "operand_fmt", "instr", "instr_shape"):
+    for key in ("in_fmt", "out_fmt", "acc_fmt", "c_fmt", "operand_fmt", "b_fmt", "instr", "instr_shape"):
         if not isinstance(getattr(p, key), str):
             raise TcsmtError(f"invalid model parameters: {key} must be a string, not {getattr(p, key)!r}")
-    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits"):
+    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "product_groups", "sum_frac_bits"):
         if not _is_int(getattr(p, key)):
             raise TcsmtError(f"invalid model parameters: {key} must be an integer, not {getattr(p, key)!r}")
     for key, word in (("extra_bits", "exact"), ("carry_bits", "unbounded")):
         v = getattr(p, key)
         if not (_is_int(v) or v == word):
             raise TcsmtError(f"invalid model parameters: {key} must be an integer or {word!r}, not {v!r}")
-    if not (p.align_floor is None or _is_int(p.align_floor)):
-        raise TcsmtError(f"invalid model parameters: align_floor must be an integer or None, not {p.align_floor!r}")
-    if not (p.zero_exponent is None or (_is_int(p.zero_exponent) and -160 <= p.zero_exponent <= 0)):
-        raise TcsmtError(f"invalid model parameters: zero_exponent must be an integer -160..0 or none, "
-                         f"not {p.zero_exponent!r}")
+    for key in _OPTIONAL_INTS:
+        if not (getattr(p, key) is None or _is_int(getattr(p, key))):
+            raise TcsmtError(f"invalid model parameters: {key} must be an integer or None, not {getattr(p, key)!r}")
     for key in ("subnormal_in", "subnormal_c", "subnormal_out"):
         if not isinstance(getattr(p, key), bool):
             raise TcsmtError(f"invalid model parameters: {key} must be true or false, not {getattr(p, key)!r}")
     for key in ("in_fmt", "out_fmt", "acc_fmt"):
         get_format(getattr(p, key))
     if p.b_fmt:
-        fa, fb = get_format(p.in_fmt), get_format(p.b_fmt)
-        if fb.storage_bits != fa.storage_bits:
-            raise TcsmtError(f"b_fmt {fb.name} must have the storage width of in_fmt {fa.name}")
-        p = dataclasses.replace(p, b_fmt="" if fb.name == fa.name else fb.name)
+        get_format(p.b_fmt)
     if p.operand_fmt:
         fo = get_format(p.operand_fmt)
-        for fi in {get_format(p.in_fmt).name: get_format(p.in_fmt), get_format(p.b_fmt or p.in_fmt).name: get_format(p.b_fmt or p.in_fmt)}.values():
+        for fi in {get_format(p.in_fmt), get_format(p.b_fmt or p.in_fmt)}:
             if fo.emax < fi.emax or fo.min_subnormal_exp > fi.min_subnormal_exp or fo.frac_bits < fi.frac_bits:
                 raise TcsmtError(f"operand_fmt {fo.name} cannot hold every {fi.name} value exactly")
     if not p.c_fmt:
@@ -302,13 +321,22 @@ def validate(p: ModelParams) -> ModelParams:
         (p.align in ALIGN_LOSS, f"align must be one of {ALIGN_LOSS}"),
         (p.overflow in OVERFLOW, f"overflow must be one of {OVERFLOW}"),
         (p.product_exponent in ("raw", "normalized"), "product_exponent must be raw or normalized"),
-        (p.c_mode in ("aligned", "after", "after_instr"), "c_mode must be aligned, after or after_instr"),
+        (p.c_mode in ("aligned", "after", "after_instr", "after_sum"),
+         "c_mode must be aligned, after, after_instr or after_sum"),
+        (p.late_align in ALIGN_LOSS, f"late_align must be one of {ALIGN_LOSS}"),
+        (p.product_groups >= 1 and (p.block_k == 0 or p.product_groups <= p.block_k),
+         "product_groups must be 1..block_k"),
+        (p.c_mode != "after_sum" or (p.extra_bits != "exact" and p.reduction == "chain"
+                                    and p.sum_frac_bits >= get_format(p.acc_fmt).frac_bits + int(p.extra_bits)),
+         "c_mode after_sum needs a window (extra_bits not exact), chain reduction and sum_frac_bits >= F"),
+        (p.c_drop is None or 0 <= p.c_drop <= 1100, "c_drop must be 0..1100 or none"),
         (p.block_interleave >= 0, "block_interleave must be >= 0"),
         (p.block_interleave == 0 or p.block_k == 0 or p.block_interleave <= p.block_k,
          "block_interleave must not exceed block_k"),
         (p.reduction in ("chain", "pairwise"), "reduction must be chain or pairwise"),
         (p.overflow_result in ("ieee", "inf"), "overflow_result must be ieee or inf"),
         (p.zero_sign in ("ieee", "positive", "plus"), "zero_sign must be ieee, positive or plus"),
+        (p.zero_exponent is None or -1100 <= p.zero_exponent <= 1100, "zero_exponent must be -1100..1100 or none"),
         (0 <= p.instr_k <= MAX_K, f"instr_k must be 0..{MAX_K} (0: no instruction boundary)"),
         (0 <= p.block_k <= MAX_K, f"block_k must be 0..{MAX_K} (0: all K in one block)"),
         (p.block_k == 0 or p.instr_k == 0 or p.block_k <= p.instr_k, "block_k must not exceed instr_k"),

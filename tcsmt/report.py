@@ -17,7 +17,7 @@ SCHEMA = "tcsmt.discriminate/1"
 
 
 def hexpat(fmt: Format, bits: int) -> str:
-    return f"0x{bits:0{fmt.storage_bits // 4}x}"
+    return f"0x{bits:0{fmt.hex_digits}x}"
 
 
 def val(fmt: Format, bits: int) -> str:
@@ -36,7 +36,7 @@ def exact_value(o: Outcome, case: Case) -> Fraction:
     fin, fc = o.in_fmt, o.c_fmt
     s = Fraction(0)
     for x, y in zip(case.a, case.b):
-        s += _finite(fin, x) * _finite(fin, y)
+        s += _finite(fin, x) * _finite(o.b_fmt or fin, y)
     return s + _finite(fc, case.c)
 
 
@@ -64,8 +64,9 @@ def first_block_cut(p, a: list[int], b: list[int], c: int) -> int | None:
     from .formats import get_format
 
     fin, fc = get_format(p.in_fmt), get_format(p.c_fmt)
+    fb = get_format(p.b_fmt) if p.b_fmt else fin
     cut = sem.first_block_cut(NumpyBackend(), p, [np.array([x], dtype=fin.dtype) for x in a],
-                              [np.array([y], dtype=fin.dtype) for y in b], np.array([c], dtype=fc.dtype))
+                              [np.array([y], dtype=fb.dtype) for y in b], np.array([c], dtype=fc.dtype))
     return None if cut is None else int(np.asarray(cut).reshape(-1)[0])
 
 
@@ -80,7 +81,7 @@ def bit_diagram(o: Outcome, case: Case, width: int = 56) -> list[str]:
     fin, fc = o.in_fmt, o.c_fmt
     terms = [("c", _finite(fc, case.c))]
     for i, (x, y) in enumerate(zip(case.a, case.b)):
-        terms.append((f"a{i}*b{i}", _finite(fin, x) * _finite(fin, y)))
+        terms.append((f"a{i}*b{i}", _finite(fin, x) * _finite(o.b_fmt or fin, y)))
     terms = [(name, v) for name, v in terms if v != 0]
     if not terms:
         return []
@@ -112,7 +113,8 @@ def bit_diagram(o: Outcome, case: Case, width: int = 56) -> list[str]:
 def format_outcome(o: Outcome, explain: bool = True) -> str:
     lines = []
     names = " vs ".join(o.specs)
-    head = f"{names}  ({o.in_fmt.name} -> {o.out_fmt.name}, C in {o.c_fmt.name})"
+    mixed = f" x {o.b_fmt.name}" if o.b_fmt else ""
+    head = f"{names}  ({o.in_fmt.name}{mixed} -> {o.out_fmt.name}, C in {o.c_fmt.name})"
     if o.status == "equivalent":
         ks = ", ".join(map(str, o.tried_k))
         lines.append(f"{head}: no input tells them apart (unsat for K = {ks}; {o.solver}, {o.seconds:.2f} s)")
@@ -126,10 +128,10 @@ def format_outcome(o: Outcome, explain: bool = True) -> str:
     for n, case in enumerate(o.cases, 1):
         lines.append(f"\ninput {n}:")
         lines.append("  a = [" + ", ".join(val(o.in_fmt, x) for x in case.a) + "]")
-        lines.append("  b = [" + ", ".join(val(o.in_fmt, x) for x in case.b) + "]")
+        lines.append("  b = [" + ", ".join(val(o.b_fmt or o.in_fmt, x) for x in case.b) + "]")
         lines.append(f"  c = {val(o.c_fmt, case.c)}")
         lines.append("  hex a = [" + ", ".join(hexpat(o.in_fmt, x) for x in case.a) + "]")
-        lines.append("  hex b = [" + ", ".join(hexpat(o.in_fmt, x) for x in case.b) + f"], c = {hexpat(o.c_fmt, case.c)}")
+        lines.append("  hex b = [" + ", ".join(hexpat(o.b_fmt or o.in_fmt, x) for x in case.b) + f"], c = {hexpat(o.c_fmt, case.c)}")
         exact = exact_value(o, case)
         lines.append(f"  exact a.b + c = {format_value(exact)}")
         for spec, bits in case.outputs.items():
@@ -168,6 +170,7 @@ def outcome_json(o: Outcome, command: str) -> dict:
         "solve_seconds": round(o.seconds, 3),
         "status": o.status,
         "in_fmt": o.in_fmt.name,
+        **({"b_fmt": o.b_fmt.name} if o.b_fmt else {}),
         "c_fmt": o.c_fmt.name,
         "out_fmt": o.out_fmt.name,
         "instr": sorted({p.instr for p in o.params}),
@@ -178,10 +181,10 @@ def outcome_json(o: Outcome, command: str) -> dict:
         "inputs": [
             {
                 "a": [hexpat(o.in_fmt, x) for x in c.a],
-                "b": [hexpat(o.in_fmt, x) for x in c.b],
+                "b": [hexpat(o.b_fmt or o.in_fmt, x) for x in c.b],
                 "c": hexpat(o.c_fmt, c.c),
                 "a_values": [val(o.in_fmt, x) for x in c.a],
-                "b_values": [val(o.in_fmt, x) for x in c.b],
+                "b_values": [val(o.b_fmt or o.in_fmt, x) for x in c.b],
                 "c_value": val(o.c_fmt, c.c),
                 "exact": format_value(exact_value(o, c)),
                 "outputs": {s: hexpat(o.out_fmt, v) for s, v in c.outputs.items()},

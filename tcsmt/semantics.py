@@ -79,6 +79,9 @@ class Term:
     known_zero: bool = False
     """Statically +0 (the constant C a chain starts from): it takes part in the zero-sign rules but
     adds nothing, so the sum's static bound leaves it out."""
+    zero_joins: bool = False
+    """A zero addend's ``top`` is its alignment exponent too (``ModelParams.zero_exponent``): it joins the
+    maximum E.  Otherwise zero addends are left out of E."""
     peak: Fraction | None = None
     """|value| <= peak * 2^top (None: 2^head).  Tighter than the head where the significands carry
     fewer bits than their format (fp8 operands converted exactly to fp16): it lets a block's
@@ -102,57 +105,58 @@ def _ceil_log2(n: int) -> int:
 def decode(B: Backend, fmt: Format, bits: V, keep_subnormals: bool = True) -> Decoded:
     """Decode bit patterns of ``fmt`` exactly (specials get sig = 0 and a flag)."""
     sign, expf, frac = B.fields(fmt, bits)
-    sub = B.eq(expf, 0)
     top_field = (1 << fmt.exp_bits) - 1
+    inf = B.false()
     if fmt.specials == "ieee":
         special = B.eq(expf, top_field)
         nan = B.and_(special, B.ne(frac, 0))
         inf = B.and_(special, B.eq(frac, 0))
-    else:
+    elif fmt.specials == "fn":  # OCP e4m3: only S.1111.111 is NaN
         nan = B.and_(B.eq(expf, top_field), B.eq(frac, (1 << fmt.frac_bits) - 1))
-        inf = B.false()
-        special = nan
-    e = B.ite(sub, fmt.emin, B.sub(expf, fmt.bias))
-    sig = B.ite(sub, frac, B.add(frac, 1 << fmt.frac_bits))
+    elif fmt.specials == "fnuz":  # the pattern of -0 is the only NaN
+        nan = B.and_(B.ne(sign, 0), B.and_(B.eq(expf, 0), B.eq(frac, 0)))
+    elif fmt.specials == "e8m0":  # 0xFF is NaN
+        nan = B.eq(expf, top_field)
+    else:  # "none": OCP fp4/fp6, every pattern finite
+        nan = B.false()
+    special = B.or_(nan, inf)
+    if fmt.has_subnormals:
+        sub = B.eq(expf, 0)
+        e = B.ite(sub, fmt.emin, B.sub(expf, fmt.bias))
+        sig = B.ite(sub, frac, B.add(frac, 1 << fmt.frac_bits))
+    else:  # e8m0: every field is a normal power of two
+        sub = B.false()
+        e = B.sub(expf, fmt.bias)
+        sig = B.add(frac, 1 << fmt.frac_bits)
     if not keep_subnormals:
         sig = B.ite(sub, 0, sig)
     sig = B.ite(special, 0, sig)
     return Decoded(B.ne(sign, 0), e, sig, nan, inf, fmt)
 
 
-def zero_at(B: Backend, d: Decoded, z: int | None) -> Decoded:
-    """``d`` with exponent ``z`` where it is a (finite) zero: the zero-exponent rule of
-    ``zero_exponent`` (None: ``d`` unchanged)."""
-    if z is None:
-        return d
-    is_zero = B.and_(B.eq(d.sig, 0), B.not_(B.or_(d.nan, d.inf)))
-    return dataclasses.replace(d, e=B.ite(is_zero, z, d.e))
-
-
 def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
-                 exp_range: tuple[int, int] | None = None, precision: int | None = None) -> tuple[Term, Flags]:
+                 exp_range: tuple[int, int] | None = None, precision: int | None = None,
+                 precision_b: int | None = None) -> tuple[Term, Flags]:
     """The exact product a*b as an addend, with its special-value flags.
 
-    ``exp_range`` (lo, hi) narrows the static bounds when the caller knows every factor's exponent
-    lies in [lo, hi] (a query domain, as in ``verify``); by default the format's [emin, emax].
-    ``precision``: the factors carry at most this many fraction bits (fewer than their format's when
-    they were converted exactly from a narrower one); it tightens the term's ``peak``.
+    ``a`` and ``b`` may have different formats (mixed e4m3 x e5m2 paths): the product's significand has
+    fa + fb fraction bits.  ``exp_range`` (lo, hi) narrows the static bounds when the caller knows every
+    factor's exponent lies in [lo, hi] (a query domain, as in ``verify``); by default the formats' [emin, emax].
+    ``precision`` (``precision_b`` for b; default the same): the factors carry at most this many fraction bits
+    (fewer than their format's when they were converted exactly from a narrower one); it tightens ``peak``.
     """
-    fa, fb = a.fmt.frac_bits, b.fmt.frac_bits  # B may have its own format (mixed fp8: e4m3 x e5m2)
-    mag_bits = fa + fb + 2
-    mag = B.mul(a.sig, b.sig, mag_bits)
+    fa, fb = a.fmt.frac_bits, b.fmt.frac_bits
+    sig_bits = fa + fb + 2
+    mag = B.mul(a.sig, b.sig, sig_bits)
     esum = B.add(a.e, b.e)
     lsb = B.sub(esum, fa + fb)
-    if exp_range is not None:
-        (emin_a, emax_a), (emin_b, emax_b) = exp_range, exp_range
-    else:
-        (emin_a, emax_a), (emin_b, emax_b) = (a.fmt.emin, a.fmt.emax), (b.fmt.emin, b.fmt.emax)
-    emin, emax = emin_a + emin_b, emax_a + emax_b  # bounds of the exponent sum
+    emin, emax = exp_range or (a.fmt.emin, a.fmt.emax)
+    bmin, bmax = exp_range or (b.fmt.emin, b.fmt.emax)
     if p.product_exponent == "raw":
-        top, top_min, top_max, gap, head = esum, emin, emax, fa + fb, 2
+        top, top_min, top_max, gap, head = esum, emin + bmin, emax + bmax, fa + fb, 2
     else:
-        top = B.add(lsb, B.msb(mag, mag_bits))
-        top_min, top_max, gap, head = emin - fa - fb, emax + 1, 0, 1
+        top = B.add(lsb, B.msb(mag, sig_bits))
+        top_min, top_max, gap, head = emin + bmin - fa - fb, emax + bmax + 1, 0, 1
     neg = B.xor(a.neg, b.neg)
     a_zero, b_zero = B.eq(a.sig, 0), B.eq(b.sig, 0)
     a_fin_zero = B.and_(a_zero, B.not_(B.or_(a.inf, a.nan)))
@@ -161,12 +165,24 @@ def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
     inf = B.and_(B.or_(a.inf, b.inf), B.not_(nan))
     flags = Flags(nan, B.and_(inf, B.not_(neg)), B.and_(inf, neg))
     # a factor with at most q fraction bits is at most (2 - 2^-q) * 2^e (e = emin for subnormals)
-    qa = fa if precision is None else min(precision, fa)
-    qb = fb if precision is None else min(precision, fb)
+    qa = fa if precision is None else precision
+    qb = fb if precision is None and precision_b is None else (precision_b if precision_b is not None else qa)
     peak = (2 - Fraction(1, 1 << qa)) * (2 - Fraction(1, 1 << qb)) if p.product_exponent == "raw" else None
-    term = Term(neg, mag, lsb, top, mag_bits, emin - fa - fb, emax - fa - fb, top_min, top_max, gap, head,
-                peak=peak)
+    term = Term(neg, mag, lsb, top, sig_bits, emin + bmin - fa - fb, emax + bmax - fa - fb, top_min, top_max, gap,
+                head, peak=peak)
+    if p.zero_exponent is not None:
+        z = p.zero_exponent  # a zero factor has exponent z: the zero product's is z + e(other factor)
+        zero_top = B.add(B.ite(a_zero, z, a.e), B.ite(b_zero, z, b.e))
+        term = _zero_top(B, term, zero_top, min(2 * z, z + min(emin, bmin)), max(2 * z, z + max(emax, bmax)))
     return term, flags
+
+
+def _zero_top(B: Backend, t: Term, zero_top: V, lo: int, hi: int) -> Term:
+    """``t`` whose alignment exponent, where its magnitude is zero, is ``zero_top`` (in [lo, hi]), joining
+    the block's maximum (``ModelParams.zero_exponent``)."""
+    top = B.ite(B.eq(t.mag, 0), zero_top, t.top)
+    return dataclasses.replace(t, top=top, top_min=min(t.top_min, lo), top_max=max(t.top_max, hi),
+                               zero_joins=True)
 
 
 def value_term(B: Backend, d: Decoded) -> tuple[Term, Flags]:
@@ -262,6 +278,33 @@ def _sum_bits(terms: Sequence[Term], F: int | None, p: ModelParams, width: int) 
     return bound.bit_length()
 
 
+def _align_term(B: Backend, t: Term, L: V, F: int, align: str) -> V:
+    """|t| on the grid 2^L, where L = E - F and t.top <= E: the bits below the grid lost by ``align``
+    ("trunc": magnitude truncated; "rne": magnitude rounded to nearest even; "floor": the signed value
+    truncated towards minus infinity, so a negative term that loses bits grows by one unit)."""
+    d = B.sub(t.lsb, L)  # <= F - gap_min by construction
+    smax = max(0, F - t.gap_min)
+    left = B.ite(B.gt(d, 0), d, 0)
+    if smax > 0:
+        shifted = B.shl(t.mag, B.min(left, smax), smax, t.mag_bits + smax)
+    else:
+        shifted = t.mag
+    right = B.ite(B.lt(d, 0), B.neg(d), 0)
+    kept = B.shr(shifted, right)
+    if align == "trunc":
+        return kept
+    if align == "rne":
+        r1 = B.max(B.sub(right, 1), 0)
+        half = B.and_(B.ge(right, 1), B.ne(B.mod_pow2(B.shr(t.mag, r1), 1), 0))
+        sticky = B.and_(B.ge(right, 2), B.low_nonzero(t.mag, r1))
+        odd = B.ne(B.mod_pow2(kept, 1), 0)
+        inc = B.and_(half, B.or_(sticky, odd))
+        return B.add(kept, B.ite(inc, 1, 0))
+    lost = B.and_(B.gt(right, 0), B.low_nonzero(t.mag, right))  # floor
+    up = B.and_(t.neg, lost)
+    return B.add(kept, B.ite(up, 1, 0))
+
+
 def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockSum:
     """Align ``terms`` to the largest exponent with F fraction bits and add them (steps 3-4)."""
     nonzero = [B.ne(t.mag, 0) for t in terms]
@@ -276,38 +319,14 @@ def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) 
             signed.append((t.neg, on_grid(B, t, L_static)))
     else:
         sentinel = min(t.top_min for t in terms) - 1
-        if p.zero_exponent is None:
-            tops = [B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]
-        else:  # zero terms join the maximum with the exponent zero_at gave them (a known +0 does not)
-            tops = [B.ite(nz, t.top, sentinel) if t.known_zero else t.top for nz, t in zip(nonzero, terms)]
+        tops = [t.top if t.zero_joins else B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]
         E = _tree(B, tops, B.max)
         if p.align_floor is not None and not _floor_is_inert(terms, F, p):
             E = B.max(E, p.align_floor)
         L = B.sub(E, F)
         width = max(t.head for t in terms) + F + 1
         for t in terms:
-            d = B.sub(t.lsb, L)  # <= F - gap_min by construction
-            smax = max(0, F - t.gap_min)
-            left = B.ite(B.gt(d, 0), d, 0)
-            if smax > 0:
-                shifted = B.shl(t.mag, B.min(left, smax), smax, t.mag_bits + smax)
-            else:
-                shifted = t.mag
-            right = B.ite(B.lt(d, 0), B.neg(d), 0)
-            kept = B.shr(shifted, right)
-            if p.align == "trunc":
-                signed.append((t.neg, kept))
-            elif p.align == "rne":
-                r1 = B.max(B.sub(right, 1), 0)
-                half = B.and_(B.ge(right, 1), B.ne(B.mod_pow2(B.shr(t.mag, r1), 1), 0))
-                sticky = B.and_(B.ge(right, 2), B.low_nonzero(t.mag, r1))
-                odd = B.ne(B.mod_pow2(kept, 1), 0)
-                inc = B.and_(half, B.or_(sticky, odd))
-                signed.append((t.neg, B.add(kept, B.ite(inc, 1, 0))))
-            else:  # floor: two's-complement truncation of the signed value
-                lost = B.and_(B.gt(right, 0), B.low_nonzero(t.mag, right))
-                up = B.and_(t.neg, lost)
-                signed.append((t.neg, B.add(kept, B.ite(up, 1, 0))))
+            signed.append((t.neg, _align_term(B, t, L, F, p.align)))
     # the circuit keeps its generous width (measured: narrowing it to the tight bound made small
     # solver queries several times slower); the tight bound decides whether carry bits can bind
     sum_bits = width + _ceil_log2(len(terms)) + 1
@@ -332,12 +351,18 @@ def round_to(B: Backend, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, fra
              keep_subnormals: bool = True, overflow_inf: bool = False) -> V:
     """Bit pattern of (-1)^neg * mag * 2^lsb rounded to ``frac_bits`` fraction bits in ``fmt``.
 
+    ``fmt`` is a signed format with subnormals (every format but the scale formats ue8m0/ue4m3);
+    in a format without -0 (fnuz) a zero of either sign is +0; where the format has no infinity an
+    overflow to "inf" gives its NaN (e4m3, fnuz) or, with neither (OCP fp4/fp6), the largest finite.
+
     The exponent range is ``fmt``'s; below 2^emin the result is subnormal with
     its LSB at 2^(emin - frac_bits).  A zero magnitude gives the zero of sign
     ``neg``.  Overflow gives inf (rne; ru for positive, rd for negative) or the
     largest finite value (rz and the other directed cases); with
     ``overflow_inf`` every overflow gives inf.
     """
+    if not fmt.signed or not fmt.has_subnormals:
+        raise TcsmtError(f"{fmt.name} is a scale format: no result is rounded into it")
     m = B.msb(mag, mag_bits)
     e = B.add(lsb, m)
     e_eff = B.max(e, fmt.emin)
@@ -381,11 +406,24 @@ def round_to(B: Backend, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, fra
     # zero exponent instead (no result changes), keeping the word inside the width ``pack`` claims
     expf = B.ite(overflow, 0, expf)
     finite = pack(B, fmt, neg, expf, B.fit(frac, frac_bits + 1), pad)
-    max_bits = fmt.pack_fields(0, fmt.emax + fmt.bias, ((1 << frac_bits) - 1) << pad)
-    inf_bits = fmt.pack_fields(0, (1 << fmt.exp_bits) - 1, 0)
     sign_bit = 1 << (fmt.exp_bits + fmt.frac_bits + fmt.pad_bits)
+    if not fmt.has_negative_zero:  # fnuz: a zero of either sign is +0 (the pattern of -0 is NaN)
+        finite = B.ite(B.eq(finite, sign_bit), 0, finite)
+    top_frac = (1 << frac_bits) - 1
+    if fmt.specials == "fn" and frac_bits == fmt.frac_bits:
+        top_frac -= 1  # S.1111.111 is NaN: the largest finite is S.1111.110
+    max_bits = fmt.pack_fields(0, fmt.emax + fmt.bias, top_frac << pad)
+    if fmt.has_inf:
+        inf_bits = fmt.pack_fields(0, (1 << fmt.exp_bits) - 1, 0)
+    elif fmt.has_nan:  # no infinity: an overflow to "inf" is NaN (as apply_flags saturates inf to NaN)
+        inf_bits = fmt.nan_pattern()
+    else:  # OCP fp4/fp6: neither inf nor NaN; an overflow saturates to the largest finite
+        inf_bits = max_bits
     big = B.fit(B.ite(to_inf, inf_bits, max_bits), fmt.storage_bits + 1)
-    big = B.ite(neg, B.add(big, sign_bit), big)
+    if fmt.specials == "fnuz":  # NaN 0x80 carries no further sign
+        big = B.ite(B.and_(neg, B.ne(big, inf_bits)), B.add(big, sign_bit), big)
+    else:
+        big = B.ite(neg, B.add(big, sign_bit), big)
     return B.ite(overflow, big, finite)
 
 
@@ -402,6 +440,14 @@ def pack(B: Backend, fmt: Format, neg: V, expf: V, frac: V, frac_shift: int) -> 
 
 def apply_flags(B: Backend, fmt: Format, flags: Flags, bits: V) -> V:
     """Replace a finite result by NaN / +inf / -inf where the flags say so."""
+    if not fmt.has_nan:
+        # OCP fp4/fp6 hold neither inf nor NaN (MX v1.0 section 5.3.3): an infinity saturates to the
+        # largest finite of its sign; a NaN has no pattern and keeps the finite part (a zero): the
+        # value readers refuse NaN for these formats, and no model rounds a result into them
+        top = fmt.pack_fields(0, (1 << fmt.exp_bits) - 1, (1 << fmt.frac_bits) - 1)
+        sign_bit = 1 << (fmt.exp_bits + fmt.frac_bits)
+        out = B.ite(flags.ninf, top + sign_bit, B.fit(bits, fmt.storage_bits + 1))
+        return B.ite(flags.pinf, top, out)
     nan_bits = fmt.nan_pattern()
     if fmt.specials == "ieee":
         pinf, ninf = fmt.inf_pattern(False), fmt.inf_pattern(True)
@@ -415,7 +461,11 @@ def apply_flags(B: Backend, fmt: Format, flags: Flags, bits: V) -> V:
 def sum_and_round(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams, fmt: Format,
                   frac_bits: int, mode: str) -> V:
     """Block sum of ``terms`` rounded into ``fmt`` (finite part; zero-sign rules applied)."""
-    s = block_sum(B, terms, F, p)
+    return _round_sum(B, p, block_sum(B, terms, F, p), fmt, frac_bits, mode)
+
+
+def _round_sum(B: Backend, p: ModelParams, s: BlockSum, fmt: Format, frac_bits: int, mode: str) -> V:
+    """A block sum rounded into ``fmt`` with the model's zero-sign and overflow rules."""
     cancel_sign = B.true() if mode == "rd" else B.false()
     zero_sign = B.ite(s.any_nonzero, cancel_sign, s.all_negative)
     neg = B.ite(B.eq(s.mag, 0), zero_sign, s.neg)
@@ -424,9 +474,51 @@ def sum_and_round(B: Backend, terms: Sequence[Term], F: int | None, p: ModelPara
     if p.zero_sign == "positive":  # a non-zero sum that rounds to zero gives +0
         underflow = B.and_(B.ne(s.mag, 0), B.eq(B.mod_pow2(bits, fmt.storage_bits - 1), 0))
         bits = B.ite(underflow, 0, bits)
-    elif p.zero_sign == "plus":  # every zero result is +0 (a sum of -0 terms too)
+    elif p.zero_sign == "plus":  # every zero result is +0
         bits = B.ite(B.eq(B.mod_pow2(bits, fmt.storage_bits - 1), 0), 0, bits)
     return bits
+
+
+def _sum_as_term(B: Backend, s: BlockSum, F: int, terms: Sequence[Term]) -> Term:
+    """A window sum of ``terms`` (its E = s.lsb + F) as an addend whose exponent is that E, also where the
+    sum cancelled to zero (it joins the next alignment as the exponent of its largest product)."""
+    lo = min(t.top_min for t in terms) - 1  # the block's sentinel E when every term is zero
+    hi = max(t.top_max for t in terms)
+    return Term(s.neg, s.mag, s.lsb, B.add(s.lsb, F), s.mag_bits, lo - F, hi - F, lo, hi, F,
+                max(1, s.mag_bits - F), zero_joins=True)
+
+
+def after_sum_block(B: Backend, p: ModelParams, pterms: Sequence[Term], c_term: Term, F: int, fmt: Format) -> V:
+    """c_mode "after_sum" (see :class:`ModelParams`): the products' window sum (in ``product_groups``
+    interleaved subsets, realigned by ``late_align``), then S and C aligned again to M = max(E_S, e(C)) with
+    ``sum_frac_bits`` and F fraction bits, C dropped below M - ``c_drop``, the exact sum rounded once."""
+    late = dataclasses.replace(p, align=p.late_align, align_floor=None, carry_bits="unbounded")
+    g = p.product_groups
+    subsets = [list(pterms[j::g]) for j in range(g)] if g > 1 and len(pterms) > 1 else [list(pterms)]
+    parts = [(block_sum(B, sub, F, p), sub) for sub in subsets]
+    if len(parts) > 1:
+        sub_terms = [_sum_as_term(B, sp, F, sub) for sp, sub in parts]
+        S = block_sum(B, sub_terms, F, late)
+        s_term = _sum_as_term(B, S, F, sub_terms)
+    else:
+        s_term = _sum_as_term(B, parts[0][0], F, parts[0][1])
+    F2 = p.sum_frac_bits
+    c_joins = c_term.zero_joins
+    c_top = c_term.top if c_joins else B.ite(B.ne(c_term.mag, 0), c_term.top, s_term.top_min)
+    M = B.max(s_term.top, c_top)
+    s_mag = _align_term(B, s_term, B.sub(M, F2), F2, p.late_align)
+    c_mag = B.mul_const(_align_term(B, c_term, B.sub(M, F), F, p.late_align), 1 << (F2 - F))
+    if p.c_drop is not None:
+        c_mag = B.ite(B.lt(c_top, B.sub(M, p.c_drop)), 0, c_mag)
+    width = max(s_term.mag_bits + F2 - F, F2 + 2) + 2
+    vals = [B.fit(B.ite(neg, B.neg(m), m), width + 1) for neg, m in ((s_term.neg, s_mag), (c_term.neg, c_mag))]
+    total = B.fit(B.add(vals[0], vals[1]), width + 1)
+    neg = B.lt(total, 0)
+    mag = B.fit(B.ite(neg, B.neg(total), total), width + 1)
+    any_nz = _tree(B, [B.ne(t.mag, 0) for t in [*pterms, c_term]], B.or_)
+    all_neg = _tree(B, [t.neg for t in [*pterms, c_term]], B.and_)
+    s = BlockSum(neg, mag, B.sub(M, F2), width, any_nz, all_neg)
+    return _round_sum(B, p, s, fmt, p.block_frac_bits, p.block_round)
 
 
 # --------------------------------------------------------------- block FMA
@@ -435,26 +527,22 @@ def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequenc
     """A block's addends: the exact products (operands first converted to ``operand_fmt`` where the
     model has one) and C, with the special-value flags of all of them."""
     fin = get_format(p.in_fmt)
-    fin_b = get_format(p.b_fmt or p.in_fmt)  # B's format (mixed-format instructions)
-    precision = max(fin.frac_bits, fin_b.frac_bits)
+    fbin = get_format(p.b_fmt) if p.b_fmt else fin  # B's format (mixed paths)
+    precision, precision_b = fin.frac_bits, fbin.frac_bits
     if p.operand_fmt:  # exact conversion of the operands first (e.g. fp8 -> fp16)
         fop = get_format(p.operand_fmt)
         a_bits = [convert(B, a, fin, fop, "rne") for a in a_bits]
-        b_bits = [convert(B, b, fin_b, fop, "rne") for b in b_bits]
-        fin = fin_b = fop
-    z = p.zero_exponent
-    exp_range = None
-    if z is not None:  # zeros count with exponent z (static bounds widened to hold it)
-        exp_range = (min(fin.emin, fin_b.emin, z), max(fin.emax, fin_b.emax))
-    prods = [product_term(B, p, zero_at(B, decode(B, fin, a, p.subnormal_in), z),
-                          zero_at(B, decode(B, fin_b, b, p.subnormal_in), z),
-                          exp_range=exp_range, precision=precision)
+        b_bits = [convert(B, b, fbin, fop, "rne") for b in b_bits]
+        fin = fbin = fop
+    prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fbin, b, p.subnormal_in),
+                          precision=min(precision, fin.frac_bits), precision_b=min(precision_b, fbin.frac_bits))
              for a, b in zip(a_bits, b_bits)]
-    c_term, c_flags = value_term(B, zero_at(B, decode(B, c_fmt, c_bits, p.subnormal_c), z))
-    if z is not None and z < c_term.top_min:  # a zero C's exponent z lies below the format's range
-        c_term = dataclasses.replace(c_term, top_min=z, lsb_min=z - c_fmt.frac_bits)
+    c_term, c_flags = value_term(B, decode(B, c_fmt, c_bits, p.subnormal_c))
     if isinstance(c_bits, int) and c_bits == 0:  # the +0 an after_instr chain starts from
         c_term = dataclasses.replace(c_term, known_zero=True)
+    if p.zero_exponent is not None:  # a zero C has exponent zero_exponent and joins the alignment
+        z = p.zero_exponent
+        c_term = _zero_top(B, c_term, z, z, z)
     return [t for t, _ in prods], c_term, merge_flags(B, [fl for _, fl in prods] + [c_flags])
 
 
@@ -505,6 +593,8 @@ def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[
         bits = sum_and_round(B, [psum, c_term], None, p, acc, acc.frac_bits, p.c_round)
     elif p.c_mode in ("aligned", "after_instr"):
         bits = sum_and_round(B, [*pterms, c_term], F, p, acc, p.block_frac_bits, p.block_round)
+    elif p.c_mode == "after_sum" and F is not None:
+        bits = after_sum_block(B, p, pterms, c_term, F, acc)
     else:  # products alone, then one correctly rounded addition of C
         part = sum_and_round(B, pterms, F, p, acc, p.block_frac_bits, p.block_round)
         part_term, part_flags = value_term(B, decode(B, acc, part))
@@ -528,10 +618,13 @@ def unread_parameters(p: ModelParams) -> dict[str, Any]:
     if p.reduction == "pairwise":
         ch.update(extra_bits="exact", block_round="rne", c_mode="aligned",
                   block_frac_bits=get_format(p.acc_fmt).frac_bits)
-    elif p.c_mode == "aligned":
+    elif p.c_mode in ("aligned", "after_sum"):
         ch["c_round"] = "rne"
+    if p.c_mode != "after_sum":
+        ch.update(product_groups=1, sum_frac_bits=0, late_align="floor", c_drop=None)
     if ch.get("extra_bits", p.extra_bits) == "exact":
-        ch.update(align="trunc", align_floor=None, carry_bits="unbounded", overflow="wrap", product_exponent="raw")
+        ch.update(align="trunc", align_floor=None, carry_bits="unbounded", overflow="wrap", product_exponent="raw",
+                  zero_exponent=None)
     elif p.carry_bits == "unbounded":
         ch["overflow"] = "wrap"
     if p.out_fmt == p.acc_fmt:
@@ -575,8 +668,6 @@ def add_rounded(B: Backend, p: ModelParams, x_bits: V, x_fmt: Format, y_bits: V,
     """x + y computed exactly and rounded once into ``fmt`` with ``mode`` (IEEE-like specials)."""
     x_term, x_flags = value_term(B, decode(B, x_fmt, x_bits))
     y_term, y_flags = value_term(B, decode(B, y_fmt, y_bits, p.subnormal_c))
-    if p.zero_sign == "plus":  # "plus" is the block adder's rule; this one addition keeps -0 + -0 = -0
-        p = dataclasses.replace(p, zero_sign="positive")
     bits = sum_and_round(B, [x_term, y_term], None, p, fmt, fmt.frac_bits, mode)
     return apply_flags(B, fmt, merge_flags(B, [x_flags, y_flags]), bits)
 

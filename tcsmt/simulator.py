@@ -42,7 +42,7 @@ def simulate_params(p: ModelParams, a: np.ndarray, b: np.ndarray, c: np.ndarray,
     if not isinstance(p, ModelParams):
         raise TcsmtError(f"simulate_params needs ModelParams (from tcsmt.resolve), not {type(p).__name__}")
     fin, fc, fout = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
-    ab, bb, cb = dot_patterns(a, b, c, fin, fc, bits, b_fmt=get_format(p.b_fmt or p.in_fmt))
+    ab, bb, cb = dot_patterns(a, b, c, fin, fc, bits, b_fmt=get_format(p.b_fmt) if p.b_fmt else None)
     n, K = ab.shape
     out = np.empty(n, dtype=fout.dtype)
     for s in range(0, n, CHUNK):

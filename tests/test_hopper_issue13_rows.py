@@ -163,23 +163,12 @@ def test_all_minus_zero_block_is_plus_zero_and_an_fadd_keeps_minus_zero():
 
 
 def test_mixed_formats_decode_b_in_its_own_format():
-    """b_fmt: e4m3 1.0 (0x38) times e5m2 2^-16 (0x01, its least subnormal), 32 times: 2^-11 exactly."""
+    """The mixed paths (b_fmt): e4m3 1.0 (0x38) times e5m2 2^-16 (0x01, its least subnormal), 32 times: 2^-11."""
     from tcsmt.registry import resolve
 
     a, b = np.full((1, 32), 0x38, np.uint8), np.full((1, 32), 0x01, np.uint8)
     c = np.zeros(1, np.uint32)
-    for instr in ("mma", "wgmma"):
-        p = resolve("hopper:b_fmt=e5m2", "e4m3", "fp32", instr)
+    for instr in ("mma_xe5m2", "wgmma_xe5m2"):
+        p = resolve("hopper", "e4m3", "fp32", instr)
+        assert p.b_fmt == "e5m2"
         assert simulate_params(p, a, b, c)[0] == np.float32(2.0**-11).view(np.uint32)
-
-
-def test_mixed_formats_refused_by_the_solver_and_of_one_width():
-    from tcsmt.errors import TcsmtError
-    from tcsmt.registry import resolve
-    from tcsmt.smt_encode import make_inputs, output_term
-
-    p = resolve("hopper:b_fmt=e5m2", "e4m3", "fp32", "wgmma")
-    with pytest.raises(TcsmtError, match="mixed-format"):
-        output_term(p, make_inputs("e4m3", "fp32", 32))
-    with pytest.raises(TcsmtError, match="storage width"):
-        resolve("hopper:b_fmt=fp16", "e4m3", "fp32", "wgmma")

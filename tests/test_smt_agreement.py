@@ -18,7 +18,7 @@ import z3
 from pysmt.shortcuts import Solver
 
 from tcsmt.formats import Format, get_format
-from tcsmt.registry import REFERENCES, all_paths, reference_params
+from tcsmt.registry import REFERENCES, all_paths, reference_params, resolve
 from tcsmt.simulator import simulate_params
 from tcsmt.smt_encode import make_inputs, output_term
 from tcsmt.smt_eval import evaluate
@@ -85,6 +85,11 @@ def _cases():
         out.append(pytest.param(p, id=p.name))
     for ref in REFERENCES:
         out.append(pytest.param(reference_params(ref, "fp16", "fp32"), id=f"{ref}/fp16.fp32"))
+    # MMA-Sim's readings (issue 13): zeros joining the alignment at exponent -126 (bf16 reaches it), every
+    # zero result +0; on an aligned C path and on the HMMA emulation with C added after the blocks
+    for spec, fi, fo in (("ampere:zero_exp126,zero_plus", "bf16", "fp32"), ("blackwell:zero_exp126", "e5m2", "fp16"),
+                         ("turing:blocks4", "fp16", "fp32")):
+        out.append(pytest.param(resolve(spec, fi, fo), id=f"{spec}/{fi}.{fo}"))
     return out
 
 
@@ -96,8 +101,11 @@ def test_smt_term_equals_simulator(p):
         K = 2  # fp64 FMAs need Python integers; two instructions' worth of chaining still shows
     rng = np.random.default_rng(zlib.crc32(p.name.encode()))
     a, b, c = _inputs(rng, fin, fc, K)
-    expect = simulate_params(p, a.astype(fin.dtype), b.astype(fin.dtype), c.astype(fc.dtype)).astype(np.uint64)
-    inp = make_inputs(p.in_fmt, p.c_fmt, K)
+    fb = get_format(p.b_fmt) if p.b_fmt else fin  # a mixed path: B drawn in its own format
+    if p.b_fmt:
+        b = _inputs(rng, fb, fc, K)[1]
+    expect = simulate_params(p, a.astype(fin.dtype), b.astype(fb.dtype), c.astype(fc.dtype)).astype(np.uint64)
+    inp = make_inputs(p.in_fmt, p.c_fmt, K, b_fmt=p.b_fmt)
     term = output_term(p, inp)
     got = np.asarray(evaluate(term, _env(inp, a, b, c))).astype(np.uint64)
     bad = np.nonzero(got != expect)[0]
