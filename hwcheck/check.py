@@ -515,6 +515,7 @@ def result_json(device, spec: PathSpec, results: list[DistResult], seed: int,
         "device": device.info(),
         "path": f"{spec.label.split('/')[0]}", "in_fmt": spec.in_fmt, "out_fmt": spec.out_fmt,
         "instr": spec.instr, "shape": spec.shape, "seed": seed,
+        "kernel_checked_on_hardware": not spec.unchecked,
         "results": [r.as_json() for r in results],
     }
     if spec.library and hasattr(device, "library_info"):

@@ -141,7 +141,11 @@ def _generate(dist: str, spec: PathSpec, T: int, K: int, rng: np.random.Generato
             a[paired, :, hi] = a[paired, :, lo] ^ sign_bit
             nb = b[paired, :, lo].copy()
             nudge = rng.random(nb.shape) < 0.25
-            nb = np.where(nudge, nb + step, nb)   # one ulp up in magnitude (exponents <= 3: never inf/NaN)
+            # one ulp up in magnitude, never past the largest finite pattern (exponents <= 3 keep wide formats far
+            # below it; e2m1's largest exponent is 2, where one more ulp would leave the format)
+            top = int(fb.from_fraction(fb.max_finite)) & ((1 << (fb.storage_bits - 1)) - 1)
+            nudge &= (nb.astype(np.int64) & ((1 << (fb.storage_bits - 1)) - 1)) < top
+            nb = np.where(nudge, nb + step, nb)
             b[paired, :, hi] = nb
         s = np.einsum("trk,tjk->trj", _values(fin, a), _values(fb, b))
         c = _round_to(fc, -s)
