@@ -323,13 +323,6 @@ def validate(p: ModelParams) -> ModelParams:
         (p.product_exponent in ("raw", "normalized"), "product_exponent must be raw or normalized"),
         (p.c_mode in ("aligned", "after", "after_instr", "after_sum"),
          "c_mode must be aligned, after, after_instr or after_sum"),
-        (p.late_align in ALIGN_LOSS, f"late_align must be one of {ALIGN_LOSS}"),
-        (p.product_groups >= 1 and (p.block_k == 0 or p.product_groups <= p.block_k),
-         "product_groups must be 1..block_k"),
-        (p.c_mode != "after_sum" or (p.extra_bits != "exact" and p.reduction == "chain"
-                                    and p.sum_frac_bits >= get_format(p.acc_fmt).frac_bits + int(p.extra_bits)),
-         "c_mode after_sum needs a window (extra_bits not exact), chain reduction and sum_frac_bits >= F"),
-        (p.c_drop is None or 0 <= p.c_drop <= 1100, "c_drop must be 0..1100 or none"),
         (p.block_interleave >= 0, "block_interleave must be >= 0"),
         (p.block_interleave == 0 or p.block_k == 0 or p.block_interleave <= p.block_k,
          "block_interleave must not exceed block_k"),
@@ -344,6 +337,13 @@ def validate(p: ModelParams) -> ModelParams:
         (1 <= p.block_frac_bits <= acc.frac_bits, f"block_frac_bits must be 1..{acc.frac_bits}"),
         (p.carry_bits == "unbounded" or 0 <= int(p.carry_bits) <= 64, "carry_bits must be 0..64 or unbounded"),
         (p.extra_bits == "exact" or -acc.frac_bits <= int(p.extra_bits) <= 256, f"extra_bits must be -{acc.frac_bits}..256 or exact"),
+        (p.late_align in ALIGN_LOSS, f"late_align must be one of {ALIGN_LOSS}"),
+        (p.product_groups >= 1 and (p.block_k <= 0 or p.product_groups <= p.block_k),
+         "product_groups must be 1..block_k"),
+        (p.c_mode != "after_sum" or (p.extra_bits != "exact" and p.reduction == "chain"
+                                    and p.sum_frac_bits >= get_format(p.acc_fmt).frac_bits + int(p.extra_bits)),
+         "c_mode after_sum needs a window (extra_bits not exact), chain reduction and sum_frac_bits >= F"),
+        (p.c_drop is None or 0 <= p.c_drop <= 1100, "c_drop must be 0..1100 or none"),
     ]
     if p.align_floor is not None:
         lo, hi = floor_range(p)
