@@ -85,13 +85,15 @@ def _status_of(r: V.WorstResult) -> str:
 
 def _incomplete(r: V.WorstResult) -> bool:
     """Whether a worst-case search ended because time ran out (solver timeouts, budget), not by converging."""
-    return r.stopped == "budget spent" or "timeouts" in r.stopped
+    return r.stopped == "budget spent" or "timeout" in r.stopped
 
 
 def _run_worst(algo: str, archs: list[str], K: int, dom: V.Domain, relative: bool, solver: str,
-               timeout: float, budget: float, verbose: bool = False, progress: Progress = NO_PROGRESS) -> None:
+               timeout: float, budget: float | None, verbose: bool = False, progress: Progress = NO_PROGRESS) -> None:
     click.echo(_header(algo, K, dom, relative))
-    click.echo(f"worst-case search: iterative tightening, {timeout:g} s per solver query, {budget:g} s per model")
+    limit = f", {budget:g} s per model" if budget else ""
+    click.echo(f"worst-case search: iterative tightening, {timeout:g} s per solver query{limit}; "
+               "thresholds depend only on answers (a query timeout stops that model's search)")
     rows = []
     for arch in archs:
         r = V.search_worst(algo, arch, K, dom, relative, solver, per_query=timeout, budget=budget)
@@ -101,7 +103,7 @@ def _run_worst(algo: str, archs: list[str], K: int, dom: V.Domain, relative: boo
     w1 = max([len(r.arch) for r in rows] + [4])
     click.echo(f"{'arch':{w1}}  {'TC calls':>8}  {'worst found':>22}  {'proven bound':>22}  {'queries':>7}  {'time':>7}  status")
     for r in rows:
-        p = V._params(algo, r.arch)
+        p = V.params_for(algo, r.arch)
         calls = tensor_core_calls(algo, K, p) if p is not None else 0
         found = f"{_num(r.found)} {_pow2(r.found)}"
         bound = f"<= {_num(r.bound)} {_pow2(r.bound)}" if r.bound is not None else "-"
@@ -227,7 +229,8 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
 @click.option("--force", is_flag=True, help="overwrite the --plot file (a regular file only)")
 @solver_option()
 @timeout_option(10.0, "seconds per solver query")
-@click.option("--budget", type=POSITIVE_FLOAT, default=None, help="worst-case search: seconds per model (default 2 x timeout)")
+@click.option("--budget", type=POSITIVE_FLOAT, default=None, help="worst-case search: wall-clock seconds per model (default none: the search stops only at "
+              "convergence, 14 queries or a query timeout, so its answers do not depend on machine load)")
 @click.option("-v", "--verbose", is_flag=True, help="worst-case search: list every solver query")
 @progress_option()
 def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stats, n, dist, seed, plot, force,
@@ -283,4 +286,4 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
         eps = V.check_eps(parse_value(bound_text))
         _run_bound(algo, archs, K, dom, eps, relative, solver, timeout, prog)
         return
-    _run_worst(algo, archs, K, dom, relative, solver, timeout, budget if budget else 2 * timeout, verbose, prog)
+    _run_worst(algo, archs, K, dom, relative, solver, timeout, budget, verbose, prog)

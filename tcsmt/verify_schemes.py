@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from . import semantics as sem
@@ -121,6 +122,44 @@ def split(B, x: V, residual_log2: int) -> tuple[V, V]:
     return hi, sem.apply_flags(B, FP16, flags, lo)
 
 
+@dataclass
+class SplitUnits:
+    """One fp32 input x and its split, as integers on x's grid 2^lsb (lsb = e(x) - 23), exactly:
+
+    |x| = sig, x - x_h = r (signed, x's sign read as positive when x >= 0: r = |x| - |x_h| carries the
+    sign of x), 2^-s lo = lo_units (signed, same convention), tail t = r - lo_units.  The patterns
+    x_h, lo are :func:`split`'s; ``neg`` is x's sign.
+    """
+
+    hi: V
+    lo: V
+    neg: V
+    e: V
+    lsb: V
+    sig: V
+    r: V
+    lo_units: V
+    t: V
+
+
+def split_units(B, x: V, residual_log2: int) -> SplitUnits:
+    """x's split as exact integers on x's grid (see :class:`SplitUnits`), for finite x with finite x_h.
+
+    lo is a multiple of 2^(e(x) - 23 + s): fp16(v) of a multiple v of 2^g is v itself or v rounded to
+    a coarser grid (subnormals included), so 2^-s lo and the tail are integer multiples of 2^(e(x) - 23).
+    Magnitudes: |r| < 2^26 (:func:`residual_parts`), |lo_units| <= 2 |r| < 2^27, |t| < 2^28.
+    """
+    hi, dx, _, diff, lsb = residual_parts(B, x)
+    _, lo = split(B, x, residual_log2)
+    dl = sem.decode(B, FP16, lo)
+    shift = B.sub(B.sub(dl.e, FP16.frac_bits), B.add(lsb, residual_log2))  # |lo| = sig * 2^shift units
+    up = B.shl(dl.sig, B.min(B.max(shift, 0), 27), 27, FP16.frac_bits + 28)
+    lo_mag = B.ite(B.lt(shift, 0), B.shr(dl.sig, B.max(B.neg(shift), 0)), up)
+    lo_units = B.ite(B.xor(dl.neg, dx.neg), B.neg(lo_mag), lo_mag)  # relative to x's sign
+    t = B.fit(B.sub(diff, lo_units), 29)
+    return SplitUnits(hi, lo, dx.neg, dx.e, lsb, dx.sig, diff, lo_units, t)
+
+
 def kblocks(K: int, p: ModelParams) -> list[tuple[int, int]]:
     """The k-blocks [k0, k1) of one instruction each (instr_k products; all K if instr_k = 0)."""
     step = p.instr_k or K
@@ -157,11 +196,16 @@ def markidis(B, p: ModelParams, a: Sequence[V], b: Sequence[V], full: bool = Fal
     check_path(p)
     sa = [split(B, x, 0) for x in a]
     sb = [split(B, x, 0) for x in b]
-    ah, al = [s[0] for s in sa], [s[1] for s in sa]
-    bh, bl = [s[0] for s in sb], [s[1] for s in sb]
+    return markidis_chain(B, p, [s[0] for s in sa], [s[1] for s in sa], [s[0] for s in sb], [s[1] for s in sb],
+                          full)
+
+
+def markidis_chain(B, p: ModelParams, ah: Sequence[V], al: Sequence[V], bh: Sequence[V], bl: Sequence[V],
+                   full: bool = False) -> V:
+    """Markidis's tensor-core chain on given fp16 pieces (x_h, r_x): the scheme after its splits."""
     pairs = [(ah, bh), (ah, bl), (al, bh)] + ([(al, bl)] if full else [])
     acc: V = B.const(0)
-    for k0, k1 in kblocks(len(a), p):
+    for k0, k1 in kblocks(len(ah), p):
         for xs, ys in pairs:
             acc = tc(B, p, xs[k0:k1], ys[k0:k1], acc)
     return acc
@@ -176,13 +220,20 @@ def ootomo(B, p: ModelParams, a: Sequence[V], b: Sequence[V]) -> V:
     bh, db = [s[0] for s in sb], [s[1] for s in sb]
     zero: V = B.const(0)
     main: V = zero
-    corr: V = zero
     for k0, k1 in kblocks(len(a), p):
         tmp = tc(B, p, ah[k0:k1], bh[k0:k1], zero)
         main = rn32_sum(B, [(main, 0), (tmp, 0)])
+    corr = ootomo_corr_chain(B, p, ah, da, bh, db)
+    return rn32_sum(B, [(main, 0), (corr, -OOTOMO_SCALE_LOG2)])
+
+
+def ootomo_corr_chain(B, p: ModelParams, ah: Sequence[V], da: Sequence[V], bh: Sequence[V], db: Sequence[V]) -> V:
+    """Ootomo-Yokota's correction chain D_corr on given fp16 pieces (x_h, dx), from +0."""
+    corr: V = B.const(0)
+    for k0, k1 in kblocks(len(ah), p):
         corr = tc(B, p, da[k0:k1], bh[k0:k1], corr)
         corr = tc(B, p, ah[k0:k1], db[k0:k1], corr)
-    return rn32_sum(B, [(main, 0), (corr, -OOTOMO_SCALE_LOG2)])
+    return corr
 
 
 def fp32_simt(B, p: ModelParams | None, a: Sequence[V], b: Sequence[V]) -> V:

@@ -210,3 +210,51 @@ def test_cli_stats_and_bound():
                                           "--bound", "2^-4", "--timeout", "40"])
     assert res.exit_code == 0, res.output
     assert "PROVEN" in res.output
+
+
+# ------------------------------------------------------------ split lemmas
+def test_split_units_are_exact():
+    """split_units: |x| = sig 2^lsb, x - x_h = sign(x) r 2^lsb, 2^-s lo = sign(x) lo_units 2^lsb, t = r - lo_units."""
+    from tcsmt.verify_schemes import split_units
+
+    rng = np.random.default_rng(5)
+    a, _ = V.random_inputs(rng, 300, 1, V.parse_range("2^-20..2^15"), "loguniform")
+    x = a[:, 0].astype(np.int64)
+    for s in (0, 11):
+        u = split_units(V.NB, x, s)
+        for i in range(len(x)):
+            xv = val32(int(x[i]))
+            sign = -1 if xv < 0 else 1
+            unit = Fraction(2) ** int(u.lsb[i])
+            xh = FP16.to_fraction(int(u.hi[i]))
+            lo = FP16.to_fraction(int(u.lo[i]))
+            assert int(u.sig[i]) * unit == abs(xv)
+            assert sign * int(u.r[i]) * unit == xv - xh
+            assert sign * int(u.lo_units[i]) * unit == lo / 2 ** s
+            assert int(u.t[i]) == int(u.r[i]) - int(u.lo_units[i])
+
+
+def test_split_lemma_rho_and_markidis_theta():
+    """rho: |x - fp16(x)| <= rho |x|; fp16 round-to-nearest has sup u / (1 + u), u = 2^-11 (Higham,
+    Accuracy and Stability of Numerical Algorithms, 2nd ed., Thm 2.2 and the remark after it), attained at
+    x = 1 + 2^-11 (a tie, to even: x_h = 1).  theta (Markidis, s = 0) on 2^-14 <= |x|: at x = 2^-14 (1 + 2^-11)
+    the residual 2^-25 rounds to 0 in fp16 (a tie between 0 and 2^-24), so theta >= u / (1 + u) as well."""
+    from tcsmt.verify_lemmas import split_lemma
+
+    dom = V.parse_range("2^-14..2^14")
+    sup = Fraction(1, 2048) / (1 + Fraction(1, 2048))
+    for which in ("r", "t"):
+        lem = split_lemma(dom, 0, which, timeout=60)
+        assert lem.bound is not None, lem.stopped
+        assert sup <= lem.bound <= Fraction(1, 2048) * (1 + Fraction(1, 16))
+        assert 0 < lem.found <= lem.bound and lem.bound <= lem.found * (1 + Fraction(1, 16))
+
+
+@pytest.mark.slow
+def test_split_lemma_ootomo_theta():
+    """Ootomo-Yokota's scaled residual keeps about 22 significant bits of x (their paper's claim): the tail
+    |x - x_h - 2^-11 dx| stays below 2^-20 |x| on 2^-14 <= |x| <= 2^14, and is not zero."""
+    from tcsmt.verify_lemmas import split_lemma
+
+    lem = split_lemma(V.parse_range("2^-14..2^14"), 11, "t", timeout=60)
+    assert lem.bound is not None and 0 < lem.found <= lem.bound < Fraction(1, 1 << 20)
