@@ -9,7 +9,6 @@ from .formats import FP32, Format, get_format
 from .values import format_value, parse_value
 
 FP16: Format = get_format("fp16")
-FP16_MAX = FP16.max_finite
 DEFAULT_RANGE = "2^-14..2^14"
 
 
@@ -63,8 +62,11 @@ def _fp32_pattern_at_least(v: Fraction) -> int:
     return p if FP32.to_fraction(p) == v else p + 1
 
 
-def parse_range(text: str) -> Domain:
-    """Parse ``LO..HI`` (exact values such as ``2^-14..2^14``); raises TcsmtError when unusable."""
+def parse_range(text: str, piece_fmt: str = "fp16") -> Domain:
+    """Parse ``LO..HI`` (exact values such as ``2^-14..2^14``); raises TcsmtError when unusable.
+
+    HI may not exceed the largest finite value of ``piece_fmt``, the format the schemes split into
+    (65504 for fp16; bf16 and tf32 reach fp32's largest finite value)."""
     if ".." not in text:
         raise TcsmtError(f"bad --range {text!r}: write LO..HI, e.g. 2^-14..2^14")
     lo_t, hi_t = text.split("..", 1)
@@ -76,8 +78,10 @@ def parse_range(text: str) -> Domain:
         raise TcsmtError(f"bad --range {text!r}: LO and HI bound magnitudes (0 <= LO < HI)")
     if lo >= hi:
         raise TcsmtError(f"bad --range {text!r}: LO must be below HI")
-    if hi > FP16_MAX:
-        raise TcsmtError(f"bad --range {text!r}: HI must be at most 65504 (the schemes split into fp16)")
+    top = get_format(piece_fmt).max_finite
+    if hi > top:
+        raise TcsmtError(f"bad --range {text!r}: HI must be at most {format_value(top)} (the schemes split "
+                         f"into {piece_fmt})")
     d = Domain(lo, hi, text)
     if d.lo_pattern > d.hi_pattern:
         raise TcsmtError(f"bad --range {text!r}: no fp32 value lies in it")

@@ -19,7 +19,7 @@ from .formats import FP32
 from .params import ModelParams
 from .registry import architectures, resolve
 from .verify_domain import Domain
-from .verify_schemes import canonical, check_path, scheme
+from .verify_schemes import canonical, check_path, input_format, scheme
 
 NB = NumpyBackend()
 CHUNK = 1 << 14
@@ -116,23 +116,24 @@ def errors_fp64(d: np.ndarray, a: np.ndarray, b: np.ndarray, relative: bool) -> 
     return out
 
 
-def fp16_paths() -> list[tuple[str, ModelParams]]:
-    """Every built-in architecture with an fp16 -> fp32 path (its first such path)."""
+def fp16_paths(in_fmt: str = "fp16") -> list[tuple[str, ModelParams]]:
+    """Every built-in architecture with an ``in_fmt`` -> fp32 path (its first such path)."""
     out = []
     for name, arch in architectures().items():
-        cands = arch.find_paths("fp16", "fp32", None)
+        cands = arch.find_paths(in_fmt, "fp32", None)
         if cands:
             out.append((name, cands[0].params))
     return out
 
 
-def model_for(arch: str) -> ModelParams:
-    """The fp16 -> fp32 model of a spec (``volta``, ``volta:carry2``, ``hopper:extra_bits=3`` ...)."""
-    p = resolve(arch, "fp16", "fp32")
-    check_path(p)
+def model_for(arch: str, in_fmt: str = "fp16") -> ModelParams:
+    """The ``in_fmt`` -> fp32 model of a spec (``volta``, ``volta:carry2``, ``hopper:extra_bits=3`` ...)."""
+    p = resolve(arch, in_fmt, "fp32")
+    check_path(p, in_fmt)
     return p
 
 
 def params_for(algo: str, arch: str) -> ModelParams | None:
-    """The model a scheme runs on (None for plain fp32 FMAs, which need no tensor core)."""
-    return None if canonical(algo) == "fp32" else model_for(arch)
+    """The model a scheme runs on: the architecture's path for the scheme's input format (fp16 for
+    Markidis and Ootomo-Yokota, bf16 or tf32 for the vendor schemes; None for plain fp32 FMAs)."""
+    return None if canonical(algo) == "fp32" else model_for(arch, input_format(algo))

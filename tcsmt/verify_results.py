@@ -1,7 +1,7 @@
 """Results of ``tcsmt verify``'s solver questions, and the replay of every solver input in the simulator."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -24,13 +24,15 @@ class Witness:
     errors: dict[str, Fraction | float]
 
 
-def replay(algos: Sequence[str], p: ModelParams | None, a: list[int], b: list[int], relative: bool) -> Witness:
-    """Each algorithm's result and exact error on one input, from the simulator."""
+def replay(algos: Sequence[str], p: ModelParams | Mapping[str, ModelParams | None] | None, a: list[int],
+           b: list[int], relative: bool) -> Witness:
+    """Each algorithm's result and exact error on one input, from the simulator (``p``: one model for
+    all, or each algorithm's own)."""
     av = np.array([a], dtype=np.uint32)
     bv = np.array([b], dtype=np.uint32)
     res, errs = {}, {}
     for algo in algos:
-        d = int(simulate_scheme(algo, p, av, bv)[0])
+        d = int(simulate_scheme(algo, p[algo] if isinstance(p, Mapping) else p, av, bv)[0])
         res[algo] = d
         errs[algo] = error_of(d, a, b, relative)
     return Witness(list(a), list(b), exact_dot(a, b), res, errs)

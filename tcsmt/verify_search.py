@@ -160,15 +160,14 @@ def compare(algo1: str, algo2: str, arch: str, K: int, dom: Domain, solver: str 
     prob = make_problem(K, dom)
     e1 = error_terms(prob, scheme_term(a1, p1, prob))
     e2 = error_terms(prob, scheme_term(a2, p2, prob))
-    sym = symmetry(prob, [a1, a2], p1 or p2)
+    sym = symmetry(prob, [a1, a2], [p1, p2])
     ans = solve(And(prob.constraint, sym, worse(e1, e2)), prob.symbols, solver, timeout)
     res = CompareResult(a1, a2, arch, K, dom, "timeout", None, 0.0)
     if ans.status == "unsat":
         res.status = "impossible"
     elif ans.status == "sat":
         a, b = _model_inputs(prob, ans.model)
-        p = p1 or p2
-        w = replay([a1, a2, "fp32"], p, a, b, relative=False)
+        w = replay([a1, a2, "fp32"], {a1: p1, a2: p2, "fp32": None}, a, b, relative=False)
         if not w.errors[a1] > w.errors[a2]:
             raise TcsmtError(f"internal error: solver input does not make {a1} worse than {a2} in the "
                              f"simulator (a={a}, b={b}); please report it")

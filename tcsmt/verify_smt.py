@@ -78,7 +78,7 @@ def _sign_symmetric(p: ModelParams | None) -> bool:
     return p.align in ("trunc", "rne") and modes <= {"rz", "rne"}
 
 
-def symmetry(prob: SmtProblem, algos: Sequence[str], p: ModelParams | None) -> FNode:
+def symmetry(prob: SmtProblem, algos: Sequence[str], params: ModelParams | Sequence[ModelParams | None] | None) -> FNode:
     """Constraints that keep one representative of inputs with identical errors (sound for unsat).
 
     (1) a_k >= 0: negating both a_k and b_k leaves every product, hence every
@@ -86,12 +86,16 @@ def symmetry(prob: SmtProblem, algos: Sequence[str], p: ModelParams | None) -> F
     sign-symmetric: negating all b negates D and P.  (3) a_0 <= a_1 <= ...
     when every algorithm is a tensor-core scheme and K fits one block of the
     model: a block sums its products exactly, so the order of k is immaterial.
+    ``params``: the model of each algorithm (or one for all); (2) and (3) need their condition
+    for every one of them.
     """
     K = prob.K
+    ps = list(params) if isinstance(params, (list, tuple)) else [params] * len(algos)
     cons = [_sign_bit_clear(prob.symbols[f"a{i}"]) for i in range(K)]
-    if _sign_symmetric(p):
+    if all(_sign_symmetric(p) for p in ps):
         cons.append(_sign_bit_clear(prob.symbols["b0"]))
-    if p is not None and all(canonical(a) != "fp32" for a in algos) and K <= (p.block_k or p.instr_k or K):
+    if all(p is not None and K <= (p.block_k or p.instr_k or K) for p in ps) and \
+            all(canonical(a) != "fp32" for a in algos):
         cons += [BVULE(prob.symbols[f"a{i}"], prob.symbols[f"a{i + 1}"]) for i in range(K - 1)]
     return And(cons)
 

@@ -117,6 +117,55 @@ def test_schemes_match_independent_reference(arch, algo):
         assert val32(got[i]) == _reference_scheme(algo, p, a[i:i + 1], b[i:i + 1]), i
 
 
+#: the piece products of the vendor schemes, in chain order, written out by hand (independent of
+#: verify_schemes.piece_pairs): bf16x9 least significant first, the 3-product schemes most significant first
+_VENDOR_REFERENCE = {
+    "bf16x9": ("bf16", 3, [(2, 2), (2, 1), (1, 2), (2, 0), (1, 1), (0, 2), (1, 0), (0, 1), (0, 0)]),
+    "bf16x9-large-first": ("bf16", 3, [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (2, 0), (1, 2), (2, 1), (2, 2)]),
+    "bf16x3": ("bf16", 2, [(0, 0), (0, 1), (1, 0)]),
+    "tf32x3": ("tf32", 2, [(0, 0), (0, 1), (1, 0)]),
+}
+
+
+def _reference_vendor(algo: str, p, a_row: np.ndarray, b_row: np.ndarray) -> Fraction:
+    """Pieces by exact rationals (x_0 = fmt(x), x_i = fmt(x - x_0 - ... - x_{i-1}), RNE), each tensor-core
+    instruction by the model's simulate_params, one accumulator chain from +0."""
+    fmt_name, n, pairs = _VENDOR_REFERENCE[algo]
+    fmt = get_format(fmt_name)
+
+    def pieces(bits):
+        rest, out = val32(int(bits)), []
+        for _ in range(n):
+            piece = round_fraction(rest, fmt_name)
+            out.append(fmt.from_fraction(piece))
+            rest -= piece
+        return out
+
+    pa = [pieces(x) for x in a_row]
+    pb = [pieces(y) for y in b_row]
+    acc = np.zeros(1, dtype=np.uint32)
+    for k0 in range(0, len(a_row), p.instr_k):
+        blk = range(k0, min(len(a_row), k0 + p.instr_k))
+        for i, j in pairs:
+            x = np.array([[pa[k][i] for k in blk]], dtype=fmt.dtype)
+            y = np.array([[pb[k][j] for k in blk]], dtype=fmt.dtype)
+            acc = simulate_params(p, x, y, acc)
+    return val32(acc[0])
+
+
+@pytest.mark.parametrize("arch", ["ampere", "hopper"])
+@pytest.mark.parametrize("algo", sorted(_VENDOR_REFERENCE))
+def test_vendor_schemes_match_independent_reference(arch, algo):
+    fmt_name = _VENDOR_REFERENCE[algo][0]
+    p = V.model_for(arch, fmt_name)
+    rng = np.random.default_rng(11)
+    K = p.instr_k + 3  # a full k-block and a partial one
+    a, b = V.random_inputs(rng, 25, K, V.parse_range("2^-30..2^20", fmt_name), "loguniform")
+    got = V.simulate_scheme(algo, p, a, b)
+    for i in range(len(got)):
+        assert val32(got[i]) == _reference_vendor(algo, p, a[i], b[i]), i
+
+
 # ------------------------------------------------- SMT term == simulator
 def _random_patterns(rng, n, K):
     """Mostly fp16-range values, plus any fp32 pattern (huge, tiny, inf, NaN)."""
@@ -128,9 +177,10 @@ def _random_patterns(rng, n, K):
 
 
 @pytest.mark.parametrize("arch,algo,K", [("volta", "markidis", 5), ("volta", "ootomo", 5), ("hopper", "ootomo", 3),
-                                          ("cdna2", "markidis-full", 2), ("turing", "fp32", 3)])
+                                          ("cdna2", "markidis-full", 2), ("turing", "fp32", 3),
+                                          ("hopper", "bf16x9", 2), ("ampere", "tf32x3", 2), ("cdna1", "bf16x3", 2)])
 def test_smt_encoding_agrees_with_simulator(arch, algo, K):
-    p = None if algo == "fp32" else V.model_for(arch)
+    p = V.params_for(algo, arch)
     prob = V.make_problem(K, V.parse_range("2^-14..2^14"))
     term = V.output_pattern(V.scheme_term(algo, p, prob))
     rng = np.random.default_rng(11)
