@@ -90,7 +90,8 @@ def symmetry(prob: SmtProblem, algos: Sequence[str], params: ModelParams | Seque
     for every one of them.
     """
     K = prob.K
-    ps = list(params) if isinstance(params, (list, tuple)) else [params] * len(algos)
+    ps: list[ModelParams | None] = list(params) if isinstance(params, (list, tuple)) else \
+        [params if isinstance(params, ModelParams) else None] * len(algos)
     cons = [_sign_bit_clear(prob.symbols[f"a{i}"]) for i in range(K)]
     if all(_sign_symmetric(p) for p in ps):
         cons.append(_sign_bit_clear(prob.symbols["b0"]))
