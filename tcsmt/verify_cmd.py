@@ -109,8 +109,8 @@ def _run_worst(algo: str, archs: list[str], K: int, dom: V.Domain, relative: boo
         bound = f"<= {_num(r.bound)} {_pow2(r.bound)}" if r.bound is not None else "-"
         click.echo(f"{r.arch:{w1}}  {calls:>8}  {found:>22}  {bound:>22}  {len(r.queries):>7}  "
                    f"{r.seconds:>6.1f}s  {_status_of(r)}")
-    click.echo("proven = an unsat answer: no input in the domain has a larger error; found = a solver input, "
-               "replayed in the simulator")
+    click.echo("proven = an unsat answer: no input in the domain has a larger error; found = the worst input "
+               "of a fixed simulator candidate set or a solver answer, replayed in the simulator")
     if verbose:
         for r in rows:
             qs = ", ".join(f"> {format_value(q.threshold)}: {q.status} {q.seconds:.1f}s" for q in r.queries)

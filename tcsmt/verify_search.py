@@ -9,15 +9,17 @@ import math
 import time
 from fractions import Fraction
 
+import numpy as np
 from pysmt.shortcuts import And
 
 from .errors import TcsmtError
 from .formats import FP32
+from .params import ModelParams
 from .solvers import solve
 from .values import format_value
 from .verify_domain import Domain
-from .verify_eval import params_for
-from .verify_results import BoundResult, CompareResult, Query, WorstResult, _model_inputs, replay
+from .verify_eval import errors_fp64, params_for, random_inputs, simulate_scheme
+from .verify_results import BoundResult, CompareResult, Query, Witness, WorstResult, _model_inputs, replay
 from .verify_schemes import canonical
 from .verify_smt import error_terms, exceeds, make_problem, scheme_term, symmetry, worse
 
@@ -76,12 +78,49 @@ def _between(lo: Fraction, hi: Fraction) -> Fraction | None:
     return None
 
 
+#: significands of the deterministic simulator candidates (ties and near-ties of the fp16 / bf16 /
+#: tf32 splits, their residuals' ties, and the binade's ends)
+CANDIDATE_SIGNIFICANDS = (Fraction(1), 1 + Fraction(1, 1 << 11), 1 + Fraction(3, 1 << 12),
+                          1 + Fraction(1, 1 << 11) + Fraction(1, 1 << 23), 1 + Fraction(1, 1 << 8),
+                          1 + Fraction(1, 1 << 8) + Fraction(1, 1 << 16), 2 - Fraction(1, 1 << 23),
+                          1 + Fraction(1, 1 << 10) + Fraction(1, 1 << 11) + Fraction(1, 1 << 22))
+
+
+def simulator_candidates(algo: str, p: ModelParams | None, K: int, dom: Domain, relative: bool,
+                         n_random: int = 4096, seed: int = 0) -> Witness | None:
+    """The worst of a fixed set of inputs, by the simulator (deterministic: no solver, no time limit).
+
+    The set: ``n_random`` log-uniform rows (seed ``seed``) and every row with all a_k = x, b_k = y for
+    x, y in {2^e m: e over the domain's exponents, m in CANDIDATE_SIGNIFICANDS} within the domain.
+    Ties in the error keep the first row.
+    """
+    rng = np.random.default_rng(seed)
+    a, b = random_inputs(rng, n_random, K, dom, "loguniform")
+    lo_e, hi_e = dom.exp_range
+    vals = sorted({FP32.from_fraction(Fraction(2) ** e * m) for e in range(lo_e, hi_e + 1)
+                   for m in CANDIDATE_SIGNIFICANDS
+                   if dom.lo <= Fraction(2) ** e * m <= dom.hi})
+    if vals:
+        v = np.array(vals, dtype=np.uint32)
+        xa = np.repeat(v, len(v))
+        xb = np.tile(v, len(v))
+        a = np.concatenate([a, np.repeat(xa[:, None], K, axis=1)])
+        b = np.concatenate([b, np.repeat(xb[:, None], K, axis=1)])
+    d = simulate_scheme(algo, p, a, b)
+    errs = errors_fp64(d, a, b, relative)
+    if not np.any(errs > 0):
+        return None
+    i = int(np.argmax(errs))
+    return replay([algo], p, [int(x) for x in a[i]], [int(x) for x in b[i]], relative)
+
+
 def search_worst(algo: str, arch: str, K: int, dom: Domain, relative: bool = True, solver: str = "auto",
                  per_query: float = 20.0, budget: float | None = None, max_queries: int = 14,
                  tolerance: Fraction = Fraction(1, 8)) -> WorstResult:
     """Search the largest error by iterative tightening.
 
-    Each query asks for an input whose error exceeds a threshold t.  A sat
+    The search starts from the worst of :func:`simulator_candidates` (its first threshold is that
+    error times 1 + tolerance).  Each query asks for an input whose error exceeds a threshold t.  A sat
     answer is replayed in the simulator and raises the best error found; the
     next t is 4x the best (while no bound is known) or the geometric mean of
     the best and the bound.  An unsat answer proves "error <= t" on the whole
@@ -108,6 +147,11 @@ def search_worst(algo: str, arch: str, K: int, dom: Domain, relative: bool = Tru
         assert isinstance(hi, Fraction)  # the domain is finite
         t = _dyadic(Fraction(1, 1 << 24) * hi ** 2, 4, True)
     best: Fraction | None = None
+    start = simulator_candidates(algo, p, K, dom, relative)
+    e0 = start.errors[algo] if start is not None else None
+    if start is not None and isinstance(e0, Fraction):
+        best, res.witness = e0, start
+        t = _dyadic(e0 * (1 + tolerance), 4, True)
     while len(res.queries) < max_queries:
         left = per_query if budget is None else budget - (time.perf_counter() - t0)
         if left <= 0.5:
