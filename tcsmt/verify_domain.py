@@ -80,8 +80,8 @@ def parse_range(text: str, piece_fmt: str = "fp16") -> Domain:
         raise TcsmtError(f"bad --range {text!r}: LO must be below HI")
     top = get_format(piece_fmt).max_finite
     if hi > top:
-        raise TcsmtError(f"bad --range {text!r}: HI must be at most {format_value(top)} (the schemes split "
-                         f"into {piece_fmt})")
+        shown = str(top) if top.denominator == 1 and top < 1 << 20 else format_value(top)
+        raise TcsmtError(f"bad --range {text!r}: HI must be at most {shown} (the schemes split into {piece_fmt})")
     d = Domain(lo, hi, text)
     if d.lo_pattern > d.hi_pattern:
         raise TcsmtError(f"bad --range {text!r}: no fp32 value lies in it")
