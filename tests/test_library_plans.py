@@ -267,3 +267,25 @@ def test_hwcheck_library_confirms_and_refutes_with_a_simulated_device(tmp_path):
                              False, device_run=device)
     doc = json.loads(save.read_text())
     assert status == 1 and [p["verdict"] for p in doc["plans"]] == ["confirmed", "refuted"]
+
+
+def test_recorded_table_is_the_converters_output():
+    """models/library/h100_cublas13_recorded.toml is exactly what the converter makes from the committed recorded
+    files (plans, validation calls, decisions): nothing in it is edited by hand."""
+    raw = json.loads((RESULTS / "h100_cublas_plans.json").read_text())
+    val = json.loads((RESULTS / "h100_library_validation.json").read_text())
+    dec = json.loads((RESULTS / "h100_library_decisions.json").read_text())
+    text = convert(raw, "h100_cublas_plans.json", None, [("h100_library_validation.json", val)], dec,
+                   "h100_library_decisions.json")
+    assert text == (REPO / "models" / "library" / "h100_cublas13_recorded.toml").read_text()
+
+
+@pytest.mark.slow
+def test_decisions_are_reproduced_from_the_recorded_outputs():
+    """hwcheck/results/h100_library_decisions.json is what library_decide computes (about 10 minutes on 2 cores)."""
+    from tcsmt.hwcheck.library_decide import decide
+
+    raw = json.loads((RESULTS / "h100_cublas_plans.json").read_text())
+    val = json.loads((RESULTS / "h100_library_validation.json").read_text())
+    out = decide(raw, val, "h100_library_validation.json", log=lambda *_: None)
+    assert json.loads(json.dumps(out)) == json.loads((RESULTS / "h100_library_decisions.json").read_text())
