@@ -171,7 +171,9 @@ def hwcheck_library(call_text: str | None, gpu: str, changes: tuple[str, ...], i
             raise TcsmtError(f"cannot read {inputs_file}: {exc}") from None
         if not isinstance(doc, dict) or doc.get("tool") != "tcsmt discriminate --library":
             raise TcsmtError(f"{inputs_file} is not a file written by tcsmt discriminate --library")
-        call_text = call_text or doc["call_text"]
+        if call_text is not None and call_text != doc["call_text"]:
+            raise TcsmtError(f"{inputs_file} holds inputs for {doc['call_text']}, not {call_text} (give one of them)")
+        call_text = doc["call_text"]
         gpu = doc.get("gpu", gpu)
     if not call_text:
         raise TcsmtError("give --library CALL (e.g. mm:64x64x4096:bfloat16) or --library-inputs FILE")
