@@ -232,3 +232,37 @@ def gemm(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads
         finally:
             numba.set_num_threads(old)
     return out.astype(fout.dtype)
+
+
+def pairs(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads: int | None = None) -> np.ndarray:
+    """D[i] = dot(A[i, :], B[:, i]) + (+0) under ``params``: one output per (row, column) pair, shape (n,).
+
+    As :func:`gemm` (same checks and arithmetic), for A (n, K) and B (K, n) paired column by row.
+    """
+    check_supported(params)
+    A = np.asarray(A_bits)
+    Bm = np.asarray(B_bits)
+    if A.ndim != 2 or Bm.ndim != 2 or A.shape[1] != Bm.shape[0] or A.shape[0] != Bm.shape[1]:
+        raise TcsmtError(f"pairs: A must be (n, K) and B (K, n); got {A.shape} and {Bm.shape}")
+    n, K = A.shape
+    if K == 0:
+        raise TcsmtError("K must be at least 1")
+    fin, fout = get_format(params.in_fmt), get_format(params.out_fmt)
+    g = _load_numba()
+    cfg = _config(params, K, g)
+    import numba
+    a_bits = to_bits(A, fin, "A")
+    b_bits = to_bits(Bm, fin, "B")
+    out = np.empty(n, dtype=np.int64)
+    if n:
+        old = numba.get_num_threads()
+        m = old if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]  # as in gemm
+        numba.set_num_threads(m)
+        try:
+            ae, am, an, asp, aw = _decode(g, fin, a_bits, params.subnormal_in)
+            be, bm, bn, bsp, bw = _decode(g, fin, np.ascontiguousarray(b_bits.T), params.subnormal_in)
+            g.pairs_core(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1),
+                         cfg, out)
+        finally:
+            numba.set_num_threads(old)
+    return out.astype(fout.dtype)

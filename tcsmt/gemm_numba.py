@@ -398,6 +398,25 @@ def gemm_core(ae, am, an, asp, aw, a_special, be, bm, bn, bsp, bw, b_special, cf
                 out[i, j] = bits
 
 
+@njit(parallel=True, cache=True, fastmath=False)
+def pairs_core(ae, am, an, asp, aw, a_special, be, bm, bn, bsp, bw, b_special, cfg, out):
+    """out[i] = the chain of row i of A with column i of B (B given transposed: (n, K)); one output per pair."""
+    n = ae.shape[0]
+    K = ae.shape[1]
+    convert_out = cfg[CFG_CONVERT_OUT] != 0
+    oexp = cfg[CFG_OUT_EXP_BITS]
+    ofrac = cfg[CFG_OUT_FRAC]
+    obias = cfg[CFG_OUT_BIAS]
+    oround = cfg[CFG_OUT_ROUND]
+    sub_out = cfg[CFG_SUB_OUT] != 0
+    for i in prange(n):
+        bits = _chain(ae[i], am[i], an[i], asp[i], aw[i], be[i], bm[i], bn[i], bsp[i], bw[i],
+                      a_special[i] or b_special[i], cfg, K)
+        if convert_out:
+            bits = convert_from_acc(bits, oexp, ofrac, obias, oround, sub_out)
+        out[i] = bits
+
+
 @njit(cache=True)
 def convert_from_acc(bits, oexp, ofrac, obias, mode, keep_sub):
     """Mirror of :func:`tcsmt.semantics.convert` from fp32 to a narrower IEEE format."""
