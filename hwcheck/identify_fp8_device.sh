@@ -1,5 +1,12 @@
 #!/usr/bin/env bash
-# issue 14 item 3: tcsmt identify --gpu on the four fp8 mma.sync paths of the H100, in parallel.
+# issue 14 item 3: tcsmt identify --gpu on the four fp8 mma.sync paths of the H100, in parallel
+# (hwcheck/results/identify_h100_{e4m3,e5m2}_{f32,f16}_mma.json, logs under generated/).
+#
+#   bash identify_fp8_device.sh      (from a folder holding stage/tcsmt: tcsmt/*.py with hwcheck/,
+#                                     models/, queries/ inside it, and whl/: the pysmt and bitwuzla
+#                                     wheels for the device's Python 3.12; results under $OUT)
+# Environment: TL (seconds per path, default 360), SOLVER (default portfolio: bitwuzla and its local
+# search side by side; the machine has 16 cores, four runs use about 12).
 set -u
 cd "$(dirname "$0")"
 OUT=${OUT:-/tmp/tcsmt-out}
