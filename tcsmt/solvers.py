@@ -55,7 +55,7 @@ class Answer:
 
 
 def available(name: str) -> bool:
-    module = {"z3": "z3", "cvc5": "cvc5", "bitwuzla": "bitwuzla", "bitwuzla-prop": "bitwuzla"}.get(name)
+    module = {"z3": "z3", "cvc5": "cvc5", "bitwuzla": "bitwuzla", "bitwuzla-prop": "bitwuzla", "staged": "bitwuzla"}.get(name)
     return module is not None and find_spec(module) is not None
 
 

@@ -143,3 +143,25 @@ def test_hopper_fp8_mma_facts():
     # e5m2 products reach 2^-32 < 2^-24: in fp16 a non-zero sum can round to zero, zero_sign matters
     r = resolve("hopper", "e5m2", "fp16", "mma")
     assert "zero_sign" not in inert_parameters(dataclasses.replace(r, zero_sign="positive"))
+
+
+def test_uniform_stage_fills_the_carry_bits():
+    """hopper vs hopper with 4 carry bits on e4m3 -> fp32 mma: they differ only where one block's sum
+    reaches 2^(E+5), i.e. with ten or more of its 16 products near 3.5 * 2^E; the stage with every
+    product equal finds such an input (the full 32-product query took minutes before)."""
+    from tcsmt.identify_separate import Separator
+    from tcsmt.identify_space import Hypothesis
+    from tcsmt.solvers import available
+
+    if not available("bitwuzla"):
+        pytest.skip("bitwuzla not installed")
+    path = PATHS[0]
+    p = resolve("hopper", "e4m3", "fp32", "mma")
+    h1 = Hypothesis(canonical(p), "hopper", (0,), 0)
+    h2 = Hypothesis(canonical(dataclasses.replace(p, carry_bits=4)), "c4", (1,), 1)
+    status, row, k, _ = Separator(path, timeout=30, readable=False).separate(h1, h2)
+    assert status == "sat" and row is not None and k == 32
+    A = np.array([row[0]], dtype=np.uint8)
+    B = np.array([row[1]], dtype=np.uint8)
+    C = np.array([row[2]], dtype=np.uint32)
+    assert simulate_params(h1.params, A, B, C)[0] != simulate_params(h2.params, A, B, C)[0]
