@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import semantics as sem
+from . import inert
 from .errors import TcsmtError
 from .formats import get_format
 from .params import PARAM_NAMES, ModelParams, validate
@@ -146,10 +146,10 @@ def default_factors(path: PathInfo) -> dict[str, list[Any]]:
 
 
 def canonical(p: ModelParams) -> ModelParams:
-    """``p`` with every parameter the semantics never reads in its configuration set to a fixed value
-    (:func:`tcsmt.semantics.unread_parameters`)."""
-    ch = sem.unread_parameters(p)
-    return dataclasses.replace(p, **ch) if ch else p
+    """``p`` with every parameter that no output of one instruction depends on set to a fixed value
+    (:func:`tcsmt.inert.inert_parameters`: the parameters the semantics never reads in this
+    configuration, and those no reachable value lets matter)."""
+    return inert.canonical(p)
 
 
 def admissible(p: ModelParams) -> bool:

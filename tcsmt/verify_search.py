@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 from pysmt.shortcuts import And
 
-from .errors import TcsmtError
+from .errors import InternalError, TcsmtError
 from .formats import FP32
 from .params import ModelParams
 from .solvers import solve
@@ -48,8 +48,8 @@ def prove_bound(algo: str, arch: str, K: int, dom: Domain, eps: Fraction, relati
         a, b = _model_inputs(prob, ans.model)
         w = replay([algo], p, a, b, relative)
         if not w.errors[algo] > eps:
-            raise TcsmtError(f"internal error: solver counterexample has error {w.errors[algo]} <= {eps} "
-                             f"in the simulator (a={a}, b={b}); please report it")
+            raise InternalError(f"solver counterexample has error {w.errors[algo]} <= {eps} "
+                             f"in the simulator (a={a}, b={b})")
         res.status, res.witness = "counterexample", w
     res.seconds = time.perf_counter() - t0
     return res
@@ -164,8 +164,8 @@ def search_worst(algo: str, arch: str, K: int, dom: Domain, relative: bool = Tru
             w = replay([algo], p, a, b, relative)
             e = w.errors[algo]
             if not e > t:
-                raise TcsmtError(f"internal error: solver input has error {e} <= {t} in the simulator "
-                                 f"(a={a}, b={b}); please report it")
+                raise InternalError(f"solver input has error {e} <= {t} in the simulator "
+                                 f"(a={a}, b={b})")
             if isinstance(e, float):  # a non-finite result: nothing larger to find
                 res.witness, res.stopped = w, "non-finite result found"
                 break
@@ -213,8 +213,8 @@ def compare(algo1: str, algo2: str, arch: str, K: int, dom: Domain, solver: str 
         a, b = _model_inputs(prob, ans.model)
         w = replay([a1, a2, "fp32"], {a1: p1, a2: p2, "fp32": None}, a, b, relative=False)
         if not w.errors[a1] > w.errors[a2]:
-            raise TcsmtError(f"internal error: solver input does not make {a1} worse than {a2} in the "
-                             f"simulator (a={a}, b={b}); please report it")
+            raise InternalError(f"solver input does not make {a1} worse than {a2} in the "
+                             f"simulator (a={a}, b={b})")
         res.status, res.witness = "found", w
     res.seconds = time.perf_counter() - t0
     return res

@@ -16,7 +16,7 @@ from pysmt.shortcuts import BV, BVULE, And, BVExtract, Equals, Not, Or
 
 from . import semantics as sem
 from .backend_smt import Bv, SmtBackend
-from .errors import TcsmtError
+from .errors import InternalError, TcsmtError
 from .formats import FP32
 from .params import ModelParams
 from .verify_domain import Domain
@@ -192,7 +192,7 @@ def exceeds(et: ErrorTerms, eps: Fraction, relative: bool) -> FNode:
 def worse(e1: ErrorTerms, e2: ErrorTerms) -> FNode:
     """The first result is strictly less accurate than the second (absolute errors)."""
     if e1.L != e2.L:
-        raise TcsmtError("internal error: error terms on different grids")
+        raise InternalError("error terms on different grids")
     # |D1 - P| > |D2 - P| <=> D1 > D2 and 2P < D1 + D2, or D1 < D2 and 2P > D1 + D2
     both_finite = And(Not(e1.special), Not(e2.special))
     s = SB.add(e1.dval, e2.dval)
