@@ -263,8 +263,9 @@ def _bundle(device_spec, file, data: dict, save, show, njobs) -> int:
         for title, why in skipped:
             click.echo(f"skip {title}: {why}")
         raise TcsmtError(f"{file}: no question can run through tcsmt hwcheck (nothing was run)")
-    gpus = data.get("gpus") if isinstance(data.get("gpus"), list) else []
-    plan.insert(0, f"{file}: the open questions of {data.get('arch', '?')} ({', '.join(map(str, gpus))}): "
+    raw_gpus = data.get("gpus")
+    gpus = [str(g) for g in raw_gpus] if isinstance(raw_gpus, list) else []
+    plan.insert(0, f"{file}: the open questions of {data.get('arch', '?')} ({', '.join(gpus)}): "
                    "meaningful on a GPU of that generation only")
     device = _device_or_plan(device_spec, plan)
     click.echo(f"{plan[0]}; this device: {device.name}")
