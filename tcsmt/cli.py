@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import sys
-from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 import click
 import numpy as np
@@ -16,7 +14,6 @@ from .errors import TcsmtError
 from .formats import get_format
 from .progress import Progress
 from .registry import REFERENCES, architectures, find_arch, resolve
-from .values import format_value, parse_value, parse_vector
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -108,24 +105,6 @@ def _simulate_with_progress(p, a, b, c, progress: Progress) -> np.ndarray:
 
 
 # --------------------------------------------------------------------- dot
-def _default_path(arch: str, in_fmt: str | None, out_fmt: str | None) -> tuple[str, str]:
-    base = arch.split(":")[0]
-    if base.lower() in REFERENCES:
-        return in_fmt or "fp16", out_fmt or "fp32"
-    a = find_arch(base)
-    cands = a.find_paths(in_fmt, out_fmt, None)
-    if not cands:
-        return in_fmt or "fp16", out_fmt or "fp32"
-    return cands[0].params.in_fmt, cands[0].params.out_fmt
-
-
-def describe_bits(fmt_name: str, bits: int) -> str:
-    fmt = get_format(fmt_name)
-    v = fmt.to_fraction(bits)
-    width = fmt.hex_digits
-    return f"0x{bits:0{width}x}  = {format_value(v)}"
-
-
 @main.command("dot")
 @click.option("--arch", required=True, help="model spec (see `tcsmt models`)")
 @click.option("--in", "in_fmt", default=None, help="input format (default: the architecture's first path)")
@@ -136,26 +115,10 @@ def describe_bits(fmt_name: str, bits: int) -> str:
 @click.argument("b_text")
 def dot_cmd(arch, in_fmt, out_fmt, instr, c_text, a_text, b_text) -> None:
     """One dot product a.b + c with values written as in the papers (1-2^-24, 3*2^-5, 0.75)."""
-    from .simulator import simulate_params
+    from .dot import dot
 
-    in_fmt, out_fmt = _default_path(arch, in_fmt, out_fmt)
-    p = resolve(arch, in_fmt, out_fmt, instr)
-    a, b = parse_vector(a_text), parse_vector(b_text)
-    if len(a) != len(b) or not a:
-        raise TcsmtError(f"a and b need the same, non-zero length (got {len(a)} and {len(b)})")
-    c = parse_value(c_text)
-    fin, fc, fout = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
-    ab = np.array([[fin.from_fraction(x) for x in a]], dtype=fin.dtype)
-    bb = np.array([[fin.from_fraction(x) for x in b]], dtype=fin.dtype)
-    cb = np.array([fc.from_fraction(c)], dtype=fc.dtype)
-    d = int(simulate_params(p, ab, bb, cb)[0])
-    exact = sum((x * y for x, y in zip(a, b)), Fraction(0)) + c
-    click.echo(f"model   {p.name}  ({p.in_fmt} -> {p.out_fmt}, K = {len(a)})")
-    click.echo(f"d       {describe_bits(p.out_fmt, d)}")
-    click.echo(f"exact   {format_value(exact)}")
-    dv = fout.to_fraction(d)
-    if isinstance(dv, Fraction):
-        click.echo(f"error   {format_value(dv - exact)}")
+    for line in dot(arch, a_text, b_text, c_text, in_fmt=in_fmt, out_fmt=out_fmt, instr=instr).lines():
+        click.echo(line)
 
 
 # ------------------------------------------------------------ discriminate
@@ -166,8 +129,8 @@ def _command_line() -> str:
 
 
 @main.command("discriminate")
-@click.argument("model1")
-@click.argument("model2")
+@click.argument("model1", required=False)
+@click.argument("model2", required=False)
 @click.option("--in", "in_fmt", default=None, help="input format (default: the first path both models have, fp16 first)")
 @click.option("--out", "out_fmt", default=None, help="output format")
 @click.option("--instr", default=None, help="instruction for models that have several (mma, wgmma)")
@@ -180,17 +143,44 @@ def _command_line() -> str:
 @click.option("--output", "output", default=None, help="file to write (default: generated/M1-vs-M2-IN-OUT.json)")
 @click.option("--force", is_flag=True, help="overwrite the output file")
 @click.option("--no-save", is_flag=True, help="print only; write nothing")
+@click.option("--library", "library", default=None,
+              help="a library GEMM call OP:MxNxK:DTYPE[:key=value,...] (e.g. mm:64x64x4096:bfloat16): "
+                   "discriminate two plans of it instead of two models")
+@click.option("--plan-a", default=None, help="with --library: plan A as changes to the recorded plan, e.g. split_k=3")
+@click.option("--plan-b", default=None, help="with --library: plan B, e.g. split_k=4 (fields: tcsmt.library_discriminate)")
+@click.option("--gpu", default="h100", show_default=True, help="with --library: the GPU whose plan table to use")
+@click.option("--seed", type=int, default=0, show_default=True, help="with --library: seed of the random tries")
 def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize, where, solver, timeout,
-                     output, force, no_save) -> None:
+                     output, force, no_save, library, plan_a, plan_b, gpu, seed) -> None:
     """Find inputs on which MODEL1 and MODEL2 give different results.
 
     Models are architectures (volta), hypotheses (volta:carry2, ampere:extra_bits=2)
     or references (exact, ieee-fma32).  Exit status: 0 found, 1 proven
     equivalent (unsat), 2 error or timeout (also when the time limit ends the
     search before --count inputs are found; those found are printed and saved).
+
+    With --library CALL (and no models): inputs on which two plans of one
+    library call (--plan-a, --plan-b: FIELD=VALUE changes to the recorded
+    plan; fields split_k, grain, slices, remainder, reduce, k_tile, in_round,
+    epilogue, promote, chain.KEY) give different outputs, checked by running
+    both plans on them; exit 1 when no construction separates them.
     """
     from .discriminate import choose_path, discriminate
     from .report import default_name, format_outcome, outcome_json
+
+    if library is not None:
+        if model1 is not None or model2 is not None:
+            raise TcsmtError("--library discriminates two plans of one call: give no MODEL arguments")
+        from .library_cli import discriminate_library
+
+        status = discriminate_library(library, gpu, plan_a, plan_b, seed, output, force, no_save, _command_line())
+        if status:
+            sys.exit(status)
+        return
+    if plan_a is not None or plan_b is not None:
+        raise TcsmtError("--plan-a and --plan-b need --library CALL")
+    if model1 is None or model2 is None:
+        raise TcsmtError("give two models (MODEL1 MODEL2), or --library CALL with --plan-a/--plan-b")
 
     out = None  # the file, claimed before the solver runs: concurrent runs get different names (files.py)
     if not no_save and output:
@@ -221,13 +211,15 @@ def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize,
 @click.argument("name", required=False)
 @click.option("--list", "list_", is_flag=True, help="list the named queries")
 @click.option("--model", default=None, help="the model to ask about (default: the query's own)")
+@click.option("--instr", default=None,
+              help="instruction where the model has several (default: the query's, if the model has it)")
 @solver_option()
 @timeout_option(300.0, "seconds for the whole query")
 @click.option("--output", default=None, help="file to write (default: generated/query-NAME-MODEL.json)")
 @click.option("--force", is_flag=True, help="overwrite the output file")
 @click.option("--no-save", is_flag=True, help="print only; write nothing")
 @progress_option()
-def query_cmd(name, list_, model, solver, timeout, output, force, no_save, progress) -> None:
+def query_cmd(name, list_, model, instr, solver, timeout, output, force, no_save, progress) -> None:
     """Run a named query (queries/NAME.toml) or a query FILE against a model.
 
     A feature query finds, for each pair of neighbouring hypotheses, an input
@@ -236,16 +228,18 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save, progr
     (solver timeout or unknown: the JSON then lists the unanswered pairs and
     draws no conclusion).
     """
-    from .query import list_queries, load_query, run_feature, run_monotonicity
-    from .report import format_outcome, hexpat, outcome_json, val
+    from .query import list_queries, load_query, run_feature, run_monotonicity, with_instr
+    from .query_report import feature_report, monotonicity_report
 
     if list_ or not name:
         for q in list_queries():
             click.echo(f"{q.name:22} {q.question}")
-            click.echo(f"{'':22} (model {q.model}, {q.in_fmt} -> {q.out_fmt}; {q.source})")
+            via = f" {q.instr}" if q.instr else ""
+            click.echo(f"{'':22} (model {q.model}, {q.in_fmt} -> {q.out_fmt}{via}; {q.source})")
         return
     q = load_query(name)
     base = model or q.model
+    q = with_instr(q, base, instr)
     import re as _re
 
     out = None  # the file, claimed before the solver runs: concurrent runs get different names (files.py)
@@ -254,59 +248,30 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save, progr
     elif not no_save:
         target = Path("generated") / f"query-{q.name}-{_re.sub(r'[^A-Za-z0-9_.-]+', '_', base)}.json"
         out = files.output(target, force, free=True)
-    click.echo(f"query {q.name}: {q.question}\nsource: {q.source}\nmodel: {base}\n")
+    click.echo(f"query {q.name}: {q.question}\nsource: {q.source}\nmodel: {base}"
+               + (f" ({q.instr})" if q.instr else "") + "\n")
     if q.kind == "monotonicity":
         r = run_monotonicity(q, model, solver, timeout)
-        from .formats import get_format
-        from .registry import resolve
-
-        p = resolve(base, q.in_fmt, q.out_fmt)
-        fi, fc, fo = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
-        data: dict[str, Any] = {"query": q.name, "model": base, "status": r.status, "solver": r.solver, "solve_seconds": round(r.seconds, 3),
-                "in_fmt": fi.name, "c_fmt": fc.name, "out_fmt": fo.name, "K": r.K}
-        if r.status != "found":
-            click.echo(f"{base}: {'monotonic: no such pair exists (unsat)' if r.status == 'unsat' else r.status} (K = {r.K}, {r.seconds:.2f} s)")
-            if r.status not in ("unsat",):
-                raise TcsmtError(f"solver {r.status} after {r.seconds:.1f} s")
-        else:
-            assert r.x is not None and r.y is not None  # run_monotonicity sets both inputs with status "found"
-            click.echo(f"{base} is not monotonic (K = {r.K}, {r.solver}, {r.seconds:.2f} s): x <= y entrywise, d(x) > d(y)")
-            for tag, v, d in (("x", r.x, r.dx), ("y", r.y, r.dy)):
-                click.echo(f"  {tag}: a = [" + ", ".join(val(fi, v[f'a{i}']) for i in range(r.K)) + "]")
-                click.echo("     b = [" + ", ".join(val(fi, v[f'b{i}']) for i in range(r.K)) + f"], c = {val(fc, v['c'])}")
-                click.echo(f"     d({tag}) = {val(fo, d)}  ({hexpat(fo, d)})")
-                data[tag] = {"a": [hexpat(fi, v[f"a{i}"]) for i in range(r.K)], "b": [hexpat(fi, v[f"b{i}"]) for i in range(r.K)],
-                             "c": hexpat(fc, v["c"]), "d": hexpat(fo, d), "d_value": val(fo, d)}
+        lines, data = monotonicity_report(q, base, r)
+        for line in lines:
+            click.echo(line)
+        if r.status not in ("found", "unsat"):
+            raise TcsmtError(f"solver {r.status} after {r.seconds:.1f} s")
         if out is not None:
             data["command"] = _command_line()
             out.write_json(data)
             click.echo(f"\nwritten: {out.path}")
         return
     res = run_feature(q, model, solver, timeout, progress=Progress.for_cli(progress))
-    complete = not res.unanswered
-    data = {"query": q.name, "question": q.question, "source": q.source, "model": base,
-            "hypotheses": q.hypotheses, "model_matches": res.agrees_with if complete else None,
-            "complete": complete, "unanswered": [list(p) for p in res.unanswered],
-            "seconds": round(res.seconds, 3), "command": _command_line(), "pairs": []}
-    for pr in res.pairs:
-        click.echo(format_outcome(pr.outcome, explain=True))
-        click.echo("")
-        data["pairs"].append(outcome_json(pr.outcome, _command_line()))
-    if not complete:
-        answered = len(q.hypotheses) - 1 - len(res.unanswered)
-        click.echo(f"no conclusion: {answered} of {len(q.hypotheses) - 1} pairs answered; no answer for "
-                   + "; ".join(f"{a} vs {b}" for a, b in res.unanswered))
-    elif res.agrees_with:
-        click.echo(f"{base} is the hypothesis: {', '.join(res.agrees_with)}")
-    else:
-        click.echo(f"{base} matches none of the listed hypotheses exactly")
+    lines, data = feature_report(q, base, res, _command_line())
+    for line in lines:
+        click.echo(line)
     if out is not None:
         out.write_json(data)
-        click.echo(f"written: {out.path}" + ("" if complete else " (incomplete: lists the unanswered pairs)"))
-    if not complete:
+        click.echo(f"written: {out.path}" + ("" if data["complete"] else " (incomplete: lists the unanswered pairs)"))
+    if not data["complete"]:
         raise TcsmtError(f"solver timeout: {len(res.unanswered)} of {len(q.hypotheses) - 1} pairs unanswered "
                          f"within --timeout {timeout:g} s (raise it)")
-
 
 
 def _register_optional_commands() -> None:

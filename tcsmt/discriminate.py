@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from pysmt.shortcuts import BV, And, BVExtract, Equals, Not, Or
 
-from .errors import TcsmtError
+from .errors import InternalError, TcsmtError
 from .formats import Format, get_format
 from .params import ModelParams
 from .registry import REFERENCES, check_instr, find_arch, resolve, split_spec
@@ -34,11 +35,17 @@ class Case:
     outputs: dict[str, int]
 
 
+OutcomeStatus = Literal["found", "equivalent", "timeout"]
+"""discriminate's answer: inputs that tell the models apart were found; the models are equal up to the
+instruction (a solver proof); or no answer within the time limit."""
+StopReason = Literal["", "time limit", "no more exist"]
+
+
 @dataclass
 class Outcome:
     """The result of a discrimination query."""
 
-    status: str  # "found", "equivalent", "timeout"
+    status: OutcomeStatus
     specs: list[str]
     params: list[ModelParams]
     in_fmt: Format
@@ -54,7 +61,7 @@ class Outcome:
     """B's format on a mixed path (None: in_fmt)."""
     count: int = 1
     """How many inputs were asked for."""
-    stopped: str = ""
+    stopped: StopReason = ""
     """Why fewer than ``count`` inputs were found: "" (all found), "time limit", or "no more exist" (unsat)."""
 
 
@@ -130,7 +137,7 @@ def _block(inp: Inputs, model: dict[str, int]):
     return Not(And([Equals(inp.symbol_of(n), BV(v, inp.symbol_of(n).bv_width())) for n, v in model.items()]))
 
 
-def replay(params: list[ModelParams], specs: list[str], a: list[int], b: list[int], c: int) -> dict[str, int]:
+def simulate_case(params: list[ModelParams], specs: list[str], a: list[int], b: list[int], c: int) -> dict[str, int]:
     """Each model's output on one input, from the simulator."""
     fin, fc = get_format(params[0].in_fmt), get_format(params[0].c_fmt)
     av = np.array([a], dtype=fin.dtype)
@@ -142,10 +149,10 @@ def replay(params: list[ModelParams], specs: list[str], a: list[int], b: list[in
 def _case(inp: Inputs, model: dict[str, int], params, specs) -> Case:
     a = [model[f"a{i}"] for i in range(inp.K)]
     b = [model[f"b{i}"] for i in range(inp.K)]
-    outputs = replay(params, specs, a, b, model["c"])
+    outputs = simulate_case(params, specs, a, b, model["c"])
     if len(set(outputs.values())) == 1:
-        raise TcsmtError("internal error: the solver's input does not discriminate in the simulator "
-                         f"(a={a}, b={b}, c={model['c']}); please report it")
+        raise InternalError("the solver's input does not discriminate in the simulator "
+                            f"(a={a}, b={b}, c={model['c']})")
     return Case(a, b, model["c"], outputs)
 
 

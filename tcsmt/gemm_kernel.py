@@ -52,10 +52,11 @@ _INT64_SAFE_BITS = 62  # the block sum must fit an int64 with room for its sign
 
 # How each ModelParams field is treated (check_supported goes through every field).
 _NO_ARITHMETIC = ("instr", "instr_shape", "name", "sources", "notes")
-_HANDLED = ("in_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_k", "block_k", "block_interleave",
+_HANDLED = ("in_fmt", "out_fmt", "b_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_k", "block_k", "block_interleave",
             "reduction", "product_exponent", "c_mode", "extra_bits", "align", "align_floor", "carry_bits",
             "overflow", "block_round", "block_frac_bits", "c_round", "out_round", "subnormal_in", "subnormal_c",
-            "subnormal_out", "overflow_result", "zero_sign")
+            "subnormal_out", "overflow_result", "zero_sign", "zero_exponent", "product_groups", "sum_frac_bits",
+            "late_align", "c_drop")
 
 
 def check_supported(p: ModelParams) -> None:
@@ -92,6 +93,13 @@ def check_supported(p: ModelParams) -> None:
         no("reduction", "only chained blocks")
     if p.product_exponent != "raw":
         no("product_exponent", "only raw product exponents e(a)+e(b)")
+    if p.b_fmt and p.b_fmt != p.in_fmt:
+        no("b_fmt", "A and B in one format only")
+    if p.zero_exponent is not None:
+        no("zero_exponent", "zeros never join the alignment here")
+    if p.product_groups != 1:
+        no("product_groups", "one window per block only")
+    # sum_frac_bits, late_align and c_drop are read only with c_mode "after_sum", refused below
     if p.c_mode not in ("aligned", "after_instr"):
         no("c_mode", "only aligned and after_instr")
     if p.extra_bits == "exact":
@@ -108,7 +116,7 @@ def check_supported(p: ModelParams) -> None:
         no("block_frac_bits", "outside fp32's 1..23")
     if p.overflow_result not in ("ieee", "inf"):
         no("overflow_result", "unknown rule")
-    if p.zero_sign not in ("ieee", "positive"):
+    if p.zero_sign not in ("ieee", "positive", "plus"):
         no("zero_sign", "unknown rule")
     if p.out_fmt != p.acc_fmt and p.c_mode == "after_instr":
         no("c_mode", "after_instr with an output conversion between instructions")
@@ -171,7 +179,7 @@ def _config(p: ModelParams, K: int, g) -> np.ndarray:
     cfg[g.CFG_SUB_C] = p.subnormal_c
     cfg[g.CFG_SUB_OUT] = p.subnormal_out
     cfg[g.CFG_OVF_INF] = p.overflow_result == "inf"
-    cfg[g.CFG_ZERO_POS] = p.zero_sign == "positive"
+    cfg[g.CFG_ZERO_SIGN] = {"ieee": 0, "positive": 1, "plus": 2}[p.zero_sign]
     cfg[g.CFG_CONVERT_OUT] = p.out_fmt != p.acc_fmt
     cfg[g.CFG_OUT_EXP_BITS] = fout.exp_bits
     cfg[g.CFG_OUT_FRAC] = fout.frac_bits
@@ -221,6 +229,40 @@ def gemm(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads
             ae, am, an, asp, aw = _decode(g, fin, a_bits, params.subnormal_in)
             be, bm, bn, bsp, bw = _decode(g, fin, b_bits.T, params.subnormal_in)
             g.gemm_core(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1), cfg, out)
+        finally:
+            numba.set_num_threads(old)
+    return out.astype(fout.dtype)
+
+
+def pairs(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads: int | None = None) -> np.ndarray:
+    """D[i] = dot(A[i, :], B[:, i]) + (+0) under ``params``: one output per (row, column) pair, shape (n,).
+
+    As :func:`gemm` (same checks and arithmetic), for A (n, K) and B (K, n) paired column by row.
+    """
+    check_supported(params)
+    A = np.asarray(A_bits)
+    Bm = np.asarray(B_bits)
+    if A.ndim != 2 or Bm.ndim != 2 or A.shape[1] != Bm.shape[0] or A.shape[0] != Bm.shape[1]:
+        raise TcsmtError(f"pairs: A must be (n, K) and B (K, n); got {A.shape} and {Bm.shape}")
+    n, K = A.shape
+    if K == 0:
+        raise TcsmtError("K must be at least 1")
+    fin, fout = get_format(params.in_fmt), get_format(params.out_fmt)
+    g = _load_numba()
+    cfg = _config(params, K, g)
+    import numba
+    a_bits = to_bits(A, fin, "A")
+    b_bits = to_bits(Bm, fin, "B")
+    out = np.empty(n, dtype=np.int64)
+    if n:
+        old = numba.get_num_threads()
+        m = old if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]  # as in gemm
+        numba.set_num_threads(m)
+        try:
+            ae, am, an, asp, aw = _decode(g, fin, a_bits, params.subnormal_in)
+            be, bm, bn, bsp, bw = _decode(g, fin, np.ascontiguousarray(b_bits.T), params.subnormal_in)
+            g.pairs_core(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1),
+                         cfg, out)
         finally:
             numba.set_num_threads(old)
     return out.astype(fout.dtype)

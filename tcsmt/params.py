@@ -20,6 +20,33 @@ ALIGN_LOSS = ("trunc", "rne", "floor")
 OVERFLOW = ("wrap", "saturate")
 
 
+ROLES = ("path", "format", "int", "int_or_word", "int_or_none", "bool", "choice", "label")
+"""What a ModelParams field holds, declared once per field (its ``metadata["role"]``); checks, coercion
+and the derived name lists below all read it:
+
+- ``path``: names the path (a format name, ``instr``, ``instr_shape``): chosen with --in/--out/--instr,
+  never overridden;
+- ``format``: a format name (the accumulator's, the operands' conversion format);
+- ``int``: an integer; ``int_or_word``: an integer or one word (``exact``, ``unbounded``);
+  ``int_or_none``: an integer or None;
+- ``bool``: true or false; ``choice``: one of the field's ``choices``;
+- ``label``: the name, sources and notes: no arithmetic, never overridden.
+
+"Absent" has one spelling per kind: ``""`` for a string (operand_fmt: no conversion; c_fmt: out_fmt's;
+instr_shape: unknown), ``None`` for align_floor; the integers 0 of instr_k, block_k and block_frac_bits
+and the words ``exact``/``unbounded`` are values with a stated meaning, not absences.
+"""
+
+
+def _param(default: Any, role: str, *, choices: tuple[str, ...] = (), word: str = "", compare: bool = True) -> Any:
+    """A ModelParams field with its role (see ROLES)."""
+    assert role in ROLES
+    meta = {"role": role, "choices": choices, "word": word}
+    if default is dataclasses.MISSING:  # a required field (in_fmt, out_fmt)
+        return field(compare=compare, metadata=meta)
+    return field(default=default, compare=compare, metadata=meta)
+
+
 @dataclass(frozen=True)
 class ModelParams:
     """One path of one matrix unit: D = A.B + C for vectors of length K.
@@ -56,7 +83,7 @@ class ModelParams:
                0..block_k.
       reduction "chain" (block FMAs in k order, C first) or "pairwise" (each
                product rounded to acc_fmt with RNE, then a balanced tree of
-               RNE additions, then + C with RNE).
+               RNE additions, then + C rounded with ``c_round``).
 
     Inside one block
       product_exponent "raw": a product's alignment exponent is e(a)+e(b)
@@ -112,7 +139,9 @@ class ModelParams:
       block_frac_bits  fraction bits the block result keeps (23 for fp32;
                13 for the e8m13 fp8 accumulator), 1..acc.frac_bits (0 in the
                model file: acc.frac_bits).
-      c_round  rounding of the C addition when c_mode = "after".
+      c_round  rounding of the C addition when c_mode is "after" or
+               "after_instr" (the instruction's C), and of the final + C of
+               pairwise reduction; unread otherwise.
       out_round  rounding from acc_fmt to out_fmt (fp16 output: rne).
 
     Special values
@@ -139,42 +168,42 @@ class ModelParams:
                format).  Only the windowed block sum reads it.
     """
 
-    in_fmt: str
-    out_fmt: str
-    operand_fmt: str = ""
-    b_fmt: str = ""
-    c_fmt: str = ""
-    acc_fmt: str = "fp32"
-    instr: str = "mma"
-    instr_shape: str = ""
-    instr_k: int = 0
-    block_k: int = 0
-    block_interleave: int = 0
-    reduction: str = "chain"
-    product_exponent: str = "raw"
-    c_mode: str = "aligned"
-    extra_bits: int | str = 0
-    align: str = "trunc"
-    align_floor: int | None = None
-    carry_bits: int | str = "unbounded"
-    overflow: str = "wrap"
-    block_round: str = "rz"
-    block_frac_bits: int = 0
-    c_round: str = "rne"
-    out_round: str = "rne"
-    subnormal_in: bool = True
-    subnormal_c: bool = True
-    subnormal_out: bool = True
-    overflow_result: str = "ieee"
-    zero_sign: str = "ieee"
-    zero_exponent: int | None = None
-    product_groups: int = 1
-    sum_frac_bits: int = 0
-    late_align: str = "floor"
-    c_drop: int | None = None
-    name: str = ""
-    sources: tuple[str, ...] = field(default=(), compare=False)
-    notes: str = field(default="", compare=False)
+    in_fmt: str = _param(dataclasses.MISSING, "path")
+    out_fmt: str = _param(dataclasses.MISSING, "path")
+    operand_fmt: str = _param("", "format")
+    b_fmt: str = _param("", "path")
+    c_fmt: str = _param("", "path")
+    acc_fmt: str = _param("fp32", "format")
+    instr: str = _param("mma", "path")
+    instr_shape: str = _param("", "path")
+    instr_k: int = _param(0, "int")
+    block_k: int = _param(0, "int")
+    block_interleave: int = _param(0, "int")
+    reduction: str = _param("chain", "choice", choices=("chain", "pairwise"))
+    product_exponent: str = _param("raw", "choice", choices=("raw", "normalized"))
+    c_mode: str = _param("aligned", "choice", choices=("aligned", "after", "after_instr", "after_sum"))
+    extra_bits: int | str = _param(0, "int_or_word", word="exact")
+    align: str = _param("trunc", "choice", choices=ALIGN_LOSS)
+    align_floor: int | None = _param(None, "int_or_none")
+    carry_bits: int | str = _param("unbounded", "int_or_word", word="unbounded")
+    overflow: str = _param("wrap", "choice", choices=OVERFLOW)
+    block_round: str = _param("rz", "choice", choices=ROUNDINGS)
+    block_frac_bits: int = _param(0, "int")
+    c_round: str = _param("rne", "choice", choices=ROUNDINGS)
+    out_round: str = _param("rne", "choice", choices=ROUNDINGS)
+    subnormal_in: bool = _param(True, "bool")
+    subnormal_c: bool = _param(True, "bool")
+    subnormal_out: bool = _param(True, "bool")
+    overflow_result: str = _param("ieee", "choice", choices=("ieee", "inf"))
+    zero_sign: str = _param("ieee", "choice", choices=("ieee", "positive", "plus"))
+    zero_exponent: int | None = _param(None, "int_or_none")
+    product_groups: int = _param(1, "int")
+    sum_frac_bits: int = _param(0, "int")
+    late_align: str = _param("floor", "choice", choices=ALIGN_LOSS)
+    c_drop: int | None = _param(None, "int_or_none")
+    name: str = _param("", "label")
+    sources: tuple[str, ...] = _param((), "label", compare=False)
+    notes: str = _param("", "label", compare=False)
 
     # ------------------------------------------------------------ derived
     @property
@@ -190,7 +219,7 @@ class ModelParams:
 
     def semantic_key(self) -> tuple:
         """The fields that determine the arithmetic (for equality of models)."""
-        skip = {"name", "sources", "notes", "instr", "instr_shape"}
+        skip = {*LABEL_FIELDS, "instr", "instr_shape"}  # the instruction's name is not its arithmetic
         return tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in skip)
 
     def with_overrides(self, overrides: dict[str, Any]) -> ModelParams:
@@ -208,22 +237,27 @@ class ModelParams:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
 
 
-PARAM_NAMES = tuple(f.name for f in dataclasses.fields(ModelParams))
-PATH_FIELDS = ("in_fmt", "out_fmt", "b_fmt", "c_fmt", "instr", "instr_shape")
+def _role(name: str) -> str:
+    return _FIELDS[name].metadata["role"]
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(ModelParams)}
+PARAM_NAMES = tuple(_FIELDS)
+PATH_FIELDS = tuple(n for n in PARAM_NAMES if _role(n) == "path")
 """Fields that identify a path of an architecture: never overridden in a model spec."""
+LABEL_FIELDS = tuple(n for n in PARAM_NAMES if _role(n) == "label")
+"""The name, sources and notes: no arithmetic, never overridden."""
 MAX_K = 4096
 """Largest instr_k / block_k accepted (the largest in models/ is 128)."""
-_INT_OR = {"extra_bits": "exact", "carry_bits": "unbounded"}
-_BOOLS = {"subnormal_in", "subnormal_c", "subnormal_out"}
-_OPTIONAL_INTS = ("align_floor", "zero_exponent", "c_drop")
-_INTS = {"instr_k", "block_k", "block_frac_bits", "block_interleave", "product_groups", "sum_frac_bits"}
 
 
 def coerce(key: str, value: Any) -> Any:
-    """Convert an override value (often a string from the command line) to its type."""
-    if key not in PARAM_NAMES or key in {"sources", "notes", "name"}:
-        raise TcsmtError(f"unknown model parameter {key!r} (known: {', '.join(p for p in PARAM_NAMES if p not in ('sources', 'notes', 'name'))})")
-    if key in _BOOLS:
+    """Convert an override value (often a string from the command line) to its field's type (by role)."""
+    if key not in PARAM_NAMES or _role(key) == "label":
+        known = ", ".join(p for p in PARAM_NAMES if _role(p) != "label")
+        raise TcsmtError(f"unknown model parameter {key!r} (known: {known})")
+    role, word = _role(key), _FIELDS[key].metadata["word"]
+    if role == "bool":
         if isinstance(value, bool):
             return value
         s = str(value).lower()
@@ -232,21 +266,23 @@ def coerce(key: str, value: Any) -> Any:
         if s in ("0", "false", "no", "off", "flush"):
             return False
         raise TcsmtError(f"{key} takes true or false, not {value!r}")
-    if key in _INT_OR:
-        if isinstance(value, str) and value.lower() == _INT_OR[key]:
-            return _INT_OR[key]
+    if role == "int_or_word":
+        if isinstance(value, str) and value.lower() == word:
+            return word
         try:
             return int(value)
         except (TypeError, ValueError):
-            raise TcsmtError(f"{key} takes an integer or {_INT_OR[key]!r}, not {value!r}") from None
-    if key in _INTS or key in _OPTIONAL_INTS:
-        if key in _OPTIONAL_INTS and (value is None or str(value).lower() == "none"):
+            raise TcsmtError(f"{key} takes an integer or {word!r}, not {value!r}") from None
+    if role in ("int", "int_or_none"):
+        if role == "int_or_none" and (value is None or str(value).lower() == "none"):
             return None
         try:
             return int(value)
         except (TypeError, ValueError):
             raise TcsmtError(f"{key} takes an integer, not {value!r}") from None
-    return str(value).lower() if key not in ("in_fmt", "out_fmt", "b_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_shape") else str(value)
+    if role in ("path", "format"):  # format names and shapes keep their case
+        return str(value)
+    return str(value).lower()
 
 
 def floor_range(p: ModelParams) -> tuple[int, int]:
@@ -272,33 +308,36 @@ def _is_int(v: Any) -> bool:
 def _plain_ints(p: ModelParams) -> ModelParams:
     """numpy integer scalars (np.int64(4)) in integer fields become Python ints."""
     changes: dict[str, Any] = {}
-    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor",
-                "zero_exponent", "product_groups", "sum_frac_bits", "c_drop"):
+    for key in (n for n in PARAM_NAMES if _role(n) in ("int", "int_or_word", "int_or_none")):
         v = getattr(p, key)
         if isinstance(v, numbers.Integral) and not isinstance(v, (bool, int)):
             changes[key] = int(v)
     return dataclasses.replace(p, **changes) if changes else p
 
 
+def _check_type(key: str, v: Any, model: str) -> None:
+    """The value's type fits the field's role (TcsmtError otherwise); choices are checked here too."""
+    role, meta = _role(key), _FIELDS[key].metadata
+    bad = f"invalid model parameters{' for ' + model if model else ''}: {key} must be"
+    if role in ("path", "format") and not isinstance(v, str):
+        raise TcsmtError(f"{bad} a string, not {v!r}")
+    if role == "int" and not _is_int(v):
+        raise TcsmtError(f"{bad} an integer, not {v!r}")
+    if role == "int_or_word" and not (_is_int(v) or v == meta["word"]):
+        raise TcsmtError(f"{bad} an integer or {meta['word']!r}, not {v!r}")
+    if role == "int_or_none" and not (v is None or _is_int(v)):
+        raise TcsmtError(f"{bad} an integer or None, not {v!r}")
+    if role == "bool" and not isinstance(v, bool):
+        raise TcsmtError(f"{bad} true or false, not {v!r}")
+    if role == "choice" and v not in meta["choices"]:
+        raise TcsmtError(f"{bad} one of {meta['choices']}, not {v!r}")
+
+
 def validate(p: ModelParams) -> ModelParams:
     """Check every parameter's type and range; fill derived defaults (c_fmt, block_frac_bits)."""
     p = _plain_ints(p)
-    for key in ("in_fmt", "out_fmt", "acc_fmt", "c_fmt", "operand_fmt", "b_fmt", "instr", "instr_shape"):
-        if not isinstance(getattr(p, key), str):
-            raise TcsmtError(f"invalid model parameters: {key} must be a string, not {getattr(p, key)!r}")
-    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "product_groups", "sum_frac_bits"):
-        if not _is_int(getattr(p, key)):
-            raise TcsmtError(f"invalid model parameters: {key} must be an integer, not {getattr(p, key)!r}")
-    for key, word in (("extra_bits", "exact"), ("carry_bits", "unbounded")):
-        v = getattr(p, key)
-        if not (_is_int(v) or v == word):
-            raise TcsmtError(f"invalid model parameters: {key} must be an integer or {word!r}, not {v!r}")
-    for key in _OPTIONAL_INTS:
-        if not (getattr(p, key) is None or _is_int(getattr(p, key))):
-            raise TcsmtError(f"invalid model parameters: {key} must be an integer or None, not {getattr(p, key)!r}")
-    for key in ("subnormal_in", "subnormal_c", "subnormal_out"):
-        if not isinstance(getattr(p, key), bool):
-            raise TcsmtError(f"invalid model parameters: {key} must be true or false, not {getattr(p, key)!r}")
+    for key in PARAM_NAMES:
+        _check_type(key, getattr(p, key), p.name if isinstance(p.name, str) else "")
     for key in ("in_fmt", "out_fmt", "acc_fmt"):
         get_format(getattr(p, key))
     if p.b_fmt:
@@ -315,20 +354,9 @@ def validate(p: ModelParams) -> ModelParams:
     if p.block_frac_bits == 0:
         p = dataclasses.replace(p, block_frac_bits=acc.frac_bits)
     checks = [
-        (p.block_round in ROUNDINGS, f"block_round must be one of {ROUNDINGS}"),
-        (p.c_round in ROUNDINGS, f"c_round must be one of {ROUNDINGS}"),
-        (p.out_round in ROUNDINGS, f"out_round must be one of {ROUNDINGS}"),
-        (p.align in ALIGN_LOSS, f"align must be one of {ALIGN_LOSS}"),
-        (p.overflow in OVERFLOW, f"overflow must be one of {OVERFLOW}"),
-        (p.product_exponent in ("raw", "normalized"), "product_exponent must be raw or normalized"),
-        (p.c_mode in ("aligned", "after", "after_instr", "after_sum"),
-         "c_mode must be aligned, after, after_instr or after_sum"),
         (p.block_interleave >= 0, "block_interleave must be >= 0"),
         (p.block_interleave == 0 or p.block_k == 0 or p.block_interleave <= p.block_k,
          "block_interleave must not exceed block_k"),
-        (p.reduction in ("chain", "pairwise"), "reduction must be chain or pairwise"),
-        (p.overflow_result in ("ieee", "inf"), "overflow_result must be ieee or inf"),
-        (p.zero_sign in ("ieee", "positive", "plus"), "zero_sign must be ieee, positive or plus"),
         (p.zero_exponent is None or -1100 <= p.zero_exponent <= 1100, "zero_exponent must be -1100..1100 or none"),
         (0 <= p.instr_k <= MAX_K, f"instr_k must be 0..{MAX_K} (0: no instruction boundary)"),
         (0 <= p.block_k <= MAX_K, f"block_k must be 0..{MAX_K} (0: all K in one block)"),
@@ -337,7 +365,6 @@ def validate(p: ModelParams) -> ModelParams:
         (1 <= p.block_frac_bits <= acc.frac_bits, f"block_frac_bits must be 1..{acc.frac_bits}"),
         (p.carry_bits == "unbounded" or 0 <= int(p.carry_bits) <= 64, "carry_bits must be 0..64 or unbounded"),
         (p.extra_bits == "exact" or -acc.frac_bits <= int(p.extra_bits) <= 256, f"extra_bits must be -{acc.frac_bits}..256 or exact"),
-        (p.late_align in ALIGN_LOSS, f"late_align must be one of {ALIGN_LOSS}"),
         (p.product_groups >= 1 and (p.block_k <= 0 or p.product_groups <= p.block_k),
          "product_groups must be 1..block_k"),
         (p.c_mode != "after_sum" or (p.extra_bits != "exact" and p.reduction == "chain"

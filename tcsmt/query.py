@@ -8,19 +8,21 @@ x <= y (entry by entry, all non-negative) with result(x) > result(y).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from pysmt.shortcuts import BV, BVUGT, BVULE, And, BVExtract, Equals
 
-from .discriminate import Outcome, choose_path, discriminate, replay, resolve_for
-from .errors import TcsmtError
+from .discriminate import Outcome, choose_path, discriminate, resolve_for, simulate_case
+from .errors import InternalError, TcsmtError
 from .formats import get_format
-from .registry import models_dir
+from .registry import check_instr, instructions, models_dir
 from .smt_encode import domain, make_inputs, output_term
 from .solvers import solve
 from .where import parse_where
@@ -40,6 +42,8 @@ class QuerySpec:
     model: str = "volta"
     in_fmt: str = "fp16"
     out_fmt: str = "fp32"
+    instr: str | None = None
+    """the instruction where the model has several for these formats (mma, wgmma); None: its first"""
     k: int | None = None
     where: str = ""
     minimize: bool = True
@@ -64,8 +68,22 @@ def load_query(name_or_file: str | Path) -> QuerySpec:
         raise TcsmtError(f"malformed query file {path}: {exc}") from exc
     if q.kind not in ("feature", "monotonicity"):
         raise TcsmtError(f"{path}: kind must be feature or monotonicity")
+    if q.instr is not None and not isinstance(q.instr, str):
+        raise TcsmtError(f"{path}: instr must be a string such as mma or wgmma")
     if q.kind == "feature" and len(q.hypotheses) < 2:
         raise TcsmtError(f"{path}: a feature query needs at least two hypotheses")
+    return q
+
+
+def with_instr(q: QuerySpec, model: str, instr: str | None) -> QuerySpec:
+    """The query with the instruction to ask ``model`` about: ``instr`` if given (checked: TcsmtError if the
+    model lacks it on the query's path), else the query's own where the model has it on that path, else
+    None (the model's first path for the formats)."""
+    if instr is not None:
+        check_instr(instr, [model], q.in_fmt, q.out_fmt)
+        return dataclasses.replace(q, instr=instr)
+    if q.instr is not None and q.instr not in instructions(model, q.in_fmt, q.out_fmt):
+        return dataclasses.replace(q, instr=None)
     return q
 
 
@@ -104,21 +122,21 @@ def run_feature(q: QuerySpec, model: str | None, solver: str, timeout: float,
     specs = [hypothesis_spec(base, h) for h in q.hypotheses]
     res = QueryResult(q, base)
     fin, fout = choose_path([base], q.in_fmt, q.out_fmt)
-    base_params = resolve_for(base, fin, fout, None)
+    base_params = resolve_for(base, fin, fout, q.instr)
     neighbours = list(itertools.pairwise(specs))
     for n, (left, right) in enumerate(neighbours, 1):
         left_t = timeout - (time.perf_counter() - t0)
         if left_t <= 0:
             res.unanswered.extend(neighbours[n - 1:])
             break
-        o = discriminate([left, right], fin, fout, None, q.k, 1, q.minimize, q.where or None, solver, left_t)
+        o = discriminate([left, right], fin, fout, q.instr, q.k, 1, q.minimize, q.where or None, solver, left_t)
         res.pairs.append(PairResult(left, right, o))
         if o.status == "timeout":
             res.unanswered.append((left, right))
         if progress is not None:
             progress(f"pair {n}/{len(neighbours)}: {left} vs {right}: {o.status} ({o.seconds:.1f} s)")
     for s in specs:
-        p = resolve_for(s, fin, fout, None)
+        p = resolve_for(s, fin, fout, q.instr)
         if p.semantic_key() == base_params.semantic_key():
             res.agrees_with.append(s)
     res.seconds = time.perf_counter() - t0
@@ -128,7 +146,7 @@ def run_feature(q: QuerySpec, model: str | None, solver: str, timeout: float,
 # ------------------------------------------------------------ monotonicity
 @dataclass
 class MonoResult:
-    status: str
+    status: Literal["found", "unsat", "unknown", "timeout"]
     model: str
     x: dict | None = None
     y: dict | None = None
@@ -143,7 +161,7 @@ def run_monotonicity(q: QuerySpec, model: str | None, solver: str, timeout: floa
     """Find non-negative inputs x <= y (entrywise) whose results satisfy d(x) > d(y)."""
     base = model or q.model
     fin, fout = choose_path([base], q.in_fmt, q.out_fmt)
-    p = resolve_for(base, fin, fout, None)
+    p = resolve_for(base, fin, fout, q.instr)
     K = q.k or p.block_k or p.instr_k or 4
     fo = get_format(p.out_fmt)
     x = make_inputs(p.in_fmt, p.c_fmt, K, prefix="x_")
@@ -167,8 +185,8 @@ def run_monotonicity(q: QuerySpec, model: str | None, solver: str, timeout: floa
         res.y = {n: m[f"y.{n}"] for n in y.names}
         for tag in ("x", "y"):
             v = getattr(res, tag)
-            out = replay([p], [base], [v[f"a{i}"] for i in range(K)], [v[f"b{i}"] for i in range(K)], v["c"])[base]
+            out = simulate_case([p], [base], [v[f"a{i}"] for i in range(K)], [v[f"b{i}"] for i in range(K)], v["c"])[base]
             setattr(res, "d" + tag, out)
         if not res.dx > res.dy:
-            raise TcsmtError("internal error: the monotonicity answer does not replay in the simulator")
+            raise InternalError("the monotonicity answer does not replay in the simulator")
     return res

@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 
 from .discriminate import Case, Outcome
-from .errors import TcsmtError
+from .errors import InternalError
 from .formats import Format
 from .values import format_value
 
@@ -28,7 +28,7 @@ def _finite(fmt: Format, bits: int) -> Fraction:
     """Exact value of a finite pattern (discriminating inputs are: the solver's domain is finite patterns)."""
     v = fmt.to_fraction(bits)
     if not isinstance(v, Fraction):
-        raise TcsmtError(f"internal error: input {hexpat(fmt, bits)} is not finite; please report it")
+        raise InternalError(f"input {hexpat(fmt, bits)} is not finite")
     return v
 
 

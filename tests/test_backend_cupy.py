@@ -18,7 +18,7 @@ def _gpu_paths():
     out = []
     for arch, path in all_paths():
         p = path.params
-        if p.window_frac_bits is None or p.c_mode == "after" or p.c_mode == "after_instr" or p.in_fmt == "fp64" \
+        if p.window_frac_bits is None or p.c_mode in ("after", "after_instr", "after_sum") or p.in_fmt == "fp64" \
                 or p.reduction != "chain":
             continue  # needs integers wider than 62 bits: CPU only
         out.append(pytest.param(p, id=p.name))
