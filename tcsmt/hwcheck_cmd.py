@@ -272,16 +272,27 @@ def _bundle(device_spec, file, data: dict, save, show, njobs) -> int:
             continue
         try:
             inputs = inputs_from_doc(where, q)
-        except TcsmtError as exc:
-            skipped.append((title, f"hwcheck cannot run this path yet ({exc}); the inputs and predictions are in "
-                                   "the file"))
+        except TcsmtError:
+            instr = q.get("instr")
+            instr = ", ".join(instr) if isinstance(instr, list) else instr
+            skipped.append((title, f"hwcheck has no kernel for {q.get('in_fmt')} -> {q.get('out_fmt')} ({instr}) "
+                                   "yet; the inputs and each reading's output are in the file"))
             continue
         models = resolve_models([q["primary"], q["hypothesis"]], inputs.spec)
         runnable.append((title, q, inputs, models))
         plan += _plan_lines(title, inputs.spec, len(inputs.a), q["inputs"][0].get("outputs"))
     for title, why in skipped:
         plan.append(f"skip {title}: {why}")
+    if not runnable:
+        for title, why in skipped:
+            click.echo(f"skip {title}: {why}")
+        raise TcsmtError(f"{file}: no question can run through tcsmt hwcheck (nothing was run)")
+    raw_gpus = data.get("gpus")
+    gpus = [str(g) for g in raw_gpus] if isinstance(raw_gpus, list) else []
+    plan.insert(0, f"{file}: the open questions of {data.get('arch', '?')} ({', '.join(gpus)}): "
+                   "meaningful on a GPU of that generation only")
     device = _device_or_plan(device_spec, plan)
+    click.echo(f"{plan[0]}; this device: {device.name}")
     results, status = [], 0
     with ModelRunner(njobs) as runner:
         for title, q, inputs, models in runnable:
