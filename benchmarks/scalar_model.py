@@ -25,6 +25,10 @@ FORMATS = {
     "bf16": (8, 7, "ieee", 0),
     "e4m3": (4, 3, "fn", 0),
     "e5m2": (5, 2, "ieee", 0),
+    # OCP MX v1.0 fp4/fp6: no inf, no NaN (every pattern finite); read as inputs only
+    "e2m1": (2, 1, "none", 0),
+    "e3m2": (3, 2, "none", 0),
+    "e2m3": (2, 3, "none", 0),
 }
 
 
@@ -201,19 +205,20 @@ def _value_term(f: Fmt, bits: int, keep_sub: bool = True):
 
 def block_fma(p, a: Sequence[int], b: Sequence[int], c: int, c_fmt: Fmt) -> int:
     fin, acc = fmt(p.in_fmt), fmt(p.acc_fmt)
+    fbm = fmt(getattr(p, "b_fmt", "") or p.in_fmt)  # B's own format (kind::f8f6f4 takes mixed pairs)
     if p.operand_fmt:  # exact conversion of the operands first
         fop = fmt(p.operand_fmt)
         a = [convert(int(x), fin, fop, "rne") for x in a]
         b = [convert(int(y), fin, fop, "rne") for y in b]
-        fin = fop
+        fin = fbm = fop
     nan = pinf = ninf = False
     terms = []
     for x, y in zip(a, b):
         na, ea, sa, nana, infa = decode(fin, x, p.subnormal_in)
-        nb, eb, sb, nanb, infb = decode(fin, y, p.subnormal_in)
+        nb, eb, sb, nanb, infb = decode(fbm, y, p.subnormal_in)
         neg = na != nb
         mag = sa * sb
-        lsb = ea + eb - 2 * fin.fb
+        lsb = ea + eb - fin.fb - fbm.fb
         if p.product_exponent == "raw":
             top = ea + eb
         else:

@@ -214,15 +214,16 @@ def as_patterns(x: Any, fmt: Format, what: str, bits: bool = False, *, api: bool
 
 
 def dot_patterns(a: Any, b: Any, c: Any, in_fmt: Format, c_fmt: Format, bits: bool = False,
-                 source: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Shapes checked (:func:`dot_arrays`) and patterns of a, b (``in_fmt``) and c (``c_fmt``).
+                 source: str | None = None, b_fmt: Format | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Shapes checked (:func:`dot_arrays`) and patterns of a (``in_fmt``), b (``b_fmt``, default
+    ``in_fmt``) and c (``c_fmt``).
 
     ``source``: the file the arrays came from; every error then starts with it.
     """
     try:
         a, b, c = dot_arrays(a, b, c)
         api = source is None
-        return (as_patterns(a, in_fmt, "a", bits, api=api), as_patterns(b, in_fmt, "b", bits, api=api),
+        return (as_patterns(a, in_fmt, "a", bits, api=api), as_patterns(b, b_fmt or in_fmt, "b", bits, api=api),
                 as_patterns(c, c_fmt, "c", bits, api=api))
     except TcsmtError as exc:
         if source is None:

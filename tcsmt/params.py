@@ -106,6 +106,36 @@ class ModelParams:
                zeros that are all -0 gives -0, and a non-zero sum that rounds
                to zero keeps its sign; "positive": as "ieee" except that a
                non-zero sum that rounds to zero gives +0.
+
+    Mixed operand formats and block scaling (tcgen05 / sm_120 fp4, fp6, fp8)
+      b_fmt    format of B where it differs from A's (``in_fmt``): the
+               kind::f8f6f4 instructions take any pair of e4m3, e5m2, e3m2,
+               e2m3, e2m1; "" = in_fmt.  A product of two formats is exact
+               (significand product, exponent e(a)+e(b)).
+      scale_fmt  "" (no block scaling), "ue8m0" or "ue4m3": the format of the
+               scale factors; every ``scale_block`` consecutive products of a
+               row of A (column of B) share one factor of A (of B), given as
+               extra inputs (shape (n, K / scale_block) each).
+      scale_block  products per scale factor (32 for mxf8f6f4 and
+               scale_vec::2X, 16 for scale_vec::4X); divides instr_k.
+      scale_apply  where the two block scales enter:
+               "products": each exact product is multiplied exactly by its
+               block's two scales before the alignment (its alignment
+               exponent e(a)+e(b)+e(sa)+e(sb) with product_exponent "raw");
+               "groups": the products of each group of ``scale_group_k``
+               (one scale block or part of one) are first summed exactly, and
+               that exact group sum, multiplied exactly by the two scales, is
+               one addend of the block; with product_exponent "raw" its
+               alignment exponent is e(sa)+e(sb), the scales' exponents only,
+               whatever the size of the group sum ("normalized": the exponent
+               of its leading bit).  The block then aligns these addends (and
+               C) to the largest exponent with F = 23 + extra_bits fraction
+               bits, as for products.
+      scale_group_k  products per exact group sum with scale_apply "groups"
+               (16 in MMA-Sim's mxf4nvf4); divides scale_block.
+      scale_zero_group  with "groups": "aligns" (a group whose exact sum is 0
+               still puts its scale exponent into the alignment maximum E) or
+               "skipped" (zero addends take no part in E, as everywhere else).
     """
 
     in_fmt: str
@@ -135,6 +165,12 @@ class ModelParams:
     subnormal_out: bool = True
     overflow_result: str = "ieee"
     zero_sign: str = "ieee"
+    b_fmt: str = ""
+    scale_fmt: str = ""
+    scale_block: int = 0
+    scale_apply: str = "products"
+    scale_group_k: int = 0
+    scale_zero_group: str = "skipped"
     name: str = ""
     sources: tuple[str, ...] = field(default=(), compare=False)
     notes: str = field(default="", compare=False)
@@ -143,6 +179,11 @@ class ModelParams:
     @property
     def path_id(self) -> str:
         return f"{self.in_fmt}.{self.out_fmt}"
+
+    @property
+    def b_format(self) -> str:
+        """B's format: ``b_fmt`` where set, else ``in_fmt``."""
+        return self.b_fmt or self.in_fmt
 
     @property
     def window_frac_bits(self) -> int | None:
@@ -172,13 +213,13 @@ class ModelParams:
 
 
 PARAM_NAMES = tuple(f.name for f in dataclasses.fields(ModelParams))
-PATH_FIELDS = ("in_fmt", "out_fmt", "c_fmt", "instr", "instr_shape")
+PATH_FIELDS = ("in_fmt", "out_fmt", "c_fmt", "instr", "instr_shape", "b_fmt", "scale_fmt", "scale_block")
 """Fields that identify a path of an architecture: never overridden in a model spec."""
 MAX_K = 4096
 """Largest instr_k / block_k accepted (the largest in models/ is 128)."""
 _INT_OR = {"extra_bits": "exact", "carry_bits": "unbounded"}
 _BOOLS = {"subnormal_in", "subnormal_c", "subnormal_out"}
-_INTS = {"instr_k", "block_k", "block_frac_bits", "block_interleave"}
+_INTS = {"instr_k", "block_k", "block_frac_bits", "block_interleave", "scale_block", "scale_group_k"}
 
 
 def coerce(key: str, value: Any) -> Any:
@@ -208,7 +249,8 @@ def coerce(key: str, value: Any) -> Any:
             return int(value)
         except (TypeError, ValueError):
             raise TcsmtError(f"{key} takes an integer, not {value!r}") from None
-    return str(value).lower() if key not in ("in_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_shape") else str(value)
+    return str(value).lower() if key not in ("in_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_shape",
+                                             "b_fmt", "scale_fmt") else str(value)
 
 
 def floor_range(p: ModelParams) -> tuple[int, int]:
@@ -233,7 +275,8 @@ def _is_int(v: Any) -> bool:
 def _plain_ints(p: ModelParams) -> ModelParams:
     """numpy integer scalars (np.int64(4)) in integer fields become Python ints."""
     changes: dict[str, Any] = {}
-    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor"):
+    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor",
+                "scale_block", "scale_group_k"):
         v = getattr(p, key)
         if isinstance(v, numbers.Integral) and not isinstance(v, (bool, int)):
             changes[key] = int(v)
@@ -243,10 +286,10 @@ def _plain_ints(p: ModelParams) -> ModelParams:
 def validate(p: ModelParams) -> ModelParams:
     """Check every parameter's type and range; fill derived defaults (c_fmt, block_frac_bits)."""
     p = _plain_ints(p)
-    for key in ("in_fmt", "out_fmt", "acc_fmt", "c_fmt", "operand_fmt", "instr", "instr_shape"):
+    for key in ("in_fmt", "out_fmt", "acc_fmt", "c_fmt", "operand_fmt", "instr", "instr_shape", "b_fmt", "scale_fmt"):
         if not isinstance(getattr(p, key), str):
             raise TcsmtError(f"invalid model parameters: {key} must be a string, not {getattr(p, key)!r}")
-    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits"):
+    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "scale_block", "scale_group_k"):
         if not _is_int(getattr(p, key)):
             raise TcsmtError(f"invalid model parameters: {key} must be an integer, not {getattr(p, key)!r}")
     for key, word in (("extra_bits", "exact"), ("carry_bits", "unbounded")):
@@ -292,6 +335,7 @@ def validate(p: ModelParams) -> ModelParams:
         (p.carry_bits == "unbounded" or 0 <= int(p.carry_bits) <= 64, "carry_bits must be 0..64 or unbounded"),
         (p.extra_bits == "exact" or -acc.frac_bits <= int(p.extra_bits) <= 256, f"extra_bits must be -{acc.frac_bits}..256 or exact"),
     ]
+    checks += _scale_checks(p)
     if p.align_floor is not None:
         lo, hi = floor_range(p)
         checks.append((lo <= p.align_floor <= hi,
@@ -301,3 +345,31 @@ def validate(p: ModelParams) -> ModelParams:
         if not ok:
             raise TcsmtError(f"invalid model parameters{' for ' + p.name if p.name else ''}: {msg}")
     return p
+
+
+def _scale_checks(p: ModelParams) -> list[tuple[bool, str]]:
+    """The checks of the mixed-format and block-scaling parameters (formats looked up first)."""
+    from .formats import SCALE_FORMATS
+
+    for key in ("b_fmt", "scale_fmt"):
+        if getattr(p, key):
+            get_format(getattr(p, key))
+    for key in ("in_fmt", "b_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt"):
+        if getattr(p, key) and get_format(getattr(p, key)).name in SCALE_FORMATS:
+            return [(False, f"{key} {getattr(p, key)} is a scale format (only scale_fmt takes one)")]
+    checks = [
+        (not p.b_fmt or not p.operand_fmt, "b_fmt and operand_fmt cannot both be set"),
+        (p.scale_apply in ("products", "groups"), "scale_apply must be products or groups"),
+        (p.scale_zero_group in ("aligns", "skipped"), "scale_zero_group must be aligns or skipped"),
+    ]
+    if not p.scale_fmt:
+        return [*checks, (p.scale_block == 0, "scale_block needs a scale_fmt")]
+    return [*checks,
+        (get_format(p.scale_fmt).name in SCALE_FORMATS, f"scale_fmt must be one of {SCALE_FORMATS}"),
+        (p.instr_k > 0 and p.scale_block > 0 and p.instr_k % p.scale_block == 0,
+         "a block-scaled path needs instr_k > 0 and a scale_block that divides it"),
+        (p.block_k in (0, p.instr_k) and p.reduction == "chain" and not p.operand_fmt and p.c_mode == "aligned",
+         "a block-scaled path sums one instruction in one block with C aligned (block_k = instr_k, "
+         "reduction chain, no operand_fmt, c_mode aligned)"),
+        (p.scale_apply == "products" or (p.scale_group_k > 0 and p.scale_block % p.scale_group_k == 0),
+         "scale_apply groups needs a scale_group_k that divides scale_block")]

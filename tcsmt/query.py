@@ -21,7 +21,7 @@ from .discriminate import Outcome, choose_path, discriminate, replay, resolve_fo
 from .errors import TcsmtError
 from .formats import get_format
 from .registry import models_dir
-from .smt_encode import domain, make_inputs, output_term
+from .smt_encode import domain, inputs_for, output_term
 from .solvers import solve
 from .where import parse_where
 
@@ -41,6 +41,8 @@ class QuerySpec:
     in_fmt: str = "fp16"
     out_fmt: str = "fp32"
     k: int | None = None
+    instr: str | None = None
+    """The instruction of the path (where the formats alone do not pick it: block-scaled paths)."""
     where: str = ""
     minimize: bool = True
     hypotheses: list[str] = field(default_factory=list)
@@ -104,21 +106,21 @@ def run_feature(q: QuerySpec, model: str | None, solver: str, timeout: float,
     specs = [hypothesis_spec(base, h) for h in q.hypotheses]
     res = QueryResult(q, base)
     fin, fout = choose_path([base], q.in_fmt, q.out_fmt)
-    base_params = resolve_for(base, fin, fout, None)
+    base_params = resolve_for(base, fin, fout, q.instr)
     neighbours = list(itertools.pairwise(specs))
     for n, (left, right) in enumerate(neighbours, 1):
         left_t = timeout - (time.perf_counter() - t0)
         if left_t <= 0:
             res.unanswered.extend(neighbours[n - 1:])
             break
-        o = discriminate([left, right], fin, fout, None, q.k, 1, q.minimize, q.where or None, solver, left_t)
+        o = discriminate([left, right], fin, fout, q.instr, q.k, 1, q.minimize, q.where or None, solver, left_t)
         res.pairs.append(PairResult(left, right, o))
         if o.status == "timeout":
             res.unanswered.append((left, right))
         if progress is not None:
             progress(f"pair {n}/{len(neighbours)}: {left} vs {right}: {o.status} ({o.seconds:.1f} s)")
     for s in specs:
-        p = resolve_for(s, fin, fout, None)
+        p = resolve_for(s, fin, fout, q.instr)
         if p.semantic_key() == base_params.semantic_key():
             res.agrees_with.append(s)
     res.seconds = time.perf_counter() - t0
@@ -143,11 +145,11 @@ def run_monotonicity(q: QuerySpec, model: str | None, solver: str, timeout: floa
     """Find non-negative inputs x <= y (entrywise) whose results satisfy d(x) > d(y)."""
     base = model or q.model
     fin, fout = choose_path([base], q.in_fmt, q.out_fmt)
-    p = resolve_for(base, fin, fout, None)
+    p = resolve_for(base, fin, fout, q.instr)
     K = q.k or p.block_k or p.instr_k or 4
     fo = get_format(p.out_fmt)
-    x = make_inputs(p.in_fmt, p.c_fmt, K, prefix="x_")
-    y = make_inputs(p.in_fmt, p.c_fmt, K, prefix="y_")
+    x = inputs_for(p, K, prefix="x_")
+    y = inputs_for(p, K, prefix="y_")
     cons = [domain(x), domain(y), parse_where(q.where or "positive", x), parse_where("positive", y)]
     for name in x.names:
         sx, sy = x.symbol_of(name), y.symbol_of(name)
@@ -167,7 +169,8 @@ def run_monotonicity(q: QuerySpec, model: str | None, solver: str, timeout: floa
         res.y = {n: m[f"y.{n}"] for n in y.names}
         for tag in ("x", "y"):
             v = getattr(res, tag)
-            out = replay([p], [base], [v[f"a{i}"] for i in range(K)], [v[f"b{i}"] for i in range(K)], v["c"])[base]
+            out = replay([p], [base], [v[f"a{i}"] for i in range(K)], [v[f"b{i}"] for i in range(K)], v["c"],
+                         [v[f"sa{j}"] for j in range(len(x.sa))], [v[f"sb{j}"] for j in range(len(x.sb))])[base]
             setattr(res, "d" + tag, out)
         if not res.dx > res.dy:
             raise TcsmtError("internal error: the monotonicity answer does not replay in the simulator")

@@ -96,6 +96,26 @@ def _shared_hypotheses(path: Path, shared: dict, names: list[str]) -> dict[str, 
     return out
 
 
+def _expand_b_fmts(path: Path, raws: list[dict]) -> list[dict]:
+    """Paths with ``b_fmts = [...]`` (instructions that take any B format of a list with the A format,
+    as kind::f8f6f4) become one path per B format, each with the instruction name
+    ``INSTR.A.B`` in PTX's order of types (``tcgen05.mma.kind::f8f6f4.e4m3.e2m1``)."""
+    out = []
+    for raw in raws:
+        if "b_fmts" not in raw:
+            out.append(raw)
+            continue
+        raw = dict(raw)
+        b_fmts = raw.pop("b_fmts")
+        if not isinstance(b_fmts, list) or not b_fmts or "instr" not in raw or "in_fmt" not in raw:
+            raise TcsmtError(f"model file {path}: b_fmts must be a non-empty list on a path with in_fmt and instr")
+        a = get_format(raw["in_fmt"]).name
+        for b in b_fmts:
+            b = get_format(b).name
+            out.append({**raw, "b_fmt": "" if b == a else b, "instr": f"{raw['instr']}.{a}.{b}"})
+    return out
+
+
 def _load_arch(path: Path) -> Arch:
     try:
         data = tomllib.loads(path.read_text())
@@ -104,7 +124,7 @@ def _load_arch(path: Path) -> Arch:
     defaults = data.get("defaults", {})
     shared = data.get("shared", {})
     paths = []
-    for raw in data.get("paths", []):
+    for raw in _expand_b_fmts(path, data.get("paths", [])):
         merged = {**defaults, **raw}
         hyps = dict(merged.pop("hypotheses", {}))
         for hname, hval in _shared_hypotheses(path, shared, merged.pop("shared_hypotheses", [])).items():

@@ -83,6 +83,9 @@ class Term:
     """|value| <= peak * 2^top (None: 2^head).  Tighter than the head where the significands carry
     fewer bits than their format (fp8 operands converted exactly to fp16): it lets a block's
     static sum bound, and so the question whether carry bits can bind, follow the real precision."""
+    always_aligns: bool = False
+    """Its ``top`` joins the alignment maximum E even when its magnitude is 0 (a block-scaled group
+    whose exact sum is 0, with ``scale_zero_group = "aligns"``)."""
 
 
 @dataclass
@@ -135,22 +138,27 @@ def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
                  exp_range: tuple[int, int] | None = None, precision: int | None = None) -> tuple[Term, Flags]:
     """The exact product a*b as an addend, with its special-value flags.
 
+    ``a`` and ``b`` may have different formats (kind::f8f6f4: e4m3 x e2m1, ...): the significand
+    product has (fa+1)+(fb+1) bits and its LSB weight is 2^(ea+eb-fa-fb).
     ``exp_range`` (lo, hi) narrows the static bounds when the caller knows every factor's exponent
-    lies in [lo, hi] (a query domain, as in ``verify``); by default the format's [emin, emax].
+    lies in [lo, hi] (a query domain, as in ``verify``); by default each format's [emin, emax].
     ``precision``: the factors carry at most this many fraction bits (fewer than their format's when
     they were converted exactly from a narrower one); it tightens the term's ``peak``.
     """
-    f = a.fmt.frac_bits
-    sig_bits = f + 1
-    mag = B.mul(a.sig, b.sig, 2 * sig_bits)
+    fa, fb = a.fmt.frac_bits, b.fmt.frac_bits
+    mag_bits = fa + fb + 2
+    mag = B.mul(a.sig, b.sig, mag_bits)
     esum = B.add(a.e, b.e)
-    lsb = B.sub(esum, 2 * f)
-    emin, emax = exp_range or (a.fmt.emin, a.fmt.emax)
-    if p.product_exponent == "raw":
-        top, top_min, top_max, gap, head = esum, 2 * emin, 2 * emax, 2 * f, 2
+    lsb = B.sub(esum, fa + fb)
+    if exp_range is not None:
+        (emin_a, emax_a), (emin_b, emax_b) = exp_range, exp_range
     else:
-        top = B.add(lsb, B.msb(mag, 2 * sig_bits))
-        top_min, top_max, gap, head = 2 * (emin - f), 2 * emax + 1, 0, 1
+        emin_a, emax_a, emin_b, emax_b = a.fmt.emin, a.fmt.emax, b.fmt.emin, b.fmt.emax
+    if p.product_exponent == "raw":
+        top, top_min, top_max, gap, head = esum, emin_a + emin_b, emax_a + emax_b, fa + fb, 2
+    else:
+        top = B.add(lsb, B.msb(mag, mag_bits))
+        top_min, top_max, gap, head = emin_a - fa + emin_b - fb, emax_a + emax_b + 1, 0, 1
     neg = B.xor(a.neg, b.neg)
     a_zero, b_zero = B.eq(a.sig, 0), B.eq(b.sig, 0)
     a_fin_zero = B.and_(a_zero, B.not_(B.or_(a.inf, a.nan)))
@@ -159,10 +167,10 @@ def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
     inf = B.and_(B.or_(a.inf, b.inf), B.not_(nan))
     flags = Flags(nan, B.and_(inf, B.not_(neg)), B.and_(inf, neg))
     # a factor with at most q fraction bits is at most (2 - 2^-q) * 2^e (e = emin for subnormals)
-    q = f if precision is None else precision
-    peak = (2 - Fraction(1, 1 << q)) ** 2 if p.product_exponent == "raw" else None
-    term = Term(neg, mag, lsb, top, 2 * sig_bits, 2 * (emin - f), 2 * (emax - f), top_min, top_max, gap, head,
-                peak=peak)
+    qa, qb = (fa, fb) if precision is None else (min(fa, precision), min(fb, precision))
+    peak = (2 - Fraction(1, 1 << qa)) * (2 - Fraction(1, 1 << qb)) if p.product_exponent == "raw" else None
+    term = Term(neg, mag, lsb, top, mag_bits, emin_a - fa + emin_b - fb, emax_a - fa + emax_b - fb,
+                top_min, top_max, gap, head, peak=peak)
     return term, flags
 
 
@@ -273,7 +281,7 @@ def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) 
             signed.append((t.neg, on_grid(B, t, L_static)))
     else:
         sentinel = min(t.top_min for t in terms) - 1
-        tops = [B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]
+        tops = [t.top if t.always_aligns else B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]
         E = _tree(B, tops, B.max)
         if p.align_floor is not None and not _floor_is_inert(terms, F, p):
             E = B.max(E, p.align_floor)
@@ -450,23 +458,114 @@ def sum_and_round(B: Backend, terms: Sequence[Term], F: int | None, p: ModelPara
 
 # --------------------------------------------------------------- block FMA
 def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V,
-                c_fmt: Format) -> tuple[list[Term], Term, Flags]:
+                c_fmt: Format, sa_bits: Sequence[V] = (), sb_bits: Sequence[V] = ()) -> tuple[list[Term], Term, Flags]:
     """A block's addends: the exact products (operands first converted to ``operand_fmt`` where the
-    model has one) and C, with the special-value flags of all of them."""
-    fin = get_format(p.in_fmt)
+    model has one; on a block-scaled path multiplied by their scales, :func:`scaled_terms`, with
+    ``sa_bits``/``sb_bits`` the scale pattern of each product) and C, with the special-value flags
+    of all of them."""
+    fin, fb = get_format(p.in_fmt), get_format(p.b_format)
     precision = fin.frac_bits
     if p.operand_fmt:  # exact conversion of the operands first (e.g. fp8 -> fp16)
         fop = get_format(p.operand_fmt)
         a_bits = [convert(B, a, fin, fop, "rne") for a in a_bits]
         b_bits = [convert(B, b, fin, fop, "rne") for b in b_bits]
-        fin = fop
-    prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fin, b, p.subnormal_in),
-                          precision=min(precision, fin.frac_bits))
+        fin = fb = fop
+    prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fb, b, p.subnormal_in),
+                          precision=min(precision, fin.frac_bits) if fin == fb else None)
              for a, b in zip(a_bits, b_bits)]
     c_term, c_flags = value_term(B, decode(B, c_fmt, c_bits, p.subnormal_c))
     if isinstance(c_bits, int) and c_bits == 0:  # the +0 an after_instr chain starts from
         c_term = dataclasses.replace(c_term, known_zero=True)
+    if p.scale_fmt:
+        terms, flags = scaled_terms(B, p, prods, sa_bits, sb_bits, fin, fb)
+        return terms, c_term, merge_flags(B, [*flags, c_flags])
     return [t for t, _ in prods], c_term, merge_flags(B, [fl for _, fl in prods] + [c_flags])
+
+
+# ------------------------------------------------------------ block scaling
+def _scale_flags(B: Backend, fl: Flags, sa: Decoded, sb: Decoded) -> Flags:
+    """A scaled addend's flags: a NaN scale makes NaN (MMA-Sim: NaN in a scale gives NaN); an infinite
+    addend times a zero scale (ue4m3 0x00) is NaN, as inf * 0."""
+    nan = B.or_(fl.nan, B.or_(sa.nan, sb.nan))
+    zero = B.or_(B.and_(B.eq(sa.sig, 0), B.not_(sa.nan)), B.and_(B.eq(sb.sig, 0), B.not_(sb.nan)))
+    nan = B.or_(nan, B.and_(B.or_(fl.pinf, fl.ninf), zero))
+    return Flags(nan, B.and_(fl.pinf, B.not_(nan)), B.and_(fl.ninf, B.not_(nan)))
+
+
+def _scaled(B: Backend, p: ModelParams, t: Term, sa: Decoded, sb: Decoded, raw_top: V, raw_range: tuple[int, int],
+            raw_gap: int, raw_head: int, raw_peak: Fraction | None, always_aligns: bool = False) -> Term:
+    """``t`` (an exact product or an exact group sum) multiplied exactly by the scales ``sa`` and ``sb``.
+
+    Magnitude ``t.mag * sig(sa) * sig(sb)`` (ue8m0 significands are 1: no multiplication), LSB weight
+    ``2^(t.lsb + e(sa) + e(sb) - 2 fs)``.  Alignment exponent: ``raw_top`` (built by the caller from the
+    scales' exponents) with ``product_exponent = "raw"``, the leading bit's with "normalized".
+    """
+    fs = sa.fmt.frac_bits
+    smin, smax = sa.fmt.emin, sa.fmt.emax
+    mag, mag_bits = t.mag, t.mag_bits
+    if fs:
+        mag = B.mul(B.mul(mag, sa.sig, mag_bits + fs + 1), sb.sig, mag_bits + 2 * fs + 2)
+        mag_bits += 2 * fs + 2
+    lsb = B.add(t.lsb, B.sub(B.add(sa.e, sb.e), 2 * fs))
+    lsb_min, lsb_max = t.lsb_min + 2 * (smin - fs), t.lsb_max + 2 * (smax - fs)
+    if p.product_exponent == "raw":
+        return Term(t.neg, mag, lsb, raw_top, mag_bits, lsb_min, lsb_max, raw_range[0], raw_range[1], raw_gap,
+                    raw_head, peak=raw_peak, always_aligns=always_aligns)
+    top = B.add(lsb, B.msb(mag, mag_bits))
+    return Term(t.neg, mag, lsb, top, mag_bits, lsb_min, lsb_max, lsb_min, lsb_max + mag_bits, 0, 1,
+                always_aligns=always_aligns)
+
+
+def _head(peak: Fraction) -> int:
+    """The least h with peak < 2^h."""
+    h = max(0, peak.numerator.bit_length() - peak.denominator.bit_length())
+    while Fraction(1 << h) <= peak:
+        h += 1
+    while h > 0 and Fraction(1 << (h - 1)) > peak:
+        h -= 1
+    return h
+
+
+def scaled_terms(B: Backend, p: ModelParams, prods: Sequence[tuple[Term, Flags]], sa_bits: Sequence[V],
+                 sb_bits: Sequence[V], fa: Format, fb: Format) -> tuple[list[Term], list[Flags]]:
+    """A block-scaled block's addends (``p.scale_fmt`` set): ``prods`` are the block's exact products in
+    k order, ``sa_bits[i]``/``sb_bits[i]`` the scale patterns of product i's block.
+
+    ``scale_apply = "products"``: each product times its two scales (alignment exponent
+    e(a)+e(b)+e(sa)+e(sb), raw).  ``"groups"``: each run of ``scale_group_k`` products (inside one
+    scale block) summed exactly first; the exact group sum times the two scales is one addend whose raw
+    alignment exponent is e(sa)+e(sb) (MMA-Sim's mxf4nvf4: the group's value is its significand);
+    with ``scale_zero_group = "aligns"`` that exponent joins E even when the group sum is 0.
+    """
+    fs = get_format(p.scale_fmt)
+    sig_peak = (2 - Fraction(1, 1 << fs.frac_bits)) ** 2
+    terms: list[Term] = []
+    flags: list[Flags] = []
+    if p.scale_apply == "products":
+        for (t, fl), sa_b, sb_b in zip(prods, sa_bits, sb_bits):
+            sa, sb = decode(B, fs, sa_b), decode(B, fs, sb_b)
+            raw_top = B.add(t.top, B.add(sa.e, sb.e))
+            peak = t.peak * sig_peak if t.peak is not None else None
+            terms.append(_scaled(B, p, t, sa, sb, raw_top, (t.top_min + 2 * fs.emin, t.top_max + 2 * fs.emax),
+                                 t.gap_min + 2 * fs.frac_bits, t.head + (2 if fs.frac_bits else 0), peak))
+            flags.append(_scale_flags(B, fl, sa, sb))
+        return terms, flags
+    gk = p.scale_group_k
+    for g in range(0, len(prods), gk):
+        grp = list(prods[g:g + gk])
+        gsum = block_sum(B, [t for t, _ in grp], None, p)  # exact: F = None keeps every bit
+        L = min(t.lsb_min for t, _ in grp)
+        gterm = Term(gsum.neg, gsum.mag, gsum.lsb, gsum.lsb, gsum.mag_bits, L, L, L, L, 0, 0)
+        sa, sb = decode(B, fs, sa_bits[g]), decode(B, fs, sb_bits[g])
+        # |group sum| <= len * max|a| * max|b|: the bound of the group's significand
+        v_max = len(grp) * fa.max_finite * fb.max_finite
+        peak = v_max * sig_peak
+        raw_top = B.add(sa.e, sb.e)
+        term = _scaled(B, p, gterm, sa, sb, raw_top, (2 * fs.emin, 2 * fs.emax), 2 * fs.frac_bits - L, _head(peak),
+                       peak, always_aligns=p.scale_zero_group == "aligns")
+        terms.append(term)
+        flags.append(_scale_flags(B, merge_flags(B, [fl for _, fl in grp]), sa, sb))
+    return terms, flags
 
 
 def first_block_cut(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V) -> V | None:
@@ -478,7 +577,7 @@ def first_block_cut(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Seq
     exactly what :func:`dot` aligns first.  For explanations (the bit diagram of ``tcsmt discriminate``).
     """
     F = p.window_frac_bits
-    if F is None or p.reduction != "chain":
+    if F is None or p.reduction != "chain" or p.scale_fmt:  # (no diagram of scaled blocks yet)
         return None
     ks = groups(len(a_bits), p)[0][0]
     pterms, c_term, _ = block_terms(B, p, [a_bits[k] for k in ks], [b_bits[k] for k in ks], c_bits,
@@ -487,10 +586,12 @@ def first_block_cut(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Seq
     return block_sum(B, [*pterms, c_term] if with_c else pterms, F, p).lsb
 
 
-def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V, c_fmt: Format) -> V:
-    """One block FMA: the products of ``a_bits``/``b_bits`` plus C, in acc_fmt bits."""
+def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V, c_fmt: Format,
+              sa_bits: Sequence[V] = (), sb_bits: Sequence[V] = ()) -> V:
+    """One block FMA: the products of ``a_bits``/``b_bits`` (scaled by ``sa_bits``/``sb_bits`` on a
+    block-scaled path) plus C, in acc_fmt bits."""
     acc = get_format(p.acc_fmt)
-    pterms, c_term, flags = block_terms(B, p, a_bits, b_bits, c_bits, c_fmt)
+    pterms, c_term, flags = block_terms(B, p, a_bits, b_bits, c_bits, c_fmt, sa_bits, sb_bits)
     F = p.window_frac_bits
     if p.reduction == "pairwise":
         # every partial is rounded into acc; one that overflows there is an infinity, which
@@ -547,6 +648,10 @@ def unread_parameters(p: ModelParams) -> dict[str, Any]:
         ch["overflow"] = "wrap"
     if p.out_fmt == p.acc_fmt:
         ch["out_round"] = "rne"
+    if not p.scale_fmt:
+        ch.update(scale_apply="products", scale_group_k=0, scale_zero_group="skipped")
+    elif p.scale_apply == "products":
+        ch.update(scale_group_k=0, scale_zero_group="skipped")
     nblocks = (p.instr_k // p.block_k) if p.block_k and p.instr_k else 1
     if p.block_interleave and (nblocks <= 1 or p.block_interleave == p.block_k):
         ch["block_interleave"] = 0  # one block, or runs of a whole block: the contiguous blocks
@@ -590,8 +695,13 @@ def add_rounded(B: Backend, p: ModelParams, x_bits: V, x_fmt: Format, y_bits: V,
     return apply_flags(B, fmt, merge_flags(B, [x_flags, y_flags]), bits)
 
 
-def dot(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V) -> V:
+def dot(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V,
+        sa_bits: Sequence[V] = (), sb_bits: Sequence[V] = ()) -> V:
     """D = sum_k a_k b_k + c as the model computes it, in out_fmt bits.
+
+    On a block-scaled path (``p.scale_fmt``) ``sa_bits``/``sb_bits`` hold one scale pattern per
+    ``scale_block`` products (K / scale_block each; the caller checks the count): product k is
+    scaled by ``sa_bits[k // scale_block]`` and ``sb_bits[k // scale_block]`` (:func:`scaled_terms`).
 
     The products are consumed instruction by instruction (``instr_k``
     products each), and inside an instruction block by block (``block_k``
@@ -611,7 +721,9 @@ def dot(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_
             held, held_fmt = cur, cur_fmt
             cur, cur_fmt = 0, acc
         for ks in instr:
-            cur = block_fma(B, p, [a_bits[k] for k in ks], [b_bits[k] for k in ks], cur, cur_fmt)
+            sa = [sa_bits[k // p.scale_block] for k in ks] if p.scale_fmt else []
+            sb = [sb_bits[k // p.scale_block] for k in ks] if p.scale_fmt else []
+            cur = block_fma(B, p, [a_bits[k] for k in ks], [b_bits[k] for k in ks], cur, cur_fmt, sa, sb)
             cur_fmt = acc
         if p.c_mode == "after_instr":
             cur = add_rounded(B, p, cur, acc, held, held_fmt, acc, p.c_round)

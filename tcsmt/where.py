@@ -28,13 +28,13 @@ _CMP = re.compile(r"^\s*(\|?)([abc]\d*)(\|?)\s*(<=|>=|!=|=|<|>)\s*(.+?)\s*$")
 
 def _vars(inp: Inputs, var: str) -> list[tuple[FNode, Format]]:
     if var in ("a", "b"):
-        return [(inp.symbol_of(f"{var}{i}"), inp.in_fmt) for i in range(inp.K)]
+        return [(inp.symbol_of(f"{var}{i}"), inp.fmt_of(var + "0")) for i in range(inp.K)]
     if var == "c":
         return [(inp.symbol_of("c"), inp.c_fmt)]
     idx = int(var[1:])
     if idx >= inp.K:
         raise TcsmtError(f"--where names {var} but K = {inp.K} (indices 0..{inp.K - 1})")
-    return [(inp.symbol_of(var), inp.in_fmt)]
+    return [(inp.symbol_of(var), inp.fmt_of(var))]
 
 
 def _sign(sym: FNode, fmt: Format) -> FNode:
