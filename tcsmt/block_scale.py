@@ -39,7 +39,7 @@ def _patterns(x: Any, p: ModelParams, what: str, n: int, K: int, bits: bool) -> 
     if arr.ndim != 2 or arr.shape[0] != n or arr.shape[1] != m:
         got = "x".join(str(d) for d in arr.shape) or "a scalar"
         raise TcsmtError(f"{what} has shape {got}, but {p.name or 'this path'} scales blocks of {p.scale_block} "
-                         f"products: {n} rows of K = {K} take shape ({n}, {m})")
+                         f"products: {n} row{'s' if n != 1 else ''} of K = {K} take shape ({n}, {m})")
     if arr.dtype.kind == "f":
         flat = arr.reshape(-1)
         out = np.empty(flat.shape, dtype=fmt.dtype)

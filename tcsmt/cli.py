@@ -75,14 +75,18 @@ def simulate_cmd(arch, in_fmt, out_fmt, instr, force, progress, infile, outfile)
 
     a, b and c hold float values (float16, float32, float64) or the formats' bit
     patterns as unsigned integers of their width (uint16 for fp16/bf16, uint32
-    for fp32/tf32, uint8 for fp8).
+    for fp32/tf32, uint8 for fp8, fp6, fp4).  A block-scaled path also reads the
+    scale factors sa and sb (n x ceil(K / block): uint8 patterns or values).
     """
-    from .inputs import read_dot_npz
+    from .block_scale import scale_patterns
+    from .inputs import read_dot_npz, read_npz
 
     p = resolve(arch, in_fmt, out_fmt, instr)
-    a, b, c = read_dot_npz(infile, get_format(p.in_fmt), get_format(p.c_fmt))
+    a, b, c = read_dot_npz(infile, get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.b_format))
+    data = read_npz(infile)
+    sa, sb = scale_patterns(p, data.get("sa"), data.get("sb"), a.shape[0], a.shape[1], source=str(infile))
     out = files.output(outfile, force)  # claimed (or checked replaceable) before the work
-    d = _simulate_with_progress(p, a, b, c, Progress.for_cli(progress))
+    d = _simulate_with_progress(p, a, b, c, Progress.for_cli(progress), sa, sb)
     out.write_with(lambda fh: np.savez(fh, d=d))
     click.echo(f"{p.name}: {len(d)} dot products of length {a.shape[-1]} -> {outfile}")
 
@@ -91,17 +95,19 @@ SIMULATE_PROGRESS_ROWS = 1 << 18
 """With progress on, ``simulate`` runs inputs of more rows than this in chunks of this many, one line each."""
 
 
-def _simulate_with_progress(p, a, b, c, progress: Progress) -> np.ndarray:
+def _simulate_with_progress(p, a, b, c, progress: Progress, sa=None, sb=None) -> np.ndarray:
     """``simulate_params(p, a, b, c)``; in chunks with a progress line each when progress is on and n is large."""
     from .simulator import simulate_params
 
     a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
     n, step = len(c) if c.ndim == 1 else 0, SIMULATE_PROGRESS_ROWS
     if not progress.enabled or n <= step or a.ndim != 2 or a.shape != b.shape or a.shape[0] != n:
-        return simulate_params(p, a, b, c)
+        return simulate_params(p, a, b, c, sa=sa, sb=sb)
     parts = []
     for i in range(0, n, step):
-        parts.append(simulate_params(p, a[i:i + step], b[i:i + step], c[i:i + step]))
+        rows = slice(i, i + step)
+        parts.append(simulate_params(p, a[rows], b[rows], c[rows], sa=None if sa is None else sa[rows],
+                                     sb=None if sb is None else sb[rows]))
         progress(f"simulated {min(i + step, n):,} of {n:,} dot products")
     return np.concatenate(parts)
 
@@ -132,10 +138,13 @@ def describe_bits(fmt_name: str, bits: int) -> str:
 @click.option("--out", "out_fmt", default=None, help="output format")
 @click.option("--instr", default=None)
 @click.option("--c", "c_text", default="0", help="the addend C, e.g. 1-2^-24")
+@click.option("--sa", "sa_text", default=None, help="block-scaled paths: A's scale factors, one per block (2^-3,1)")
+@click.option("--sb", "sb_text", default=None, help="block-scaled paths: B's scale factors, one per block")
 @click.argument("a_text")
 @click.argument("b_text")
-def dot_cmd(arch, in_fmt, out_fmt, instr, c_text, a_text, b_text) -> None:
+def dot_cmd(arch, in_fmt, out_fmt, instr, c_text, sa_text, sb_text, a_text, b_text) -> None:
     """One dot product a.b + c with values written as in the papers (1-2^-24, 3*2^-5, 0.75)."""
+    from .block_scale import scale_patterns
     from .simulator import simulate_params
 
     in_fmt, out_fmt = _default_path(arch, in_fmt, out_fmt)
@@ -144,18 +153,38 @@ def dot_cmd(arch, in_fmt, out_fmt, instr, c_text, a_text, b_text) -> None:
     if len(a) != len(b) or not a:
         raise TcsmtError(f"a and b need the same, non-zero length (got {len(a)} and {len(b)})")
     c = parse_value(c_text)
-    fin, fc, fout = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
+    fin, fb, fc, fout = get_format(p.in_fmt), get_format(p.b_format), get_format(p.c_fmt), get_format(p.out_fmt)
     ab = np.array([[fin.from_fraction(x) for x in a]], dtype=fin.dtype)
-    bb = np.array([[fin.from_fraction(x) for x in b]], dtype=fin.dtype)
+    bb = np.array([[fb.from_fraction(x) for x in b]], dtype=fb.dtype)
     cb = np.array([fc.from_fraction(c)], dtype=fc.dtype)
-    d = int(simulate_params(p, ab, bb, cb)[0])
-    exact = sum((x * y for x, y in zip(a, b)), Fraction(0)) + c
+    sa_v = None if sa_text is None else parse_vector(sa_text)
+    sb_v = None if sb_text is None else parse_vector(sb_text)
+    sa, sb = scale_patterns(p, _scale_patterns_of(p, sa_v, "--sa"), _scale_patterns_of(p, sb_v, "--sb"), 1, len(a),
+                            bits=True)
+    d = int(simulate_params(p, ab, bb, cb, sa=sa, sb=sb)[0])
+    exact = c
+    for k, (x, y) in enumerate(zip(a, b)):
+        scale = Fraction(1)
+        if sa_v is not None and sb_v is not None:  # (scale_patterns checked their number)
+            scale = sa_v[k // p.scale_block] * sb_v[k // p.scale_block]
+        exact += x * y * scale
     click.echo(f"model   {p.name}  ({p.in_fmt} -> {p.out_fmt}, K = {len(a)})")
     click.echo(f"d       {describe_bits(p.out_fmt, d)}")
     click.echo(f"exact   {format_value(exact)}")
     dv = fout.to_fraction(d)
     if isinstance(dv, Fraction):
         click.echo(f"error   {format_value(dv - exact)}")
+
+
+def _scale_patterns_of(p, values: list[Fraction] | None, option: str) -> list[list[int]] | None:
+    """The scale-format patterns of ``--sa``/``--sb`` values (one row); None if not given."""
+    if values is None or not p.scale_fmt:
+        return None if values is None else [[0] * len(values)]  # (refused by scale_patterns: no scales here)
+    fs = get_format(p.scale_fmt)
+    try:
+        return [[fs.from_fraction(x) for x in values]]
+    except TcsmtError as exc:
+        raise TcsmtError(f"{option}: {exc}") from None
 
 
 # ------------------------------------------------------------ discriminate

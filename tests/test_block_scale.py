@@ -264,3 +264,82 @@ def test_nan_scale_gives_nan():
     nan[0, 2] = 0xFF
     out = simulate_params(p, a, a, np.zeros(1, dtype=np.uint32), sa=nan, sb=ones)
     assert get_format("fp32").classify(out)[0] == 4  # NAN
+
+
+# ----------------------------------------------------------------- RTX Blackwell (sm_120)
+@pytest.mark.parametrize("instr,fa,fb", [("mma.sync.kind::f8f6f4", "e4m3", "e2m1"),
+                                         ("mma.sync.kind::mxf8f6f4.block_scale.block32.ue8m0", "e2m1", "e5m2")])
+def test_sm120_rows_match_mma_sim_reading(instr, fa, fb):
+    """MMA-Sim models RTX Blackwell's m16n8k32 kinds with the same fused 25-bit dot-add as tcgen05
+    (mmasim/simulator/nv_ptx.py lines 17-26, 100-131)."""
+    rng = np.random.default_rng(11)
+    for _ in range(6):
+        a, b = _values(fa, rng, 32), _values(fb, rng, 32)
+        c = _fp32_value(rng)
+        scaled = "block_scale" in instr
+        sa, sb = ([P2(int(rng.integers(-9, 10)))], [P2(int(rng.integers(-9, 10)))]) if scaled else ([1], [1])
+        got = _sim(f"{instr}.{fa}.{fb}", fa, a, b, c, sa if scaled else None, sb if scaled else None, spec="sm120")
+        assert got == ref_mxf8f6f4(a, b, c, Fraction(sa[0]), Fraction(sb[0]), fa, fb)
+
+
+def test_sm120_mxf4nvf4_rows_match_mma_sim_reading():
+    rng = np.random.default_rng(12)
+    for _ in range(6):
+        a, b = _values("e2m1", rng, 64), _values("e2m1", rng, 64)
+        sa = [P2(int(rng.integers(-6, 7))) for _ in range(4)]
+        sb = [P2(int(rng.integers(-6, 7))) for _ in range(4)]
+        c = _fp32_value(rng)
+        got = _sim("mma.sync.kind::mxf4nvf4.block_scale.block16.ue4m3", "e2m1", a, b, c, sa, sb, spec="sm120")
+        assert got == ref_mxf4nvf4(a, b, c, sa, sb, 16, "ue4m3")
+
+
+# ------------------------------------------------------------- solver questions on these paths
+def test_discriminate_zero_group_readings():
+    """The solver separates MMA-Sim's zero-group rule from tcsmt's usual one at K = 1 (one group): a zero
+    group with large scales pushes E up and C's low bits out of the window."""
+    pytest.importorskip("pysmt")
+    from tcsmt.discriminate import discriminate
+
+    o = discriminate(["blackwell", "blackwell:zero_group_skipped"], "e2m1", "fp32", MXF4_U8_16, K=1, timeout=60)
+    assert o.status == "found" and o.scale_fmt is not None
+    case = o.cases[0]
+    assert len(case.sa) == len(case.sb) == 1
+    assert get_format("e2m1").to_fraction(case.a[0]) * get_format("e2m1").to_fraction(case.b[0]) == 0
+    out = o.cases[0].outputs
+    assert out["blackwell"] != out["blackwell:zero_group_skipped"]
+
+
+def test_discriminate_where_the_scale_enters():
+    """mxf8f6f4: scales on each product (MMA-Sim) against scales on the block's exact sum, K = 2."""
+    pytest.importorskip("pysmt")
+    from tcsmt.discriminate import discriminate
+
+    o = discriminate(["blackwell", "blackwell:exact_block_sum"], "e4m3", "fp32", MXF8 + ".e4m3.e4m3", K=2, timeout=60)
+    assert o.status == "found"
+    case = o.cases[0]
+    out = case.outputs
+    assert out["blackwell"] != out["blackwell:exact_block_sum"]
+    # the replayed outputs are the simulator's (discriminate replays every answer)
+    fa = get_format("e4m3")
+    a = [fa.to_fraction(x) for x in case.a]
+    b = [fa.to_fraction(x) for x in case.b]
+    s = get_format("ue8m0")
+    got = _sim(MXF8 + ".e4m3.e4m3", "e4m3", a + [Fraction(0)] * 30, b + [Fraction(0)] * 30, FP32.to_fraction(case.c),
+               [s.to_fraction(case.sa[0])], [s.to_fraction(case.sb[0])])
+    assert got == out["blackwell"]
+
+
+def test_cli_dot_with_scales():
+    from click.testing import CliRunner
+
+    from tcsmt.cli import main
+
+    r = CliRunner().invoke(main, ["dot", "--arch", "blackwell", "--in", "e2m1", "--out", "fp32", "--instr", MXF4_U4_16,
+                                  "1,0.5", "6,-1.5", "--c", "1", "--sa", "2^-3", "--sb", "448"])
+    assert r.exit_code == 0 and "2^8+2^5+2^3-1" in r.output  # (6 - 0.75) * 2^-3 * 448 + 1 = 295
+    for extra, msg in ((["--sa", "2^-3,1", "--sb", "448"], "take shape (1, 1)"),
+                       (["--sa", "2^-10", "--sb", "448"], "--sa: 2^-10 is not exactly representable in ue4m3"),
+                       ([], "give scale factors sa and sb")):
+        r = CliRunner().invoke(main, ["dot", "--arch", "blackwell", "--in", "e2m1", "--out", "fp32", "--instr", MXF4_U4_16,
+                                      "1,0.5", "6,-1.5", *extra])
+        assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output
