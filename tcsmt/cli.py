@@ -33,6 +33,8 @@ def models_cmd(arch: str | None) -> None:
     if arch is None:
         for a in architectures().values():
             paths = ", ".join(f"{p.params.in_fmt}->{p.params.out_fmt}" + (f" ({p.params.instr})" if p.params.instr != "mma" else "") for p in a.paths)
+            if a.mixed_paths:
+                paths += f"; and {len(a.mixed_paths)} mixed-format or block-scaled paths (tcsmt models {a.name})"
             click.echo(f"{a.name:10} {a.title}  [aliases: {', '.join(a.aliases)}]")
             click.echo(f"{'':10} paths: {paths}")
         click.echo(f"references: {', '.join(REFERENCES)}")
@@ -41,7 +43,7 @@ def models_cmd(arch: str | None) -> None:
     click.echo(f"{a.name}: {a.title}  (GPUs: {', '.join(a.gpus)}; aliases: {', '.join(a.aliases)})")
     for s in a.sources:
         click.echo(f"  source: {s}")
-    for path in a.paths:
+    for path in a.every_path():
         p = path.params
         click.echo(f"\n  {p.in_fmt} -> {p.out_fmt}  ({p.instr} {p.instr_shape})")
         for k, v in p.describe().items():

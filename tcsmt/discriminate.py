@@ -72,7 +72,7 @@ def _paths_of(spec: str) -> list[tuple[str, str, str]]:
     base = split_spec(spec)[0]
     if base.lower() in REFERENCES:
         return []
-    return [(p.params.in_fmt, p.params.out_fmt, p.params.instr) for p in find_arch(base).paths]
+    return [(p.params.in_fmt, p.params.out_fmt, p.params.instr) for p in find_arch(base).every_path()]
 
 
 def choose_path(specs: list[str], in_fmt: str | None, out_fmt: str | None) -> tuple[str, str]:

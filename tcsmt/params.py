@@ -131,8 +131,11 @@ class ModelParams:
                of its leading bit).  The block then aligns these addends (and
                C) to the largest exponent with F = 23 + extra_bits fraction
                bits, as for products.
-      scale_group_k  products per exact group sum with scale_apply "groups"
+      scale_group_k  products per group sum with scale_apply "groups"
                (16 in MMA-Sim's mxf4nvf4); divides scale_block.
+      scale_group_bits  significant bits the group sum keeps before it is
+               scaled: "exact" (every bit: MMA-Sim), or n (1..64): the
+               exact sum truncated toward zero to its n leading bits.
       scale_zero_group  with "groups": "aligns" (a group whose exact sum is 0
                still puts its scale exponent into the alignment maximum E) or
                "skipped" (zero addends take no part in E, as everywhere else).
@@ -170,6 +173,7 @@ class ModelParams:
     scale_block: int = 0
     scale_apply: str = "products"
     scale_group_k: int = 0
+    scale_group_bits: int | str = "exact"
     scale_zero_group: str = "skipped"
     name: str = ""
     sources: tuple[str, ...] = field(default=(), compare=False)
@@ -217,7 +221,7 @@ PATH_FIELDS = ("in_fmt", "out_fmt", "c_fmt", "instr", "instr_shape", "b_fmt", "s
 """Fields that identify a path of an architecture: never overridden in a model spec."""
 MAX_K = 4096
 """Largest instr_k / block_k accepted (the largest in models/ is 128)."""
-_INT_OR = {"extra_bits": "exact", "carry_bits": "unbounded"}
+_INT_OR = {"extra_bits": "exact", "carry_bits": "unbounded", "scale_group_bits": "exact"}
 _BOOLS = {"subnormal_in", "subnormal_c", "subnormal_out"}
 _INTS = {"instr_k", "block_k", "block_frac_bits", "block_interleave", "scale_block", "scale_group_k"}
 
@@ -276,7 +280,7 @@ def _plain_ints(p: ModelParams) -> ModelParams:
     """numpy integer scalars (np.int64(4)) in integer fields become Python ints."""
     changes: dict[str, Any] = {}
     for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor",
-                "scale_block", "scale_group_k"):
+                "scale_block", "scale_group_k", "scale_group_bits"):
         v = getattr(p, key)
         if isinstance(v, numbers.Integral) and not isinstance(v, (bool, int)):
             changes[key] = int(v)
@@ -292,7 +296,7 @@ def validate(p: ModelParams) -> ModelParams:
     for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "scale_block", "scale_group_k"):
         if not _is_int(getattr(p, key)):
             raise TcsmtError(f"invalid model parameters: {key} must be an integer, not {getattr(p, key)!r}")
-    for key, word in (("extra_bits", "exact"), ("carry_bits", "unbounded")):
+    for key, word in (("extra_bits", "exact"), ("carry_bits", "unbounded"), ("scale_group_bits", "exact")):
         v = getattr(p, key)
         if not (_is_int(v) or v == word):
             raise TcsmtError(f"invalid model parameters: {key} must be an integer or {word!r}, not {v!r}")
@@ -361,6 +365,7 @@ def _scale_checks(p: ModelParams) -> list[tuple[bool, str]]:
         (not p.b_fmt or not p.operand_fmt, "b_fmt and operand_fmt cannot both be set"),
         (p.scale_apply in ("products", "groups"), "scale_apply must be products or groups"),
         (p.scale_zero_group in ("aligns", "skipped"), "scale_zero_group must be aligns or skipped"),
+        (p.scale_group_bits == "exact" or 1 <= int(p.scale_group_bits) <= 64, "scale_group_bits must be 1..64 or exact"),
     ]
     if not p.scale_fmt:
         return [*checks, (p.scale_block == 0, "scale_block needs a scale_fmt")]

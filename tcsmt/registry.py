@@ -57,10 +57,20 @@ class Arch:
     paths: list[Path_]
     sources: list[str]
     notes: str = ""
+    mixed_paths: list[Path_] = field(default_factory=list)
+    """Paths whose B has a format of its own (``b_fmt``) or that read block scales (``scale_fmt``).
+
+    Kept apart from ``paths`` because identify's hypothesis space (``identify_space.named_points``)
+    reads ``paths`` as paths with one input format and no scale inputs; every other reader goes
+    through :meth:`every_path`.  (Merge the two once identify generates B formats and scales.)"""
+
+    def every_path(self) -> list[Path_]:
+        """``paths`` and ``mixed_paths``, in the model file's order within each."""
+        return [*self.paths, *self.mixed_paths]
 
     def find_paths(self, in_fmt: str | None, out_fmt: str | None, instr: str | None) -> list[Path_]:
         out = []
-        for p in self.paths:
+        for p in self.every_path():
             if in_fmt and p.params.in_fmt != get_format(in_fmt).name:
                 continue
             if out_fmt and p.params.out_fmt != get_format(out_fmt).name:
@@ -143,10 +153,12 @@ def _load_arch(path: Path) -> Arch:
                 coerce(k, v)
             hyp_over[hname] = hval
         paths.append(Path_(params, hyp_over, hyp_src, library))
+    plain = [q for q in paths if not (q.params.b_fmt or q.params.scale_fmt)]
+    mixed = [q for q in paths if q.params.b_fmt or q.params.scale_fmt]
     return Arch(
         name=data["name"], title=data.get("title", ""), gpus=list(data.get("gpus", [])),
-        aliases=list(data.get("aliases", [])), sm=str(data.get("sm", "")), paths=paths,
-        sources=list(data.get("sources", [])), notes=data.get("notes", ""),
+        aliases=list(data.get("aliases", [])), sm=str(data.get("sm", "")), paths=plain,
+        sources=list(data.get("sources", [])), notes=data.get("notes", ""), mixed_paths=mixed,
     )
 
 
@@ -228,7 +240,7 @@ def resolve(spec: str, in_fmt: str | None = None, out_fmt: str | None = None,
         check_instr(instr, [spec], in_fmt, out_fmt)
         cands = arch.find_paths(in_fmt, out_fmt, instr)
         if not cands:
-            have = ", ".join(f"{q.params.in_fmt}->{q.params.out_fmt} ({q.params.instr})" for q in arch.paths)
+            have = ", ".join(f"{q.params.in_fmt}->{q.params.out_fmt} ({q.params.instr})" for q in arch.every_path())
             want = f"{in_fmt or '*'}->{out_fmt or '*'}" + (f" ({instr})" if instr else "")
             raise TcsmtError(f"{arch.name} has no path {want} (it has: {have})")
         path = cands[0]
@@ -271,4 +283,4 @@ def check_instr(instr: str | None, specs: list[str], in_fmt: str | None = None, 
 
 
 def all_paths() -> list[tuple[Arch, Path_]]:
-    return [(a, p) for a in architectures().values() for p in a.paths]
+    return [(a, p) for a in architectures().values() for p in a.every_path()]

@@ -533,7 +533,8 @@ def scaled_terms(B: Backend, p: ModelParams, prods: Sequence[tuple[Term, Flags]]
 
     ``scale_apply = "products"``: each product times its two scales (alignment exponent
     e(a)+e(b)+e(sa)+e(sb), raw).  ``"groups"``: each run of ``scale_group_k`` products (inside one
-    scale block) summed exactly first; the exact group sum times the two scales is one addend whose raw
+    scale block) summed exactly first (then truncated toward zero to ``scale_group_bits`` leading bits
+    where that is a number); the group sum times the two scales is one addend whose raw
     alignment exponent is e(sa)+e(sb) (MMA-Sim's mxf4nvf4: the group's value is its significand);
     with ``scale_zero_group = "aligns"`` that exponent joins E even when the group sum is 0.
     """
@@ -555,7 +556,13 @@ def scaled_terms(B: Backend, p: ModelParams, prods: Sequence[tuple[Term, Flags]]
         grp = list(prods[g:g + gk])
         gsum = block_sum(B, [t for t, _ in grp], None, p)  # exact: F = None keeps every bit
         L = min(t.lsb_min for t, _ in grp)
-        gterm = Term(gsum.neg, gsum.mag, gsum.lsb, gsum.lsb, gsum.mag_bits, L, L, L, L, 0, 0)
+        gmag = gsum.mag
+        if p.scale_group_bits != "exact" and int(p.scale_group_bits) < gsum.mag_bits:
+            # keep the n leading bits of the exact sum (truncation toward zero)
+            n = int(p.scale_group_bits)
+            cut = B.max(B.sub(B.msb(gmag, gsum.mag_bits), n - 1), 0)
+            gmag = B.shl(B.shr(gmag, cut), cut, gsum.mag_bits - n, gsum.mag_bits)
+        gterm = Term(gsum.neg, gmag, gsum.lsb, gsum.lsb, gsum.mag_bits, L, L, L, L, 0, 0)
         sa, sb = decode(B, fs, sa_bits[g]), decode(B, fs, sb_bits[g])
         # |group sum| <= len * max|a| * max|b|: the bound of the group's significand
         v_max = len(grp) * fa.max_finite * fb.max_finite
@@ -649,9 +656,9 @@ def unread_parameters(p: ModelParams) -> dict[str, Any]:
     if p.out_fmt == p.acc_fmt:
         ch["out_round"] = "rne"
     if not p.scale_fmt:
-        ch.update(scale_apply="products", scale_group_k=0, scale_zero_group="skipped")
+        ch.update(scale_apply="products", scale_group_k=0, scale_zero_group="skipped", scale_group_bits="exact")
     elif p.scale_apply == "products":
-        ch.update(scale_group_k=0, scale_zero_group="skipped")
+        ch.update(scale_group_k=0, scale_zero_group="skipped", scale_group_bits="exact")
     nblocks = (p.instr_k // p.block_k) if p.block_k and p.instr_k else 1
     if p.block_interleave and (nblocks <= 1 or p.block_interleave == p.block_k):
         ch["block_interleave"] = 0  # one block, or runs of a whole block: the contiguous blocks

@@ -343,3 +343,43 @@ def test_cli_dot_with_scales():
         r = CliRunner().invoke(main, ["dot", "--arch", "blackwell", "--in", "e2m1", "--out", "fp32", "--instr", MXF4_U4_16,
                                       "1,0.5", "6,-1.5", *extra])
         assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output
+
+
+def test_group_sum_width_parameter():
+    """scale_group_bits = 8: the exact group sum 15 * 6 * 6 + 0.5 * 0.5 = 540.25 (2161 quarter units,
+    12 bits) keeps its 8 leading bits: 2160 quarter units = 540 (truncation toward zero)."""
+    a = [Fraction(6)] * 15 + [Fraction(1, 2)] + [Fraction(0)] * 48
+    ones = [Fraction(1)] * 4
+    c = P2(-10)
+    assert _sim(MXF4_U8_16, "e2m1", a, a, c, ones, ones) == FP32.from_fraction(Fraction(2161, 4) + c)
+    cut = _sim(MXF4_U8_16, "e2m1", a, a, c, ones, ones, spec="blackwell:scale_group_bits=8")
+    assert cut == FP32.from_fraction(Fraction(540) + c)
+
+
+@pytest.mark.parametrize("spec", ["blackwell:scale_group_bits=5", "blackwell:scale_products", "blackwell:group_leading_bit",
+                                  "blackwell:zero_group_skipped,f25"])
+def test_overridden_readings_agree_in_both_back_ends(spec):
+    """The hypotheses' circuits, evaluated by SMT-LIB's definitions, equal the simulator (3000 rows)."""
+    pytest.importorskip("pysmt")
+    from tcsmt.smt_encode import inputs_for, output_term
+    from tcsmt.smt_eval import evaluate
+
+    p = resolve(spec, "e2m1", "fp32", MXF4_U4_16)
+    rng = np.random.default_rng(5)
+    n, K = 3000, 64
+    a = rng.integers(0, 16, size=(n, K)).astype(np.uint8)
+    b = rng.integers(0, 16, size=(n, K)).astype(np.uint8)
+    c = rng.integers(0, 1 << 32, size=n, dtype=np.uint64).astype(np.uint32)
+    near = (rng.integers(4, 11, size=(n, 4)) << 3) | rng.integers(0, 8, size=(n, 4))
+    sa = np.where(rng.random((n, 4)) < .5, near, rng.integers(0, 128, size=(n, 4))).astype(np.uint8)
+    sb = np.where(rng.random((n, 4)) < .5, near[::-1], rng.integers(0, 128, size=(n, 4))).astype(np.uint8)
+    want = simulate_params(p, a, b, c, sa=sa, sb=sb)
+    inp = inputs_for(p, K)
+    env = {inp.symbol_of(f"a{i}"): a[:, i].astype(np.int64) for i in range(K)}
+    env.update({inp.symbol_of(f"b{i}"): b[:, i].astype(np.int64) for i in range(K)})
+    env[inp.symbol_of("c")] = c.astype(np.int64)
+    for j in range(4):
+        env[inp.symbol_of(f"sa{j}")] = sa[:, j].astype(np.int64)
+        env[inp.symbol_of(f"sb{j}")] = sb[:, j].astype(np.int64)
+    got = np.asarray(evaluate(output_term(p, inp), env)).astype(np.uint32)
+    assert np.array_equal(got, want)
