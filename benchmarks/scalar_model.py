@@ -14,7 +14,7 @@ with the same attribute names) are taken from tcsmt.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 # name: (exponent bits, fraction bits, specials, low pad bits of the stored pattern)
 FORMATS = {
@@ -124,10 +124,11 @@ def round_value(neg: bool, mag: int, lsb: int, f: Fmt, frac_bits: int, mode: str
 
 # ------------------------------------------------------------- block sums
 class _Term:
-    __slots__ = ("neg", "mag", "lsb", "top")
+    __slots__ = ("lsb", "mag", "neg", "top", "zero_top")
 
-    def __init__(self, neg, mag, lsb, top):
+    def __init__(self, neg, mag, lsb, top, zero_top=None):
         self.neg, self.mag, self.lsb, self.top = neg, mag, lsb, top
+        self.zero_top = zero_top  # the exponent a zero addend aligns with (zero_exponent), or None
 
 
 def _exact_sum(terms: Sequence[_Term]) -> tuple[int, int]:
@@ -149,6 +150,9 @@ def _aligned_sum(terms: Sequence[_Term], F: int, p) -> tuple[int, int]:
     if not nz:
         return 0, 0
     E = max(t.top for t in nz)
+    zero_tops = [t.zero_top for t in terms if not t.mag and t.zero_top is not None]
+    if zero_tops:  # zeros with an exponent join the maximum (zero_exponent)
+        E = max(E, *zero_tops)
     if p.align_floor is not None:
         E = max(E, p.align_floor)
     L = E - F
@@ -191,10 +195,75 @@ def _sum_round(terms, F, p, acc: Fmt, frac_bits: int, mode: str) -> int:
             neg = mode == "rd"
         else:
             neg = all(t.neg for t in terms)
-        return acc.pack(neg, 0, 0)
+        return acc.pack(neg and p.zero_sign != "plus", 0, 0)
     out = round_value(s < 0, abs(s), lsb, acc, frac_bits, mode, p.subnormal_out, p.overflow_result == "inf")
-    if p.zero_sign == "positive" and out & (acc.sign_bit - 1) == 0:
+    if p.zero_sign in ("positive", "plus") and out & (acc.sign_bit - 1) == 0:
         return 0  # a non-zero sum that rounded to zero: +0
+    return out
+
+
+def _shift(v: int, d: int, align: str) -> int:
+    """The signed integer v * 2^d on the integer grid, its lost bits dropped by ``align``."""
+    if d >= 0:
+        return v << d
+    r = -d
+    if align == "floor":
+        return v >> r  # Python's >> rounds toward minus infinity
+    mag = abs(v)
+    q = mag >> r
+    if align == "rne":
+        lost = mag & ((1 << r) - 1)
+        half = 1 << (r - 1)
+        if lost > half or (lost == half and q & 1):
+            q += 1
+    return -q if v < 0 else q
+
+
+def _window(terms, F: int):
+    """(S, E): the window sum of ``terms`` on the grid 2^(E - F), truncated per term; E None if no term has an
+    exponent (all zero, and zeros take none)."""
+    tops = [t.top for t in terms if t.mag] + [t.zero_top for t in terms if not t.mag and t.zero_top is not None]
+    if not tops:
+        return 0, None
+    E = max(tops)
+    return sum(_shift(-t.mag if t.neg else t.mag, t.lsb - (E - F), "trunc") for t in terms), E
+
+
+def _after_sum(p, terms, ct, F: int, acc: Fmt) -> int:
+    """c_mode after_sum, written from the ModelParams docstring (MMA-Sim's CDNA3 group)."""
+    g = p.product_groups if len(terms) > 1 else 1
+    parts = [_window(terms[j::g], F) for j in range(g)]
+    live = [(v, e) for v, e in parts if e is not None]
+    if not live:
+        S, ES = 0, None
+    elif len(parts) == 1:
+        S, ES = live[0]
+    else:
+        ES = max(e for _, e in live)
+        S = sum(_shift(v, e - ES, p.late_align) for v, e in live)
+    c_top = ct.top if ct.mag else ct.zero_top
+    tops = [e for e in (ES, c_top) if e is not None]
+    F2 = p.sum_frac_bits
+    if tops:
+        M = max(tops)
+        s2 = _shift(S, ES - F - (M - F2), p.late_align) if ES is not None else 0
+        cv = _shift(-ct.mag if ct.neg else ct.mag, ct.lsb - (M - F), p.late_align) << (F2 - F) if ct.mag else 0
+        if p.c_drop is not None and c_top is not None and c_top < M - p.c_drop:
+            cv = 0
+        total, lsb = s2 + cv, M - F2
+    else:
+        total, lsb = 0, 0
+    mode = p.block_round
+    if total == 0:
+        if any(t.mag for t in [*terms, ct]):
+            neg = mode == "rd"
+        else:
+            neg = all(t.neg for t in [*terms, ct])
+        return acc.pack(neg and p.zero_sign != "plus", 0, 0)
+    out = round_value(total < 0, abs(total), lsb, acc, p.block_frac_bits, mode, p.subnormal_out,
+                      p.overflow_result == "inf")
+    if p.zero_sign in ("positive", "plus") and out & (acc.sign_bit - 1) == 0:
+        return 0
     return out
 
 
@@ -205,25 +274,29 @@ def _value_term(f: Fmt, bits: int, keep_sub: bool = True):
 
 def block_fma(p, a: Sequence[int], b: Sequence[int], c: int, c_fmt: Fmt) -> int:
     fin, acc = fmt(p.in_fmt), fmt(p.acc_fmt)
-    fbm = fmt(getattr(p, "b_fmt", "") or p.in_fmt)  # B's own format (kind::f8f6f4 takes mixed pairs)
+    fbin = fmt(p.b_fmt) if p.b_fmt else fin  # B's format on a mixed path
     if p.operand_fmt:  # exact conversion of the operands first
         fop = fmt(p.operand_fmt)
         a = [convert(int(x), fin, fop, "rne") for x in a]
-        b = [convert(int(y), fin, fop, "rne") for y in b]
-        fin = fbm = fop
+        b = [convert(int(y), fbin, fop, "rne") for y in b]
+        fin = fbin = fop
     nan = pinf = ninf = False
     terms = []
     for x, y in zip(a, b):
         na, ea, sa, nana, infa = decode(fin, x, p.subnormal_in)
-        nb, eb, sb, nanb, infb = decode(fbm, y, p.subnormal_in)
+        nb, eb, sb, nanb, infb = decode(fbin, y, p.subnormal_in)
         neg = na != nb
         mag = sa * sb
-        lsb = ea + eb - fin.fb - fbm.fb
+        lsb = ea + eb - fin.fb - fbin.fb
         if p.product_exponent == "raw":
             top = ea + eb
         else:
             top = lsb + mag.bit_length() - 1
-        terms.append(_Term(neg, mag, lsb, top))
+        zt = None
+        if p.zero_exponent is not None:  # a zero factor has exponent zero_exponent
+            z = p.zero_exponent
+            zt = (z if sa == 0 else ea) + (z if sb == 0 else eb)
+        terms.append(_Term(neg, mag, lsb, top, zt))
         zero_a = sa == 0 and not (nana or infa)
         zero_b = sb == 0 and not (nanb or infb)
         if nana or nanb or (infa and zero_b) or (infb and zero_a):
@@ -234,6 +307,7 @@ def block_fma(p, a: Sequence[int], b: Sequence[int], c: int, c_fmt: Fmt) -> int:
             else:
                 pinf = True
     ct, cnan, cinf = _value_term(c_fmt, c, p.subnormal_c)
+    ct.zero_top = p.zero_exponent
     nan = nan or cnan
     if cinf:
         if ct.neg:
@@ -256,6 +330,8 @@ def block_fma(p, a: Sequence[int], b: Sequence[int], c: int, c_fmt: Fmt) -> int:
         out = _sum_round([psum, ct], None, p, acc, acc.fb, p.c_round)
     elif p.c_mode in ("aligned", "after_instr"):
         out = _sum_round(terms + [ct], F, p, acc, p.block_frac_bits, p.block_round)
+    elif p.c_mode == "after_sum":
+        out = _after_sum(p, terms, ct, F, acc)
     else:
         part = _sum_round(terms, F, p, acc, p.block_frac_bits, p.block_round)
         pt, pnan, pinf_ = _value_term(acc, part)

@@ -1,5 +1,8 @@
 """Differential checking: device outputs against model outputs, bit for bit.
 
+(Over 400 lines: the comparison, campaigns and result records share the tally types and are read
+together; each function has one job.)
+
 A model is *confirmed* on a set of inputs when its output bit pattern equals
 the device's for every input, and *refuted* otherwise (NaNs are compared as bit
 patterns too: the models claim NVIDIA's canonical NaN).  This module holds the
@@ -337,6 +340,13 @@ def load_inputs(path: str, in_fmt: str | None = None, out_fmt: str | None = None
     data = read_json(p)
     if not isinstance(data, dict):
         raise TcsmtError(f"{path}: expected a JSON object with in_fmt, out_fmt, inputs")
+    return inputs_from_doc(path, data, in_fmt, out_fmt, instr)
+
+
+def inputs_from_doc(path: str, data: dict, in_fmt: str | None = None, out_fmt: str | None = None,
+                    instr: str | None = None) -> FileInputs:
+    """The dot products of one JSON document (a ``discriminate`` or ``query`` record; see :func:`load_inputs`);
+    ``path`` names it in errors (a file, or a file and a question of a decision bundle)."""
     data = _as_inputs_doc(path, data)
     fi = in_fmt or data.get("in_fmt")
     fo = out_fmt or data.get("out_fmt")

@@ -2,14 +2,14 @@
 
 The public API: :func:`simulate` / :func:`simulate_params` (the bit-exact simulator), :func:`resolve`
 (a model spec to its :class:`ModelParams`), :func:`get_format` and :data:`FORMATS` (the number formats,
-:class:`Format`), and :class:`TcsmtError` (every user error).  Everything else is internal.
+:class:`Format`), :class:`TcsmtError` (every user error) and :class:`InternalError` (a bug in tcsmt).  Everything else is internal.
 """
-from .errors import TcsmtError
+from .errors import InternalError, TcsmtError
 from .formats import FORMATS, Format, get_format
 from .params import ModelParams
 from .registry import resolve
 from .simulator import simulate, simulate_params
 
 __version__ = "0.1.0"
-__all__ = ["FORMATS", "Format", "ModelParams", "TcsmtError", "__version__", "get_format", "resolve", "simulate",
+__all__ = ["FORMATS", "Format", "InternalError", "ModelParams", "TcsmtError", "__version__", "get_format", "resolve", "simulate",
            "simulate_params"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import InternalError
 from .formats import Format
 
 _INT_LIMIT = 62
@@ -223,7 +224,7 @@ class NumpyBackend:
         return np.logical_not(x)
 
 
-class BoundViolation(AssertionError):
+class BoundViolation(InternalError):
     """A static bound claimed by the semantics does not hold (an internal error, never a user error)."""
 
 

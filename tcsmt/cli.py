@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import sys
-from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 import click
 import numpy as np
@@ -16,7 +14,6 @@ from .errors import TcsmtError
 from .formats import get_format
 from .progress import Progress
 from .registry import REFERENCES, architectures, find_arch, resolve
-from .values import format_value, parse_value, parse_vector
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -116,24 +113,6 @@ def _simulate_with_progress(p, a, b, c, progress: Progress, sa=None, sb=None) ->
 
 
 # --------------------------------------------------------------------- dot
-def _default_path(arch: str, in_fmt: str | None, out_fmt: str | None) -> tuple[str, str]:
-    base = arch.split(":")[0]
-    if base.lower() in REFERENCES:
-        return in_fmt or "fp16", out_fmt or "fp32"
-    a = find_arch(base)
-    cands = a.find_paths(in_fmt, out_fmt, None)
-    if not cands:
-        return in_fmt or "fp16", out_fmt or "fp32"
-    return cands[0].params.in_fmt, cands[0].params.out_fmt
-
-
-def describe_bits(fmt_name: str, bits: int) -> str:
-    fmt = get_format(fmt_name)
-    v = fmt.to_fraction(bits)
-    width = fmt.hex_digits
-    return f"0x{bits:0{width}x}  = {format_value(v)}"
-
-
 @main.command("dot")
 @click.option("--arch", required=True, help="model spec (see `tcsmt models`)")
 @click.option("--in", "in_fmt", default=None, help="input format (default: the architecture's first path)")
@@ -146,47 +125,11 @@ def describe_bits(fmt_name: str, bits: int) -> str:
 @click.argument("b_text")
 def dot_cmd(arch, in_fmt, out_fmt, instr, c_text, sa_text, sb_text, a_text, b_text) -> None:
     """One dot product a.b + c with values written as in the papers (1-2^-24, 3*2^-5, 0.75)."""
-    from .block_scale import scale_patterns
-    from .simulator import simulate_params
+    from .dot import dot
 
-    in_fmt, out_fmt = _default_path(arch, in_fmt, out_fmt)
-    p = resolve(arch, in_fmt, out_fmt, instr)
-    a, b = parse_vector(a_text), parse_vector(b_text)
-    if len(a) != len(b) or not a:
-        raise TcsmtError(f"a and b need the same, non-zero length (got {len(a)} and {len(b)})")
-    c = parse_value(c_text)
-    fin, fb, fc, fout = get_format(p.in_fmt), get_format(p.b_format), get_format(p.c_fmt), get_format(p.out_fmt)
-    ab = np.array([[fin.from_fraction(x) for x in a]], dtype=fin.dtype)
-    bb = np.array([[fb.from_fraction(x) for x in b]], dtype=fb.dtype)
-    cb = np.array([fc.from_fraction(c)], dtype=fc.dtype)
-    sa_v = None if sa_text is None else parse_vector(sa_text)
-    sb_v = None if sb_text is None else parse_vector(sb_text)
-    sa, sb = scale_patterns(p, _scale_patterns_of(p, sa_v, "--sa"), _scale_patterns_of(p, sb_v, "--sb"), 1, len(a),
-                            bits=True)
-    d = int(simulate_params(p, ab, bb, cb, sa=sa, sb=sb)[0])
-    exact = c
-    for k, (x, y) in enumerate(zip(a, b)):
-        scale = Fraction(1)
-        if sa_v is not None and sb_v is not None:  # (scale_patterns checked their number)
-            scale = sa_v[k // p.scale_block] * sb_v[k // p.scale_block]
-        exact += x * y * scale
-    click.echo(f"model   {p.name}  ({p.in_fmt} -> {p.out_fmt}, K = {len(a)})")
-    click.echo(f"d       {describe_bits(p.out_fmt, d)}")
-    click.echo(f"exact   {format_value(exact)}")
-    dv = fout.to_fraction(d)
-    if isinstance(dv, Fraction):
-        click.echo(f"error   {format_value(dv - exact)}")
-
-
-def _scale_patterns_of(p, values: list[Fraction] | None, option: str) -> list[list[int]] | None:
-    """The scale-format patterns of ``--sa``/``--sb`` values (one row); None if not given."""
-    if values is None or not p.scale_fmt:
-        return None if values is None else [[0] * len(values)]  # (refused by scale_patterns: no scales here)
-    fs = get_format(p.scale_fmt)
-    try:
-        return [[fs.from_fraction(x) for x in values]]
-    except TcsmtError as exc:
-        raise TcsmtError(f"{option}: {exc}") from None
+    for line in dot(arch, a_text, b_text, c_text, in_fmt=in_fmt, out_fmt=out_fmt, instr=instr,
+                    sa_text=sa_text, sb_text=sb_text).lines():
+        click.echo(line)
 
 
 # ------------------------------------------------------------ discriminate
@@ -252,13 +195,15 @@ def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize,
 @click.argument("name", required=False)
 @click.option("--list", "list_", is_flag=True, help="list the named queries")
 @click.option("--model", default=None, help="the model to ask about (default: the query's own)")
+@click.option("--instr", default=None,
+              help="instruction where the model has several (default: the query's, if the model has it)")
 @solver_option()
 @timeout_option(300.0, "seconds for the whole query")
 @click.option("--output", default=None, help="file to write (default: generated/query-NAME-MODEL.json)")
 @click.option("--force", is_flag=True, help="overwrite the output file")
 @click.option("--no-save", is_flag=True, help="print only; write nothing")
 @progress_option()
-def query_cmd(name, list_, model, solver, timeout, output, force, no_save, progress) -> None:
+def query_cmd(name, list_, model, instr, solver, timeout, output, force, no_save, progress) -> None:
     """Run a named query (queries/NAME.toml) or a query FILE against a model.
 
     A feature query finds, for each pair of neighbouring hypotheses, an input
@@ -267,16 +212,18 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save, progr
     (solver timeout or unknown: the JSON then lists the unanswered pairs and
     draws no conclusion).
     """
-    from .query import list_queries, load_query, run_feature, run_monotonicity
-    from .report import format_outcome, hexpat, outcome_json, val
+    from .query import list_queries, load_query, run_feature, run_monotonicity, with_instr
+    from .query_report import feature_report, monotonicity_report
 
     if list_ or not name:
         for q in list_queries():
             click.echo(f"{q.name:22} {q.question}")
-            click.echo(f"{'':22} (model {q.model}, {q.in_fmt} -> {q.out_fmt}; {q.source})")
+            via = f" {q.instr}" if q.instr else ""
+            click.echo(f"{'':22} (model {q.model}, {q.in_fmt} -> {q.out_fmt}{via}; {q.source})")
         return
     q = load_query(name)
     base = model or q.model
+    q = with_instr(q, base, instr)
     import re as _re
 
     out = None  # the file, claimed before the solver runs: concurrent runs get different names (files.py)
@@ -285,59 +232,30 @@ def query_cmd(name, list_, model, solver, timeout, output, force, no_save, progr
     elif not no_save:
         target = Path("generated") / f"query-{q.name}-{_re.sub(r'[^A-Za-z0-9_.-]+', '_', base)}.json"
         out = files.output(target, force, free=True)
-    click.echo(f"query {q.name}: {q.question}\nsource: {q.source}\nmodel: {base}\n")
+    click.echo(f"query {q.name}: {q.question}\nsource: {q.source}\nmodel: {base}"
+               + (f" ({q.instr})" if q.instr else "") + "\n")
     if q.kind == "monotonicity":
         r = run_monotonicity(q, model, solver, timeout)
-        from .formats import get_format
-        from .registry import resolve
-
-        p = resolve(base, q.in_fmt, q.out_fmt)
-        fi, fc, fo = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
-        data: dict[str, Any] = {"query": q.name, "model": base, "status": r.status, "solver": r.solver, "solve_seconds": round(r.seconds, 3),
-                "in_fmt": fi.name, "c_fmt": fc.name, "out_fmt": fo.name, "K": r.K}
-        if r.status != "found":
-            click.echo(f"{base}: {'monotonic: no such pair exists (unsat)' if r.status == 'unsat' else r.status} (K = {r.K}, {r.seconds:.2f} s)")
-            if r.status not in ("unsat",):
-                raise TcsmtError(f"solver {r.status} after {r.seconds:.1f} s")
-        else:
-            assert r.x is not None and r.y is not None  # run_monotonicity sets both inputs with status "found"
-            click.echo(f"{base} is not monotonic (K = {r.K}, {r.solver}, {r.seconds:.2f} s): x <= y entrywise, d(x) > d(y)")
-            for tag, v, d in (("x", r.x, r.dx), ("y", r.y, r.dy)):
-                click.echo(f"  {tag}: a = [" + ", ".join(val(fi, v[f'a{i}']) for i in range(r.K)) + "]")
-                click.echo("     b = [" + ", ".join(val(fi, v[f'b{i}']) for i in range(r.K)) + f"], c = {val(fc, v['c'])}")
-                click.echo(f"     d({tag}) = {val(fo, d)}  ({hexpat(fo, d)})")
-                data[tag] = {"a": [hexpat(fi, v[f"a{i}"]) for i in range(r.K)], "b": [hexpat(fi, v[f"b{i}"]) for i in range(r.K)],
-                             "c": hexpat(fc, v["c"]), "d": hexpat(fo, d), "d_value": val(fo, d)}
+        lines, data = monotonicity_report(q, base, r)
+        for line in lines:
+            click.echo(line)
+        if r.status not in ("found", "unsat"):
+            raise TcsmtError(f"solver {r.status} after {r.seconds:.1f} s")
         if out is not None:
             data["command"] = _command_line()
             out.write_json(data)
             click.echo(f"\nwritten: {out.path}")
         return
     res = run_feature(q, model, solver, timeout, progress=Progress.for_cli(progress))
-    complete = not res.unanswered
-    data = {"query": q.name, "question": q.question, "source": q.source, "model": base,
-            "hypotheses": q.hypotheses, "model_matches": res.agrees_with if complete else None,
-            "complete": complete, "unanswered": [list(p) for p in res.unanswered],
-            "seconds": round(res.seconds, 3), "command": _command_line(), "pairs": []}
-    for pr in res.pairs:
-        click.echo(format_outcome(pr.outcome, explain=True))
-        click.echo("")
-        data["pairs"].append(outcome_json(pr.outcome, _command_line()))
-    if not complete:
-        answered = len(q.hypotheses) - 1 - len(res.unanswered)
-        click.echo(f"no conclusion: {answered} of {len(q.hypotheses) - 1} pairs answered; no answer for "
-                   + "; ".join(f"{a} vs {b}" for a, b in res.unanswered))
-    elif res.agrees_with:
-        click.echo(f"{base} is the hypothesis: {', '.join(res.agrees_with)}")
-    else:
-        click.echo(f"{base} matches none of the listed hypotheses exactly")
+    lines, data = feature_report(q, base, res, _command_line())
+    for line in lines:
+        click.echo(line)
     if out is not None:
         out.write_json(data)
-        click.echo(f"written: {out.path}" + ("" if complete else " (incomplete: lists the unanswered pairs)"))
-    if not complete:
+        click.echo(f"written: {out.path}" + ("" if data["complete"] else " (incomplete: lists the unanswered pairs)"))
+    if not data["complete"]:
         raise TcsmtError(f"solver timeout: {len(res.unanswered)} of {len(q.hypotheses) - 1} pairs unanswered "
                          f"within --timeout {timeout:g} s (raise it)")
-
 
 
 def _register_optional_commands() -> None:

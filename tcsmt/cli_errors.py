@@ -1,5 +1,8 @@
 """One-line errors for click commands: TcsmtError (and file errors) -> message on stderr, exit 2.
 
+An :class:`~tcsmt.errors.InternalError` (a bug in tcsmt) is not a user error: its traceback is printed,
+with a request to report it, and the exit status is 70.
+
 Signals (SIGINT, SIGTERM, SIGHUP) end a command with one line and exit status 128 + the signal
 number, after killing the solver children (:mod:`tcsmt.interrupts`).  However a command ends, the
 output names it claimed but did not write are removed (:func:`tcsmt.files.release_all`).
@@ -7,11 +10,12 @@ output names it claimed but did not write are removed (:func:`tcsmt.files.releas
 from __future__ import annotations
 
 import sys
+import traceback
 
 import click
 
 from . import files, interrupts
-from .errors import TcsmtError
+from .errors import INTERNAL_ERROR_EXIT, InternalError, TcsmtError
 
 
 class OneLineErrors(click.Command):
@@ -24,6 +28,11 @@ class OneLineErrors(click.Command):
         except TcsmtError as exc:
             click.echo(f"tcsmt: error: {exc}", err=True)
             sys.exit(2)
+        except InternalError as exc:
+            traceback.print_exc()
+            click.echo(f"tcsmt: {exc}\ntcsmt: this is a bug in tcsmt; please report it with the command line "
+                       f"and the traceback above", err=True)
+            sys.exit(INTERNAL_ERROR_EXIT)
         except click.UsageError as exc:  # a bad option value (cli_options) or a missing argument: one line too
             where = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
             click.echo(f"tcsmt: error: {exc.format_message()}{where}", err=True)

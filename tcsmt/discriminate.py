@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from pysmt.shortcuts import BV, And, BVExtract, Equals, Not, Or
 
-from .errors import TcsmtError
+from .errors import InternalError, TcsmtError
 from .formats import Format, get_format
 from .params import ModelParams
 from .registry import REFERENCES, check_instr, find_arch, resolve, split_spec
@@ -37,11 +38,17 @@ class Case:
     sb: list[int] = field(default_factory=list)
 
 
+OutcomeStatus = Literal["found", "equivalent", "timeout"]
+"""discriminate's answer: inputs that tell the models apart were found; the models are equal up to the
+instruction (a solver proof); or no answer within the time limit."""
+StopReason = Literal["", "time limit", "no more exist"]
+
+
 @dataclass
 class Outcome:
     """The result of a discrimination query."""
 
-    status: str  # "found", "equivalent", "timeout"
+    status: OutcomeStatus
     specs: list[str]
     params: list[ModelParams]
     in_fmt: Format
@@ -53,12 +60,12 @@ class Outcome:
     seconds: float = 0.0
     tried_k: list[int] = field(default_factory=list)
     where: str = ""
+    b_fmt: Format | None = None
+    """B's format on a mixed path (None: in_fmt)."""
     count: int = 1
     """How many inputs were asked for."""
-    stopped: str = ""
+    stopped: StopReason = ""
     """Why fewer than ``count`` inputs were found: "" (all found), "time limit", or "no more exist" (unsat)."""
-    b_fmt: Format | None = None
-    """B's format where it differs from A's (``in_fmt``)."""
     scale_fmt: Format | None = None
     """The scale factors' format on a block-scaled path."""
     scale_block: int = 0
@@ -138,7 +145,7 @@ def _block(inp: Inputs, model: dict[str, int]):
     return Not(And([Equals(inp.symbol_of(n), BV(v, inp.symbol_of(n).bv_width())) for n, v in model.items()]))
 
 
-def replay(params: list[ModelParams], specs: list[str], a: list[int], b: list[int], c: int,
+def simulate_case(params: list[ModelParams], specs: list[str], a: list[int], b: list[int], c: int,
            sa: list[int] | None = None, sb: list[int] | None = None) -> dict[str, int]:
     """Each model's output on one input, from the simulator (``sa``, ``sb``: scale factors, if any)."""
     fin, fb, fc = get_format(params[0].in_fmt), get_format(params[0].b_format), get_format(params[0].c_fmt)
@@ -157,10 +164,10 @@ def _case(inp: Inputs, model: dict[str, int], params, specs) -> Case:
     b = [model[f"b{i}"] for i in range(inp.K)]
     sa = [model[f"sa{j}"] for j in range(len(inp.sa))]
     sb = [model[f"sb{j}"] for j in range(len(inp.sb))]
-    outputs = replay(params, specs, a, b, model["c"], sa, sb)
+    outputs = simulate_case(params, specs, a, b, model["c"], sa, sb)
     if len(set(outputs.values())) == 1:
-        raise TcsmtError("internal error: the solver's input does not discriminate in the simulator "
-                         f"(a={a}, b={b}, c={model['c']}, sa={sa}, sb={sb}); please report it")
+        raise InternalError("the solver's input does not discriminate in the simulator "
+                            f"(a={a}, b={b}, c={model['c']}, sa={sa}, sb={sb})")
     return Case(a, b, model["c"], outputs, sa, sb)
 
 

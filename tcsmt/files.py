@@ -1,5 +1,7 @@
 """Every file tcsmt writes goes through here: no silent overwrite, no damage, no leftovers, no shared names.
 
+(Just over 400 lines: the rules below are one concern and are read together.)
+
 The rules (one place for all of them):
 
 * **Without force nothing that exists is replaced.**  The name is *claimed* before the work

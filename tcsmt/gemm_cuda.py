@@ -101,6 +101,9 @@ def check_supported(p: ModelParams) -> KernelConfig:
     _require(fin.storage_bits <= 32 and fin.exp_bits <= 8 and fin.frac_bits <= 10, "in_fmt", p.in_fmt,
              "formats of at most 8 exponent and 10 fraction bits: fp16, bf16, tf32, e4m3, e5m2")
     _require(p.operand_fmt == "", "operand_fmt", p.operand_fmt, "'' (no operand conversion)")
+    _require(p.b_fmt in ("", p.in_fmt), "b_fmt", p.b_fmt, "A's format (one input format)")
+    _require(p.zero_exponent is None, "zero_exponent", p.zero_exponent, "None (zeros stay out of the alignment)")
+    _require(p.product_groups == 1, "product_groups", p.product_groups, "1 (one window per block)")
     _require(p.acc_fmt == "fp32", "acc_fmt", p.acc_fmt, "'fp32'")
     fout = get_format(p.out_fmt)
     _require(fout.specials == "ieee" and fout.pad_bits == 0 and fout.exp_bits <= 8 and fout.storage_bits in (16, 32),
@@ -135,7 +138,9 @@ def check_supported(p: ModelParams) -> KernelConfig:
     for key in ("subnormal_in", "subnormal_c", "subnormal_out"):
         _require(getattr(p, key) is True, key, getattr(p, key), "True (subnormals kept)")
     _require(p.overflow_result == "inf", "overflow_result", p.overflow_result, "'inf'")
-    _require(p.zero_sign == "positive", "zero_sign", p.zero_sign, "'positive'")
+    # With C = +0, RZ blocks and no flushing, no -0 arises: an exact cancellation is +0 under RZ, and a sum of
+    # zeros includes C's +0; so "positive" and "plus" (every zero +0) give the same bits here.
+    _require(p.zero_sign in ("positive", "plus"), "zero_sign", p.zero_sign, "'positive' or 'plus'")
     return KernelConfig(block_k=p.block_k, window_frac_bits=F, block_frac_bits=p.block_frac_bits,
                         align_floor=p.align_floor, instr_k=p.instr_k, after_instr=p.c_mode == "after_instr",
                         out_frac_bits=fout.frac_bits, out_exp_bits=fout.exp_bits, sig_shift=c0)

@@ -52,10 +52,12 @@ _INT64_SAFE_BITS = 62  # the block sum must fit an int64 with room for its sign
 
 # How each ModelParams field is treated (check_supported goes through every field).
 _NO_ARITHMETIC = ("instr", "instr_shape", "name", "sources", "notes")
-_HANDLED = ("in_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_k", "block_k", "block_interleave",
+_HANDLED = ("in_fmt", "out_fmt", "b_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_k", "block_k", "block_interleave",
             "reduction", "product_exponent", "c_mode", "extra_bits", "align", "align_floor", "carry_bits",
             "overflow", "block_round", "block_frac_bits", "c_round", "out_round", "subnormal_in", "subnormal_c",
-            "subnormal_out", "overflow_result", "zero_sign")
+            "subnormal_out", "overflow_result", "zero_sign", "zero_exponent", "product_groups", "sum_frac_bits",
+            "late_align", "c_drop", "scale_fmt", "scale_block", "scale_apply", "scale_group_k", "scale_group_bits",
+            "scale_zero_group")
 
 
 def check_supported(p: ModelParams) -> None:
@@ -92,6 +94,15 @@ def check_supported(p: ModelParams) -> None:
         no("reduction", "only chained blocks")
     if p.product_exponent != "raw":
         no("product_exponent", "only raw product exponents e(a)+e(b)")
+    if p.b_fmt and p.b_fmt != p.in_fmt:
+        no("b_fmt", "A and B in one format only")
+    if p.zero_exponent is not None:
+        no("zero_exponent", "zeros never join the alignment here")
+    if p.product_groups != 1:
+        no("product_groups", "one window per block only")
+    if p.scale_fmt:  # the other scale_* fields are read only with a scale format
+        no("scale_fmt", "block scaling is not compiled")
+    # sum_frac_bits, late_align and c_drop are read only with c_mode "after_sum", refused below
     if p.c_mode not in ("aligned", "after_instr"):
         no("c_mode", "only aligned and after_instr")
     if p.extra_bits == "exact":
@@ -108,7 +119,7 @@ def check_supported(p: ModelParams) -> None:
         no("block_frac_bits", "outside fp32's 1..23")
     if p.overflow_result not in ("ieee", "inf"):
         no("overflow_result", "unknown rule")
-    if p.zero_sign not in ("ieee", "positive"):
+    if p.zero_sign not in ("ieee", "positive", "plus"):
         no("zero_sign", "unknown rule")
     if p.out_fmt != p.acc_fmt and p.c_mode == "after_instr":
         no("c_mode", "after_instr with an output conversion between instructions")
@@ -171,7 +182,7 @@ def _config(p: ModelParams, K: int, g) -> np.ndarray:
     cfg[g.CFG_SUB_C] = p.subnormal_c
     cfg[g.CFG_SUB_OUT] = p.subnormal_out
     cfg[g.CFG_OVF_INF] = p.overflow_result == "inf"
-    cfg[g.CFG_ZERO_POS] = p.zero_sign == "positive"
+    cfg[g.CFG_ZERO_SIGN] = {"ieee": 0, "positive": 1, "plus": 2}[p.zero_sign]
     cfg[g.CFG_CONVERT_OUT] = p.out_fmt != p.acc_fmt
     cfg[g.CFG_OUT_EXP_BITS] = fout.exp_bits
     cfg[g.CFG_OUT_FRAC] = fout.frac_bits

@@ -2,6 +2,9 @@
 of the chained block FMA of :mod:`tcsmt.semantics` for the parameters that
 :func:`tcsmt.gemm_kernel.check_supported` accepts.
 
+(Over 400 lines on purpose: numba inlines only functions compiled in one module, and the hot loop
+needs every step of the block FMA inlined.)
+
 Every function here mirrors one function of :mod:`tcsmt.semantics` (named in
 its docstring) on scalars, with exact int64 arithmetic; the tests in
 ``tests/test_gemm_kernel.py`` compare the whole kernel with
@@ -29,7 +32,7 @@ ZERO_E = -(1 << 20)  # exponent given to zero significands: below every real ali
 RZ, RNE, RU, RD = 0, 1, 2, 3
 
 (CFG_F, CFG_F2, CFG_HAS_FLOOR, CFG_FLOOR, CFG_BLOCK_K, CFG_INSTR_K, CFG_AFTER_INSTR, CFG_BLOCK_FRAC,
- CFG_BLOCK_ROUND, CFG_C_ROUND, CFG_OUT_ROUND, CFG_SUB_C, CFG_SUB_OUT, CFG_OVF_INF, CFG_ZERO_POS,
+ CFG_BLOCK_ROUND, CFG_C_ROUND, CFG_OUT_ROUND, CFG_SUB_C, CFG_SUB_OUT, CFG_OVF_INF, CFG_ZERO_SIGN,
  CFG_CONVERT_OUT, CFG_OUT_EXP_BITS, CFG_OUT_FRAC, CFG_OUT_BIAS, CFG_C0_BITS, CFG_TRUNC_ALIGN, CFG_N) = range(22)
 
 # the accumulator format: fp32 (gemm_kernel.check_supported insists on it)
@@ -139,15 +142,17 @@ def _apply_flags(nan, pinf, ninf, bits, exp_bits, fmt_frac):
 
 
 @njit(cache=True, inline="always")
-def _zero_sign_rule(bits, mag_nonzero, zero_pos):
-    """``zero_sign = "positive"`` of :func:`tcsmt.semantics.sum_and_round` (fp32 patterns)."""
-    if zero_pos and mag_nonzero and (bits & 0x7FFFFFFF) == 0:
+def _zero_sign_rule(bits, mag_nonzero, zero_rule):
+    """The zero-sign rule of :func:`tcsmt.semantics.sum_and_round` on an fp32 pattern: ``zero_rule`` 0
+    ("ieee") keeps the sign; 1 ("positive") makes a zero from a non-zero sum +0; 2 ("plus") makes every
+    zero result +0."""
+    if (bits & 0x7FFFFFFF) == 0 and ((zero_rule == 1 and mag_nonzero) or zero_rule == 2):
         return np.int64(0)
     return bits
 
 
 @njit(cache=True)
-def add_rounded(x_bits, y_bits, y_keep_sub, mode, keep_sub, ovf_inf, zero_pos):
+def add_rounded(x_bits, y_bits, y_keep_sub, mode, keep_sub, ovf_inf, zero_rule):
     """Mirror of :func:`tcsmt.semantics.add_rounded` for two fp32 patterns: x + y exact,
     rounded once to fp32 with ``mode`` (results' subnormals kept if ``keep_sub``, every
     overflow to inf if ``ovf_inf``); y's subnormals flushed unless ``y_keep_sub``.
@@ -219,7 +224,7 @@ def add_rounded(x_bits, y_bits, y_keep_sub, mode, keep_sub, ovf_inf, zero_pos):
         neg = s < 0
         mag = -s if neg else s
         bits = round_to(neg, mag, lsb, ACC_EXPB, ACC_FRAC, ACC_BIAS, ACC_FRAC, mode, keep_sub, ovf_inf)
-    bits = _zero_sign_rule(bits, mag != 0, zero_pos)
+    bits = _zero_sign_rule(bits, mag != 0, zero_rule)
     return _apply_flags(nan, pinf, ninf, bits, ACC_EXPB, ACC_FRAC)
 
 
@@ -243,7 +248,7 @@ def _chain(ae, am, an, asp, aw, be, bm, bn, bsp, bw, special, cfg, K):
     sub_c = cfg[CFG_SUB_C] != 0
     sub_out = cfg[CFG_SUB_OUT] != 0
     ovf_inf = cfg[CFG_OVF_INF] != 0
-    zero_pos = cfg[CFG_ZERO_POS] != 0
+    zero_rule = cfg[CFG_ZERO_SIGN]
     trunc = cfg[CFG_TRUNC_ALIGN] != 0
     smax_p = max(0, F - f2)
     smax_c = max(0, F - ACC_FRAC)
@@ -352,15 +357,16 @@ def _chain(ae, am, an, asp, aw, be, bm, bn, bsp, bw, special, cfg, K):
             if S == 0:
                 neg = (bround == RD) if any_nz else all_neg
                 bits = np.int64(1) << 31 if neg else np.int64(0)
+                bits = _zero_sign_rule(bits, False, zero_rule)
             else:
                 neg = S < 0
                 bits = round_to(neg, -S if neg else S, L, ACC_EXPB, ACC_FRAC, ACC_BIAS, bfrac, bround,
                                 sub_out, ovf_inf)
-                bits = _zero_sign_rule(bits, True, zero_pos)
+                bits = _zero_sign_rule(bits, True, zero_rule)
             cur = _apply_flags(nan, pinf, ninf, bits, ACC_EXPB, ACC_FRAC)
         if after_instr:
             # the instruction's C: +0 of c_fmt first (decodes to the zero of fp32), then the held fp32 result
-            cur = add_rounded(cur, held, sub_c, cround, sub_out, ovf_inf, zero_pos)
+            cur = add_rounded(cur, held, sub_c, cround, sub_out, ovf_inf, zero_rule)
     return cur
 
 

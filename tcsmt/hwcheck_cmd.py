@@ -74,21 +74,59 @@ def hwcheck_cmd(file, models, n_random, archs, path_text, instr, k, dist, seed, 
         if not path_text:
             raise TcsmtError("--random needs --path IN.OUT, e.g. --path f16.f32")
     save = files.output(save, force) if save else None  # claimed before the device runs (tcsmt/files.py)
+    if file is not None:  # the file is read (and its plan known) before a device is asked for
+        status = _file_mode(device_spec, file, list(models), path_text, instr, save, show, jobs)
+        if status:
+            raise click.exceptions.Exit(status)
+        return
     device = get_device(device_spec)
     njobs = jobs or (default_jobs() if not device_spec.startswith("model:") else 1)
     with ModelRunner(njobs) as runner:
         if layouts:
             status = _layouts(device, save)
-        elif n_random is not None:
+        else:
             status = _random(device, list(archs) + list(models), n_random, path_text, instr or "mma", k, dist,
                              seed, save, runner, show, batch)
-        else:
-            status = _file(device, file, list(models), path_text, instr, save, runner, show)
     if status:
         raise click.exceptions.Exit(status)
 
 
-def _file(device, file, extra_models, path_text, instr, save, runner, show) -> int:
+def _device_or_plan(device_spec: str, plan: list[str]):
+    """The device; where there is none, the plan (what a GPU would run) on stdout, then the one-line error."""
+    from tcsmt.hwcheck.device import get_device
+
+    try:
+        return get_device(device_spec)
+    except TcsmtError as exc:
+        for line in plan:
+            click.echo(line)
+        raise TcsmtError(f"{exc}: nothing was run (above: what a GPU would run and what each model predicts)") from None
+
+
+def _plan_lines(label: str, spec, n: int, expected: dict[str, str] | None) -> list[str]:
+    lines = [f"would run {label}: {n} dot products through {spec.shape} {spec.label} (needs {spec.requirement()})"]
+    for model, bits in (expected or {}).items():
+        lines.append(f"    {model} predicts {bits} for the first input")
+    return lines
+
+
+def _file_mode(device_spec, file, extra_models, path_text, instr, save, show, jobs) -> int:
+    from tcsmt.hwcheck.check import ModelRunner, default_jobs
+    from tcsmt.hwcheck.decisions import is_bundle
+    from tcsmt.inputs import read_json
+
+    data = read_json(file) if str(file).endswith(".json") else None
+    njobs = jobs or (default_jobs() if not device_spec.startswith("model:") else 1)
+    if isinstance(data, dict) and is_bundle(data):
+        if path_text or instr or extra_models:
+            raise TcsmtError(f"{file} is a decision bundle: every question names its path and models "
+                             "(--path, --instr and --model do not apply)")
+        return _bundle(device_spec, file, data, save, show, njobs)
+    with ModelRunner(njobs) as runner:
+        return _file(device_spec, file, extra_models, path_text, instr, save, runner, show)
+
+
+def _file(device_spec, file, extra_models, path_text, instr, save, runner, show) -> int:
     from tcsmt.hwcheck.check import check_inputs, format_example, git_commit, load_inputs, resolve_models
 
     in_fmt = out_fmt = None
@@ -103,6 +141,7 @@ def _file(device, file, extra_models, path_text, instr, save, runner, show) -> i
         raise TcsmtError(f"{file} names no models; give --model SPEC")
     spec = inputs.spec
     models = resolve_models(specs, spec)
+    device = _device_or_plan(device_spec, _plan_lines(str(file), spec, len(inputs.a), _first_outputs(file)))
     why = device.supports(spec)
     if why:
         raise TcsmtError(why)
@@ -173,3 +212,79 @@ def _layouts(device, save) -> int:
     _save(save, {"tool": "tcsmt hwcheck --layouts", "tcsmt_commit": git_commit(), "device": device.info(),
                  "layouts": results})
     return 1 if any(r.get("ok") is False for r in results) else 0
+
+
+def _first_outputs(file) -> dict[str, str] | None:
+    """The outputs a discriminate/query record predicts for its first input, per model (None: not recorded)."""
+    from tcsmt.inputs import read_json
+
+    if not str(file).endswith(".json"):
+        return None
+    data = read_json(file)
+    items = data.get("inputs") if isinstance(data, dict) else None
+    if isinstance(items, list) and items and isinstance(items[0], dict) and isinstance(items[0].get("outputs"), dict):
+        return {str(k): str(v) for k, v in items[0]["outputs"].items()}
+    return None
+
+
+def _bundle(device_spec, file, data: dict, save, show, njobs) -> int:
+    """Every question of a decision bundle (hwcheck/decisions.py): which reading the GPU confirms.
+
+    Exit 0: every question that could run confirmed its primary reading; 1: some question's primary
+    reading was refuted; 2: no question could run here (no GPU, or no kernel for any of its paths)."""
+    from tcsmt.hwcheck.check import ModelRunner, check_inputs, format_example, git_commit, inputs_from_doc, resolve_models
+
+    questions = data.get("questions")
+    if not isinstance(questions, list) or not questions:
+        raise TcsmtError(f"{file}: a decision bundle needs a non-empty 'questions' list")
+    runnable, skipped, plan = [], [], []
+    for i, q in enumerate(questions):
+        where = f"{file}: questions[{i}]"
+        if not isinstance(q, dict) or not isinstance(q.get("primary"), str) or not isinstance(q.get("hypothesis"), str):
+            raise TcsmtError(f"{where} needs string keys primary and hypothesis")
+        title = f"[{q.get('class', '?')}] {q['primary']} vs {q['hypothesis']}"
+        if not q.get("inputs"):
+            skipped.append((title, f"no input separates them ({q.get('status', 'no inputs')}): nothing to run"))
+            continue
+        try:
+            inputs = inputs_from_doc(where, q)
+        except TcsmtError as exc:
+            skipped.append((title, f"hwcheck cannot run this path yet ({exc}); the inputs and predictions are in "
+                                   "the file"))
+            continue
+        models = resolve_models([q["primary"], q["hypothesis"]], inputs.spec)
+        runnable.append((title, q, inputs, models))
+        plan += _plan_lines(title, inputs.spec, len(inputs.a), q["inputs"][0].get("outputs"))
+    for title, why in skipped:
+        plan.append(f"skip {title}: {why}")
+    device = _device_or_plan(device_spec, plan)
+    results, status = [], 0
+    with ModelRunner(njobs) as runner:
+        for title, q, inputs, models in runnable:
+            why = device.supports(inputs.spec)
+            if why:
+                skipped.append((title, why))
+                continue
+            t_primary, t_hyp = check_inputs(device, inputs, models, runner, keep=max(show, 1))
+            if not t_primary.mismatches and t_hyp.mismatches:
+                verdict = f"settled: the primary reading {q['primary']}"
+            elif t_primary.mismatches and not t_hyp.mismatches:
+                verdict = f"settled: the hypothesis {q['hypothesis']} (the model file's primary reading is refuted)"
+                status = 1
+            else:
+                verdict = "neither reading fits every input" if t_primary.mismatches else "not separated here"
+                status = max(status, 1 if t_primary.mismatches else 0)
+            click.echo(f"{title} on {inputs.spec.label}: {verdict} ({t_primary.mismatches} / {t_hyp.mismatches} "
+                       f"of {t_primary.checked} outputs differ from {q['primary']} / {q['hypothesis']})")
+            for ex in t_primary.examples[:show]:  # where the primary reading is refuted
+                for line in format_example(ex):
+                    click.echo(line)
+            results.append({"question": title, "verdict": verdict, "models": [t_primary.as_json(), t_hyp.as_json()]})
+    for title, why in skipped:
+        click.echo(f"skipped {title}: {why}")
+    if not results:
+        raise TcsmtError(f"{file}: no question could run on {device.name}")
+    _save(save, {"tool": "tcsmt hwcheck (decision bundle)", "file": str(file), "tcsmt_commit": git_commit(),
+                 "device": device.info(), "arch": data.get("arch"), "results": results,
+                 "skipped": [{"question": t, "why": w} for t, w in skipped]})
+    return status

@@ -161,9 +161,9 @@ def _is_numeric(dt: np.dtype) -> bool:
 
 def value_format(dt: np.dtype) -> Format | None:
     """The format whose values an array of float dtype ``dt`` holds (None if not a supported float type)."""
-    if dt.kind == "f":
+    if dt.kind == "f" and dt.name in ("float16", "float32", "float64"):
         return {2: FP16, 4: FP32, 8: FP64}.get(dt.itemsize)
-    return _ml_dtypes_formats().get(dt.name)
+    return _ml_dtypes_formats().get(dt.name)  # ml_dtypes 0.6 gives float8_e5m2 the kind "f" (itemsize 1)
 
 
 def _ml_dtypes_formats() -> dict[str, Format]:
@@ -215,8 +215,8 @@ def as_patterns(x: Any, fmt: Format, what: str, bits: bool = False, *, api: bool
 
 def dot_patterns(a: Any, b: Any, c: Any, in_fmt: Format, c_fmt: Format, bits: bool = False,
                  source: str | None = None, b_fmt: Format | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Shapes checked (:func:`dot_arrays`) and patterns of a (``in_fmt``), b (``b_fmt``, default
-    ``in_fmt``) and c (``c_fmt``).
+    """Shapes checked (:func:`dot_arrays`) and patterns of a, b (``in_fmt``; b in ``b_fmt`` where given: mixed
+    paths) and c (``c_fmt``).
 
     ``source``: the file the arrays came from; every error then starts with it.
     """

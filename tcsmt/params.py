@@ -20,6 +20,33 @@ ALIGN_LOSS = ("trunc", "rne", "floor")
 OVERFLOW = ("wrap", "saturate")
 
 
+ROLES = ("path", "format", "int", "int_or_word", "int_or_none", "bool", "choice", "label")
+"""What a ModelParams field holds, declared once per field (its ``metadata["role"]``); checks, coercion
+and the derived name lists below all read it:
+
+- ``path``: names the path (a format name, ``instr``, ``instr_shape``): chosen with --in/--out/--instr,
+  never overridden;
+- ``format``: a format name (the accumulator's, the operands' conversion format);
+- ``int``: an integer; ``int_or_word``: an integer or one word (``exact``, ``unbounded``);
+  ``int_or_none``: an integer or None;
+- ``bool``: true or false; ``choice``: one of the field's ``choices``;
+- ``label``: the name, sources and notes: no arithmetic, never overridden.
+
+"Absent" has one spelling per kind: ``""`` for a string (operand_fmt: no conversion; c_fmt: out_fmt's;
+instr_shape: unknown), ``None`` for align_floor; the integers 0 of instr_k, block_k and block_frac_bits
+and the words ``exact``/``unbounded`` are values with a stated meaning, not absences.
+"""
+
+
+def _param(default: Any, role: str, *, choices: tuple[str, ...] = (), word: str = "", compare: bool = True) -> Any:
+    """A ModelParams field with its role (see ROLES)."""
+    assert role in ROLES
+    meta = {"role": role, "choices": choices, "word": word}
+    if default is dataclasses.MISSING:  # a required field (in_fmt, out_fmt)
+        return field(compare=compare, metadata=meta)
+    return field(default=default, compare=compare, metadata=meta)
+
+
 @dataclass(frozen=True)
 class ModelParams:
     """One path of one matrix unit: D = A.B + C for vectors of length K.
@@ -30,6 +57,8 @@ class ModelParams:
                and the products use its exponents (fp8 -> fp16 in the fp8
                mma.sync emulation of sm_90/sm_100); every in_fmt value must be
                representable in it.
+      b_fmt    format of B where it differs from A's (mixed e4m3 x e5m2 and fp8 x
+               bf8 paths; "" = in_fmt, the format of A).
       c_fmt    format of C (and of D between instructions): fp32, fp16 or fp64.
       out_fmt  format of D.
       acc_fmt  format of the accumulator between blocks inside one instruction.
@@ -54,7 +83,7 @@ class ModelParams:
                0..block_k.
       reduction "chain" (block FMAs in k order, C first) or "pairwise" (each
                product rounded to acc_fmt with RNE, then a balanced tree of
-               RNE additions, then + C with RNE).
+               RNE additions, then + C rounded with ``c_round``).
 
     Inside one block
       product_exponent "raw": a product's alignment exponent is e(a)+e(b)
@@ -67,7 +96,27 @@ class ModelParams:
                "after_instr": each instruction's blocks chain from +0 (the
                first block's C is +0) and the instruction's C is added to
                their result at the end with one correctly rounded addition
-               (``c_round``) in acc_fmt.
+               (``c_round``) in acc_fmt;
+               "after_sum": the products form a window sum on their own (in
+               ``product_groups`` interleaved subsets, below), not rounded;
+               that exact sum S (exponent E_S, the window's E) and C are then
+               aligned again to M = max(E_S, e(C)): S keeps ``sum_frac_bits``
+               fraction bits below M, C keeps F, both losing their low bits
+               by ``late_align``; C counts as 0 where e(C) < M - ``c_drop``;
+               the exact sum is rounded once into acc_fmt with block_round
+               (AMD CDNA3 per MMA-Sim).
+      product_groups  with c_mode "after_sum": the block's products are dealt
+               to this many subsets (product k to subset k mod n), each
+               aligned to its own largest exponent with F fraction bits and
+               summed; the subset sums are aligned to the largest subset
+               exponent with F fraction bits by ``late_align`` and added
+               (CDNA3 fp8: 2, its even and odd products); 1..block_k.
+      sum_frac_bits  with c_mode "after_sum": fraction bits the product sum
+               keeps below M (>= F; CDNA3: 31).
+      late_align  with c_mode "after_sum": how the realigned subset sums, S
+               and C lose their low bits: trunc, rne or floor.
+      c_drop   with c_mode "after_sum": C is dropped where its exponent is
+               below M - c_drop (None: never; CDNA3 fp8: 25).
       extra_bits  alignment bits kept below the acc_fmt LSB of the largest
                term: the window's LSB is 2^(E - F), F = acc.frac_bits +
                extra_bits (may be negative: fp8 on Ada/Hopper keeps F = 13),
@@ -90,7 +139,9 @@ class ModelParams:
       block_frac_bits  fraction bits the block result keeps (23 for fp32;
                13 for the e8m13 fp8 accumulator), 1..acc.frac_bits (0 in the
                model file: acc.frac_bits).
-      c_round  rounding of the C addition when c_mode = "after".
+      c_round  rounding of the C addition when c_mode is "after" or
+               "after_instr" (the instruction's C), and of the final + C of
+               pairwise reduction; unread otherwise.
       out_round  rounding from acc_fmt to out_fmt (fp16 output: rne).
 
     Special values
@@ -105,32 +156,38 @@ class ModelParams:
       zero_sign "ieee": an exact cancellation gives +0 (-0 with rd), a sum of
                zeros that are all -0 gives -0, and a non-zero sum that rounds
                to zero keeps its sign; "positive": as "ieee" except that a
-               non-zero sum that rounds to zero gives +0.
+               non-zero sum that rounds to zero gives +0; "plus": every zero
+               result of a rounded sum is +0 (all-(-0) sums and rd
+               cancellations included), as MMA-Sim's fused dot-add returns.
+      zero_exponent  None: zero addends take no part in the alignment (E is
+               the largest alignment exponent of the non-zero addends); an
+               integer z: a zero factor or a zero C has exponent z, so a zero
+               product's alignment exponent is z + e(other factor) (z + z for
+               two zeros) and a zero C's is z, and both join the maximum E
+               (MMA-Sim gives every zero the exponent -126, whatever its
+               format).  Only the windowed block sum reads it.
 
-    Mixed operand formats and block scaling (tcgen05 / sm_120 fp4, fp6, fp8)
-      b_fmt    format of B where it differs from A's (``in_fmt``): the
-               kind::f8f6f4 instructions take any pair of e4m3, e5m2, e3m2,
-               e2m3, e2m1; "" = in_fmt.  A product of two formats is exact
-               (significand product, exponent e(a)+e(b)).
+    Block scaling (tcgen05 / sm_120 mxf8f6f4, mxf4nvf4)
       scale_fmt  "" (no block scaling), "ue8m0" or "ue4m3": the format of the
                scale factors; every ``scale_block`` consecutive products of a
                row of A (column of B) share one factor of A (of B), given as
                extra inputs (shape (n, K / scale_block) each).
       scale_block  products per scale factor (32 for mxf8f6f4 and
-               scale_vec::2X, 16 for scale_vec::4X); divides instr_k.
+               scale_vec::2X, 16 for scale_vec::4X); divides instr_k.  With
+               scale_fmt it names the path (never overridden).
       scale_apply  where the two block scales enter:
                "products": each exact product is multiplied exactly by its
                block's two scales before the alignment (its alignment
                exponent e(a)+e(b)+e(sa)+e(sb) with product_exponent "raw");
                "groups": the products of each group of ``scale_group_k``
                (one scale block or part of one) are first summed exactly, and
-               that exact group sum, multiplied exactly by the two scales, is
-               one addend of the block; with product_exponent "raw" its
-               alignment exponent is e(sa)+e(sb), the scales' exponents only,
-               whatever the size of the group sum ("normalized": the exponent
-               of its leading bit).  The block then aligns these addends (and
-               C) to the largest exponent with F = 23 + extra_bits fraction
-               bits, as for products.
+               that group sum, multiplied exactly by the two scales, is one
+               addend of the block; with product_exponent "raw" its alignment
+               exponent is e(sa)+e(sb), the scales' exponents only, whatever
+               the size of the group sum ("normalized": the exponent of its
+               leading bit).  The block then aligns these addends (and C) to
+               the largest exponent with F = 23 + extra_bits fraction bits,
+               as for products.
       scale_group_k  products per group sum with scale_apply "groups"
                (16 in MMA-Sim's mxf4nvf4); divides scale_block.
       scale_group_bits  significant bits the group sum keeps before it is
@@ -141,43 +198,48 @@ class ModelParams:
                "skipped" (zero addends take no part in E, as everywhere else).
     """
 
-    in_fmt: str
-    out_fmt: str
-    operand_fmt: str = ""
-    c_fmt: str = ""
-    acc_fmt: str = "fp32"
-    instr: str = "mma"
-    instr_shape: str = ""
-    instr_k: int = 0
-    block_k: int = 0
-    block_interleave: int = 0
-    reduction: str = "chain"
-    product_exponent: str = "raw"
-    c_mode: str = "aligned"
-    extra_bits: int | str = 0
-    align: str = "trunc"
-    align_floor: int | None = None
-    carry_bits: int | str = "unbounded"
-    overflow: str = "wrap"
-    block_round: str = "rz"
-    block_frac_bits: int = 0
-    c_round: str = "rne"
-    out_round: str = "rne"
-    subnormal_in: bool = True
-    subnormal_c: bool = True
-    subnormal_out: bool = True
-    overflow_result: str = "ieee"
-    zero_sign: str = "ieee"
-    b_fmt: str = ""
-    scale_fmt: str = ""
-    scale_block: int = 0
-    scale_apply: str = "products"
-    scale_group_k: int = 0
-    scale_group_bits: int | str = "exact"
-    scale_zero_group: str = "skipped"
-    name: str = ""
-    sources: tuple[str, ...] = field(default=(), compare=False)
-    notes: str = field(default="", compare=False)
+    in_fmt: str = _param(dataclasses.MISSING, "path")
+    out_fmt: str = _param(dataclasses.MISSING, "path")
+    operand_fmt: str = _param("", "format")
+    b_fmt: str = _param("", "path")
+    c_fmt: str = _param("", "path")
+    acc_fmt: str = _param("fp32", "format")
+    instr: str = _param("mma", "path")
+    instr_shape: str = _param("", "path")
+    instr_k: int = _param(0, "int")
+    block_k: int = _param(0, "int")
+    block_interleave: int = _param(0, "int")
+    reduction: str = _param("chain", "choice", choices=("chain", "pairwise"))
+    product_exponent: str = _param("raw", "choice", choices=("raw", "normalized"))
+    c_mode: str = _param("aligned", "choice", choices=("aligned", "after", "after_instr", "after_sum"))
+    extra_bits: int | str = _param(0, "int_or_word", word="exact")
+    align: str = _param("trunc", "choice", choices=ALIGN_LOSS)
+    align_floor: int | None = _param(None, "int_or_none")
+    carry_bits: int | str = _param("unbounded", "int_or_word", word="unbounded")
+    overflow: str = _param("wrap", "choice", choices=OVERFLOW)
+    block_round: str = _param("rz", "choice", choices=ROUNDINGS)
+    block_frac_bits: int = _param(0, "int")
+    c_round: str = _param("rne", "choice", choices=ROUNDINGS)
+    out_round: str = _param("rne", "choice", choices=ROUNDINGS)
+    subnormal_in: bool = _param(True, "bool")
+    subnormal_c: bool = _param(True, "bool")
+    subnormal_out: bool = _param(True, "bool")
+    overflow_result: str = _param("ieee", "choice", choices=("ieee", "inf"))
+    zero_sign: str = _param("ieee", "choice", choices=("ieee", "positive", "plus"))
+    zero_exponent: int | None = _param(None, "int_or_none")
+    product_groups: int = _param(1, "int")
+    sum_frac_bits: int = _param(0, "int")
+    late_align: str = _param("floor", "choice", choices=ALIGN_LOSS)
+    c_drop: int | None = _param(None, "int_or_none")
+    scale_fmt: str = _param("", "path")
+    scale_block: int = _param(0, "int")
+    scale_apply: str = _param("products", "choice", choices=("products", "groups"))
+    scale_group_k: int = _param(0, "int")
+    scale_group_bits: int | str = _param("exact", "int_or_word", word="exact")
+    scale_zero_group: str = _param("skipped", "choice", choices=("aligns", "skipped"))
+    name: str = _param("", "label")
+    sources: tuple[str, ...] = _param((), "label", compare=False)
+    notes: str = _param("", "label", compare=False)
 
     # ------------------------------------------------------------ derived
     @property
@@ -198,7 +260,7 @@ class ModelParams:
 
     def semantic_key(self) -> tuple:
         """The fields that determine the arithmetic (for equality of models)."""
-        skip = {"name", "sources", "notes", "instr", "instr_shape"}
+        skip = {*LABEL_FIELDS, "instr", "instr_shape"}  # the instruction's name is not its arithmetic
         return tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in skip)
 
     def with_overrides(self, overrides: dict[str, Any]) -> ModelParams:
@@ -216,21 +278,27 @@ class ModelParams:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
 
 
-PARAM_NAMES = tuple(f.name for f in dataclasses.fields(ModelParams))
-PATH_FIELDS = ("in_fmt", "out_fmt", "c_fmt", "instr", "instr_shape", "b_fmt", "scale_fmt", "scale_block")
+def _role(name: str) -> str:
+    return _FIELDS[name].metadata["role"]
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(ModelParams)}
+PARAM_NAMES = tuple(_FIELDS)
+PATH_FIELDS = (*(n for n in PARAM_NAMES if _role(n) == "path"), "scale_block")
 """Fields that identify a path of an architecture: never overridden in a model spec."""
+LABEL_FIELDS = tuple(n for n in PARAM_NAMES if _role(n) == "label")
+"""The name, sources and notes: no arithmetic, never overridden."""
 MAX_K = 4096
 """Largest instr_k / block_k accepted (the largest in models/ is 128)."""
-_INT_OR = {"extra_bits": "exact", "carry_bits": "unbounded", "scale_group_bits": "exact"}
-_BOOLS = {"subnormal_in", "subnormal_c", "subnormal_out"}
-_INTS = {"instr_k", "block_k", "block_frac_bits", "block_interleave", "scale_block", "scale_group_k"}
 
 
 def coerce(key: str, value: Any) -> Any:
-    """Convert an override value (often a string from the command line) to its type."""
-    if key not in PARAM_NAMES or key in {"sources", "notes", "name"}:
-        raise TcsmtError(f"unknown model parameter {key!r} (known: {', '.join(p for p in PARAM_NAMES if p not in ('sources', 'notes', 'name'))})")
-    if key in _BOOLS:
+    """Convert an override value (often a string from the command line) to its field's type (by role)."""
+    if key not in PARAM_NAMES or _role(key) == "label":
+        known = ", ".join(p for p in PARAM_NAMES if _role(p) != "label")
+        raise TcsmtError(f"unknown model parameter {key!r} (known: {known})")
+    role, word = _role(key), _FIELDS[key].metadata["word"]
+    if role == "bool":
         if isinstance(value, bool):
             return value
         s = str(value).lower()
@@ -239,22 +307,23 @@ def coerce(key: str, value: Any) -> Any:
         if s in ("0", "false", "no", "off", "flush"):
             return False
         raise TcsmtError(f"{key} takes true or false, not {value!r}")
-    if key in _INT_OR:
-        if isinstance(value, str) and value.lower() == _INT_OR[key]:
-            return _INT_OR[key]
+    if role == "int_or_word":
+        if isinstance(value, str) and value.lower() == word:
+            return word
         try:
             return int(value)
         except (TypeError, ValueError):
-            raise TcsmtError(f"{key} takes an integer or {_INT_OR[key]!r}, not {value!r}") from None
-    if key in _INTS or key == "align_floor":
-        if key == "align_floor" and (value is None or str(value).lower() == "none"):
+            raise TcsmtError(f"{key} takes an integer or {word!r}, not {value!r}") from None
+    if role in ("int", "int_or_none"):
+        if role == "int_or_none" and (value is None or str(value).lower() == "none"):
             return None
         try:
             return int(value)
         except (TypeError, ValueError):
             raise TcsmtError(f"{key} takes an integer, not {value!r}") from None
-    return str(value).lower() if key not in ("in_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_shape",
-                                             "b_fmt", "scale_fmt") else str(value)
+    if role in ("path", "format"):  # format names and shapes keep their case
+        return str(value)
+    return str(value).lower()
 
 
 def floor_range(p: ModelParams) -> tuple[int, int]:
@@ -266,9 +335,10 @@ def floor_range(p: ModelParams) -> tuple[int, int]:
     C's or the accumulator's emax).
     """
     op = get_format(p.operand_fmt or p.in_fmt)
+    op_b = get_format(p.operand_fmt or p.b_fmt or p.in_fmt)
     fc, acc = get_format(p.c_fmt or p.out_fmt), get_format(p.acc_fmt)
-    lowest = min(2 * op.min_subnormal_exp, fc.min_subnormal_exp, acc.min_subnormal_exp)
-    highest = max(2 * (op.emax + 1), fc.emax, acc.emax)
+    lowest = min(op.min_subnormal_exp + op_b.min_subnormal_exp, fc.min_subnormal_exp, acc.min_subnormal_exp)
+    highest = max(op.emax + 1 + op_b.emax + 1, fc.emax, acc.emax)
     return lowest, highest
 
 
@@ -279,38 +349,45 @@ def _is_int(v: Any) -> bool:
 def _plain_ints(p: ModelParams) -> ModelParams:
     """numpy integer scalars (np.int64(4)) in integer fields become Python ints."""
     changes: dict[str, Any] = {}
-    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "extra_bits", "carry_bits", "align_floor",
-                "scale_block", "scale_group_k", "scale_group_bits"):
+    for key in (n for n in PARAM_NAMES if _role(n) in ("int", "int_or_word", "int_or_none")):
         v = getattr(p, key)
         if isinstance(v, numbers.Integral) and not isinstance(v, (bool, int)):
             changes[key] = int(v)
     return dataclasses.replace(p, **changes) if changes else p
 
 
+def _check_type(key: str, v: Any, model: str) -> None:
+    """The value's type fits the field's role (TcsmtError otherwise); choices are checked here too."""
+    role, meta = _role(key), _FIELDS[key].metadata
+    bad = f"invalid model parameters{' for ' + model if model else ''}: {key} must be"
+    if role in ("path", "format") and not isinstance(v, str):
+        raise TcsmtError(f"{bad} a string, not {v!r}")
+    if role == "int" and not _is_int(v):
+        raise TcsmtError(f"{bad} an integer, not {v!r}")
+    if role == "int_or_word" and not (_is_int(v) or v == meta["word"]):
+        raise TcsmtError(f"{bad} an integer or {meta['word']!r}, not {v!r}")
+    if role == "int_or_none" and not (v is None or _is_int(v)):
+        raise TcsmtError(f"{bad} an integer or None, not {v!r}")
+    if role == "bool" and not isinstance(v, bool):
+        raise TcsmtError(f"{bad} true or false, not {v!r}")
+    if role == "choice" and v not in meta["choices"]:
+        raise TcsmtError(f"{bad} one of {meta['choices']}, not {v!r}")
+
+
 def validate(p: ModelParams) -> ModelParams:
     """Check every parameter's type and range; fill derived defaults (c_fmt, block_frac_bits)."""
     p = _plain_ints(p)
-    for key in ("in_fmt", "out_fmt", "acc_fmt", "c_fmt", "operand_fmt", "instr", "instr_shape", "b_fmt", "scale_fmt"):
-        if not isinstance(getattr(p, key), str):
-            raise TcsmtError(f"invalid model parameters: {key} must be a string, not {getattr(p, key)!r}")
-    for key in ("instr_k", "block_k", "block_interleave", "block_frac_bits", "scale_block", "scale_group_k"):
-        if not _is_int(getattr(p, key)):
-            raise TcsmtError(f"invalid model parameters: {key} must be an integer, not {getattr(p, key)!r}")
-    for key, word in (("extra_bits", "exact"), ("carry_bits", "unbounded"), ("scale_group_bits", "exact")):
-        v = getattr(p, key)
-        if not (_is_int(v) or v == word):
-            raise TcsmtError(f"invalid model parameters: {key} must be an integer or {word!r}, not {v!r}")
-    if not (p.align_floor is None or _is_int(p.align_floor)):
-        raise TcsmtError(f"invalid model parameters: align_floor must be an integer or None, not {p.align_floor!r}")
-    for key in ("subnormal_in", "subnormal_c", "subnormal_out"):
-        if not isinstance(getattr(p, key), bool):
-            raise TcsmtError(f"invalid model parameters: {key} must be true or false, not {getattr(p, key)!r}")
+    for key in PARAM_NAMES:
+        _check_type(key, getattr(p, key), p.name if isinstance(p.name, str) else "")
     for key in ("in_fmt", "out_fmt", "acc_fmt"):
         get_format(getattr(p, key))
+    if p.b_fmt:
+        get_format(p.b_fmt)
     if p.operand_fmt:
-        fi, fo = get_format(p.in_fmt), get_format(p.operand_fmt)
-        if fo.emax < fi.emax or fo.min_subnormal_exp > fi.min_subnormal_exp or fo.frac_bits < fi.frac_bits:
-            raise TcsmtError(f"operand_fmt {fo.name} cannot hold every {fi.name} value exactly")
+        fo = get_format(p.operand_fmt)
+        for fi in {get_format(p.in_fmt), get_format(p.b_fmt or p.in_fmt)}:
+            if fo.emax < fi.emax or fo.min_subnormal_exp > fi.min_subnormal_exp or fo.frac_bits < fi.frac_bits:
+                raise TcsmtError(f"operand_fmt {fo.name} cannot hold every {fi.name} value exactly")
     if not p.c_fmt:
         p = dataclasses.replace(p, c_fmt=p.out_fmt)
     get_format(p.c_fmt)
@@ -318,19 +395,10 @@ def validate(p: ModelParams) -> ModelParams:
     if p.block_frac_bits == 0:
         p = dataclasses.replace(p, block_frac_bits=acc.frac_bits)
     checks = [
-        (p.block_round in ROUNDINGS, f"block_round must be one of {ROUNDINGS}"),
-        (p.c_round in ROUNDINGS, f"c_round must be one of {ROUNDINGS}"),
-        (p.out_round in ROUNDINGS, f"out_round must be one of {ROUNDINGS}"),
-        (p.align in ALIGN_LOSS, f"align must be one of {ALIGN_LOSS}"),
-        (p.overflow in OVERFLOW, f"overflow must be one of {OVERFLOW}"),
-        (p.product_exponent in ("raw", "normalized"), "product_exponent must be raw or normalized"),
-        (p.c_mode in ("aligned", "after", "after_instr"), "c_mode must be aligned, after or after_instr"),
         (p.block_interleave >= 0, "block_interleave must be >= 0"),
         (p.block_interleave == 0 or p.block_k == 0 or p.block_interleave <= p.block_k,
          "block_interleave must not exceed block_k"),
-        (p.reduction in ("chain", "pairwise"), "reduction must be chain or pairwise"),
-        (p.overflow_result in ("ieee", "inf"), "overflow_result must be ieee or inf"),
-        (p.zero_sign in ("ieee", "positive"), "zero_sign must be ieee or positive"),
+        (p.zero_exponent is None or -1100 <= p.zero_exponent <= 1100, "zero_exponent must be -1100..1100 or none"),
         (0 <= p.instr_k <= MAX_K, f"instr_k must be 0..{MAX_K} (0: no instruction boundary)"),
         (0 <= p.block_k <= MAX_K, f"block_k must be 0..{MAX_K} (0: all K in one block)"),
         (p.block_k == 0 or p.instr_k == 0 or p.block_k <= p.instr_k, "block_k must not exceed instr_k"),
@@ -338,6 +406,12 @@ def validate(p: ModelParams) -> ModelParams:
         (1 <= p.block_frac_bits <= acc.frac_bits, f"block_frac_bits must be 1..{acc.frac_bits}"),
         (p.carry_bits == "unbounded" or 0 <= int(p.carry_bits) <= 64, "carry_bits must be 0..64 or unbounded"),
         (p.extra_bits == "exact" or -acc.frac_bits <= int(p.extra_bits) <= 256, f"extra_bits must be -{acc.frac_bits}..256 or exact"),
+        (p.product_groups >= 1 and (p.block_k <= 0 or p.product_groups <= p.block_k),
+         "product_groups must be 1..block_k"),
+        (p.c_mode != "after_sum" or (p.extra_bits != "exact" and p.reduction == "chain"
+                                    and p.sum_frac_bits >= get_format(p.acc_fmt).frac_bits + int(p.extra_bits)),
+         "c_mode after_sum needs a window (extra_bits not exact), chain reduction and sum_frac_bits >= F"),
+        (p.c_drop is None or 0 <= p.c_drop <= 1100, "c_drop must be 0..1100 or none"),
     ]
     checks += _scale_checks(p)
     if p.align_floor is not None:
@@ -352,29 +426,24 @@ def validate(p: ModelParams) -> ModelParams:
 
 
 def _scale_checks(p: ModelParams) -> list[tuple[bool, str]]:
-    """The checks of the mixed-format and block-scaling parameters (formats looked up first)."""
+    """The checks of the block-scaling parameters (formats looked up first)."""
     from .formats import SCALE_FORMATS
 
-    for key in ("b_fmt", "scale_fmt"):
-        if getattr(p, key):
-            get_format(getattr(p, key))
+    if p.scale_fmt:
+        get_format(p.scale_fmt)
     for key in ("in_fmt", "b_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt"):
         if getattr(p, key) and get_format(getattr(p, key)).name in SCALE_FORMATS:
             return [(False, f"{key} {getattr(p, key)} is a scale format (only scale_fmt takes one)")]
-    checks = [
-        (not p.b_fmt or not p.operand_fmt, "b_fmt and operand_fmt cannot both be set"),
-        (p.scale_apply in ("products", "groups"), "scale_apply must be products or groups"),
-        (p.scale_zero_group in ("aligns", "skipped"), "scale_zero_group must be aligns or skipped"),
-        (p.scale_group_bits == "exact" or 1 <= int(p.scale_group_bits) <= 64, "scale_group_bits must be 1..64 or exact"),
-    ]
+    checks = [(p.scale_group_bits == "exact" or 1 <= int(p.scale_group_bits) <= 64,
+               "scale_group_bits must be 1..64 or exact")]
     if not p.scale_fmt:
         return [*checks, (p.scale_block == 0, "scale_block needs a scale_fmt")]
     return [*checks,
-        (get_format(p.scale_fmt).name in SCALE_FORMATS, f"scale_fmt must be one of {SCALE_FORMATS}"),
-        (p.instr_k > 0 and p.scale_block > 0 and p.instr_k % p.scale_block == 0,
-         "a block-scaled path needs instr_k > 0 and a scale_block that divides it"),
-        (p.block_k in (0, p.instr_k) and p.reduction == "chain" and not p.operand_fmt and p.c_mode == "aligned",
-         "a block-scaled path sums one instruction in one block with C aligned (block_k = instr_k, "
-         "reduction chain, no operand_fmt, c_mode aligned)"),
-        (p.scale_apply == "products" or (p.scale_group_k > 0 and p.scale_block % p.scale_group_k == 0),
-         "scale_apply groups needs a scale_group_k that divides scale_block")]
+            (get_format(p.scale_fmt).name in SCALE_FORMATS, f"scale_fmt must be one of {SCALE_FORMATS}"),
+            (p.instr_k > 0 and p.scale_block > 0 and p.instr_k % p.scale_block == 0,
+             "a block-scaled path needs instr_k > 0 and a scale_block that divides it"),
+            (p.block_k in (0, p.instr_k) and p.reduction == "chain" and not p.operand_fmt and p.c_mode == "aligned",
+             "a block-scaled path sums one instruction in one block with C aligned (block_k = instr_k, "
+             "reduction chain, no operand_fmt, c_mode aligned)"),
+            (p.scale_apply == "products" or (p.scale_group_k > 0 and p.scale_block % p.scale_group_k == 0),
+             "scale_apply groups needs a scale_group_k that divides scale_block")]

@@ -8,19 +8,21 @@ x <= y (entry by entry, all non-negative) with result(x) > result(y).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from pysmt.shortcuts import BV, BVUGT, BVULE, And, BVExtract, Equals
 
-from .discriminate import Outcome, choose_path, discriminate, replay, resolve_for
-from .errors import TcsmtError
+from .discriminate import Outcome, choose_path, discriminate, resolve_for, simulate_case
+from .errors import InternalError, TcsmtError
 from .formats import get_format
-from .registry import models_dir
+from .registry import check_instr, instructions, models_dir
 from .smt_encode import domain, inputs_for, output_term
 from .solvers import solve
 from .where import parse_where
@@ -40,9 +42,9 @@ class QuerySpec:
     model: str = "volta"
     in_fmt: str = "fp16"
     out_fmt: str = "fp32"
-    k: int | None = None
     instr: str | None = None
-    """The instruction of the path (where the formats alone do not pick it: block-scaled paths)."""
+    """the instruction where the model has several for these formats (mma, wgmma); None: its first"""
+    k: int | None = None
     where: str = ""
     minimize: bool = True
     hypotheses: list[str] = field(default_factory=list)
@@ -66,8 +68,22 @@ def load_query(name_or_file: str | Path) -> QuerySpec:
         raise TcsmtError(f"malformed query file {path}: {exc}") from exc
     if q.kind not in ("feature", "monotonicity"):
         raise TcsmtError(f"{path}: kind must be feature or monotonicity")
+    if q.instr is not None and not isinstance(q.instr, str):
+        raise TcsmtError(f"{path}: instr must be a string such as mma or wgmma")
     if q.kind == "feature" and len(q.hypotheses) < 2:
         raise TcsmtError(f"{path}: a feature query needs at least two hypotheses")
+    return q
+
+
+def with_instr(q: QuerySpec, model: str, instr: str | None) -> QuerySpec:
+    """The query with the instruction to ask ``model`` about: ``instr`` if given (checked: TcsmtError if the
+    model lacks it on the query's path), else the query's own where the model has it on that path, else
+    None (the model's first path for the formats)."""
+    if instr is not None:
+        check_instr(instr, [model], q.in_fmt, q.out_fmt)
+        return dataclasses.replace(q, instr=instr)
+    if q.instr is not None and q.instr not in instructions(model, q.in_fmt, q.out_fmt):
+        return dataclasses.replace(q, instr=None)
     return q
 
 
@@ -130,7 +146,7 @@ def run_feature(q: QuerySpec, model: str | None, solver: str, timeout: float,
 # ------------------------------------------------------------ monotonicity
 @dataclass
 class MonoResult:
-    status: str
+    status: Literal["found", "unsat", "unknown", "timeout"]
     model: str
     x: dict | None = None
     y: dict | None = None
@@ -169,9 +185,9 @@ def run_monotonicity(q: QuerySpec, model: str | None, solver: str, timeout: floa
         res.y = {n: m[f"y.{n}"] for n in y.names}
         for tag in ("x", "y"):
             v = getattr(res, tag)
-            out = replay([p], [base], [v[f"a{i}"] for i in range(K)], [v[f"b{i}"] for i in range(K)], v["c"],
-                         [v[f"sa{j}"] for j in range(len(x.sa))], [v[f"sb{j}"] for j in range(len(x.sb))])[base]
+            out = simulate_case([p], [base], [v[f"a{i}"] for i in range(K)], [v[f"b{i}"] for i in range(K)], v["c"],
+                                [v[f"sa{j}"] for j in range(len(x.sa))], [v[f"sb{j}"] for j in range(len(x.sb))])[base]
             setattr(res, "d" + tag, out)
         if not res.dx > res.dy:
-            raise TcsmtError("internal error: the monotonicity answer does not replay in the simulator")
+            raise InternalError("the monotonicity answer does not replay in the simulator")
     return res

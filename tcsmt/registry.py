@@ -37,8 +37,10 @@ def models_dir() -> Path:
 
 
 @dataclass
-class Path_:
-    """One path of an architecture with its named hypotheses (overrides)."""
+class ModelPath:
+    """One path of an architecture in its model file (``[[paths]]``): its parameters and named hypotheses.
+
+    (The same path on a GPU, with its kernel, is :class:`tcsmt.hwcheck.paths.PathSpec`.)"""
 
     params: ModelParams
     hypotheses: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -54,21 +56,21 @@ class Arch:
     gpus: list[str]
     aliases: list[str]
     sm: str
-    paths: list[Path_]
+    paths: list[ModelPath]
     sources: list[str]
     notes: str = ""
-    mixed_paths: list[Path_] = field(default_factory=list)
+    mixed_paths: list[ModelPath] = field(default_factory=list)
     """Paths whose B has a format of its own (``b_fmt``) or that read block scales (``scale_fmt``).
 
     Kept apart from ``paths`` because identify's hypothesis space (``identify_space.named_points``)
     reads ``paths`` as paths with one input format and no scale inputs; every other reader goes
     through :meth:`every_path`.  (Merge the two once identify generates B formats and scales.)"""
 
-    def every_path(self) -> list[Path_]:
+    def every_path(self) -> list[ModelPath]:
         """``paths`` and ``mixed_paths``, in the model file's order within each."""
         return [*self.paths, *self.mixed_paths]
 
-    def find_paths(self, in_fmt: str | None, out_fmt: str | None, instr: str | None) -> list[Path_]:
+    def find_paths(self, in_fmt: str | None, out_fmt: str | None, instr: str | None) -> list[ModelPath]:
         out = []
         for p in self.every_path():
             if in_fmt and p.params.in_fmt != get_format(in_fmt).name:
@@ -152,7 +154,7 @@ def _load_arch(path: Path) -> Arch:
             for k, v in hval.items():
                 coerce(k, v)
             hyp_over[hname] = hval
-        paths.append(Path_(params, hyp_over, hyp_src, library))
+        paths.append(ModelPath(params, hyp_over, hyp_src, library))
     plain = [q for q in paths if not (q.params.b_fmt or q.params.scale_fmt)]
     mixed = [q for q in paths if q.params.b_fmt or q.params.scale_fmt]
     return Arch(
@@ -278,9 +280,9 @@ def check_instr(instr: str | None, specs: list[str], in_fmt: str | None = None, 
     path = f"{get_format(in_fmt).name if in_fmt else '*'} -> {get_format(out_fmt).name if out_fmt else '*'}"
     listing = "; ".join(f"{s}: {', '.join(v) if v else 'none (a reference has no instruction)'}"
                         for s, v in have.items())
-    who = f"{specs[0]} has" if len(specs) == 1 else "none of the models has"
-    raise TcsmtError(f"{who} no path {path} with --instr {instr!r} (instructions there: {listing})")
+    who = f"{specs[0]} has no" if len(specs) == 1 else "none of the models has a"
+    raise TcsmtError(f"{who} path {path} with --instr {instr!r} (instructions there: {listing})")
 
 
-def all_paths() -> list[tuple[Arch, Path_]]:
+def all_paths() -> list[tuple[Arch, ModelPath]]:
     return [(a, p) for a in architectures().values() for p in a.every_path()]

@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 
 from .discriminate import Case, Outcome
-from .errors import TcsmtError
+from .errors import InternalError
 from .formats import Format
 from .values import format_value
 
@@ -28,7 +28,7 @@ def _finite(fmt: Format, bits: int) -> Fraction:
     """Exact value of a finite pattern (discriminating inputs are: the solver's domain is finite patterns)."""
     v = fmt.to_fraction(bits)
     if not isinstance(v, Fraction):
-        raise TcsmtError(f"internal error: input {hexpat(fmt, bits)} is not finite; please report it")
+        raise InternalError(f"input {hexpat(fmt, bits)} is not finite")
     return v
 
 
@@ -69,8 +69,9 @@ def first_block_cut(p, a: list[int], b: list[int], c: int) -> int | None:
     from .formats import get_format
 
     fin, fc = get_format(p.in_fmt), get_format(p.c_fmt)
+    fb = get_format(p.b_fmt) if p.b_fmt else fin
     cut = sem.first_block_cut(NumpyBackend(), p, [np.array([x], dtype=fin.dtype) for x in a],
-                              [np.array([y], dtype=fin.dtype) for y in b], np.array([c], dtype=fc.dtype))
+                              [np.array([y], dtype=fb.dtype) for y in b], np.array([c], dtype=fc.dtype))
     return None if cut is None else int(np.asarray(cut).reshape(-1)[0])
 
 
@@ -83,11 +84,11 @@ def bit_diagram(o: Outcome, case: Case, width: int = 56) -> list[str]:
     computes them for this input) and drops the rest.
     """
     fin, fc = o.in_fmt, o.c_fmt
-    if o.scale_fmt is not None or o.b_fmt is not None:
-        return []  # (the diagram reads unscaled products of one format)
+    if o.scale_fmt is not None:
+        return []  # (the diagram reads unscaled products)
     terms = [("c", _finite(fc, case.c))]
     for i, (x, y) in enumerate(zip(case.a, case.b)):
-        terms.append((f"a{i}*b{i}", _finite(fin, x) * _finite(fin, y)))
+        terms.append((f"a{i}*b{i}", _finite(fin, x) * _finite(o.b_fmt or fin, y)))
     terms = [(name, v) for name, v in terms if v != 0]
     if not terms:
         return []
@@ -119,7 +120,8 @@ def bit_diagram(o: Outcome, case: Case, width: int = 56) -> list[str]:
 def format_outcome(o: Outcome, explain: bool = True) -> str:
     lines = []
     names = " vs ".join(o.specs)
-    head = f"{names}  ({o.in_fmt.name} -> {o.out_fmt.name}, C in {o.c_fmt.name})"
+    mixed = f" x {o.b_fmt.name}" if o.b_fmt else ""
+    head = f"{names}  ({o.in_fmt.name}{mixed} -> {o.out_fmt.name}, C in {o.c_fmt.name})"
     if o.status == "equivalent":
         ks = ", ".join(map(str, o.tried_k))
         lines.append(f"{head}: no input tells them apart (unsat for K = {ks}; {o.solver}, {o.seconds:.2f} s)")
@@ -183,7 +185,7 @@ def _scale_record(o: Outcome, c: Case) -> dict:
 def outcome_json(o: Outcome, command: str) -> dict:
     from . import __version__
 
-    extra: dict[str, str | int] = {"b_fmt": o.b_format.name} if o.b_fmt is not None else {}
+    extra: dict[str, str | int] = {}
     if o.scale_fmt is not None:
         extra.update(scale_fmt=o.scale_fmt.name, scale_block=o.scale_block)
     return {
@@ -195,6 +197,7 @@ def outcome_json(o: Outcome, command: str) -> dict:
         "solve_seconds": round(o.seconds, 3),
         "status": o.status,
         "in_fmt": o.in_fmt.name,
+        **({"b_fmt": o.b_fmt.name} if o.b_fmt else {}),
         "c_fmt": o.c_fmt.name,
         "out_fmt": o.out_fmt.name,
         **extra,

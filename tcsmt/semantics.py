@@ -1,5 +1,8 @@
 """The one definition of what a matrix unit computes, written once for two back ends.
 
+(Over 400 lines on purpose: every semantic fact lives here, so that the simulator, the SMT encoding
+and every analysis read one definition; splitting it would invite exactly the drift it prevents.)
+
 Every function here takes a back end ``B`` (:class:`tcsmt.backend_numpy.NumpyBackend`
 for the simulator, :class:`tcsmt.backend_smt.SmtBackend` for the solver) and only
 uses its exact-integer operations (the contract :class:`tcsmt.backend.Backend`), so the simulator and the SMT encoding cannot
@@ -79,13 +82,13 @@ class Term:
     known_zero: bool = False
     """Statically +0 (the constant C a chain starts from): it takes part in the zero-sign rules but
     adds nothing, so the sum's static bound leaves it out."""
+    zero_joins: bool = False
+    """A zero addend's ``top`` is its alignment exponent too (``ModelParams.zero_exponent``): it joins the
+    maximum E.  Otherwise zero addends are left out of E."""
     peak: Fraction | None = None
     """|value| <= peak * 2^top (None: 2^head).  Tighter than the head where the significands carry
     fewer bits than their format (fp8 operands converted exactly to fp16): it lets a block's
     static sum bound, and so the question whether carry bits can bind, follow the real precision."""
-    always_aligns: bool = False
-    """Its ``top`` joins the alignment maximum E even when its magnitude is 0 (a block-scaled group
-    whose exact sum is 0, with ``scale_zero_group = "aligns"``)."""
 
 
 @dataclass
@@ -135,30 +138,28 @@ def decode(B: Backend, fmt: Format, bits: V, keep_subnormals: bool = True) -> De
 
 
 def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
-                 exp_range: tuple[int, int] | None = None, precision: int | None = None) -> tuple[Term, Flags]:
+                 exp_range: tuple[int, int] | None = None, precision: int | None = None,
+                 precision_b: int | None = None) -> tuple[Term, Flags]:
     """The exact product a*b as an addend, with its special-value flags.
 
-    ``a`` and ``b`` may have different formats (kind::f8f6f4: e4m3 x e2m1, ...): the significand
-    product has (fa+1)+(fb+1) bits and its LSB weight is 2^(ea+eb-fa-fb).
-    ``exp_range`` (lo, hi) narrows the static bounds when the caller knows every factor's exponent
-    lies in [lo, hi] (a query domain, as in ``verify``); by default each format's [emin, emax].
-    ``precision``: the factors carry at most this many fraction bits (fewer than their format's when
-    they were converted exactly from a narrower one); it tightens the term's ``peak``.
+    ``a`` and ``b`` may have different formats (mixed e4m3 x e5m2 paths): the product's significand has
+    fa + fb fraction bits.  ``exp_range`` (lo, hi) narrows the static bounds when the caller knows every
+    factor's exponent lies in [lo, hi] (a query domain, as in ``verify``); by default the formats' [emin, emax].
+    ``precision`` (``precision_b`` for b; default the same): the factors carry at most this many fraction bits
+    (fewer than their format's when they were converted exactly from a narrower one); it tightens ``peak``.
     """
     fa, fb = a.fmt.frac_bits, b.fmt.frac_bits
-    mag_bits = fa + fb + 2
-    mag = B.mul(a.sig, b.sig, mag_bits)
+    sig_bits = fa + fb + 2
+    mag = B.mul(a.sig, b.sig, sig_bits)
     esum = B.add(a.e, b.e)
     lsb = B.sub(esum, fa + fb)
-    if exp_range is not None:
-        (emin_a, emax_a), (emin_b, emax_b) = exp_range, exp_range
-    else:
-        emin_a, emax_a, emin_b, emax_b = a.fmt.emin, a.fmt.emax, b.fmt.emin, b.fmt.emax
+    emin, emax = exp_range or (a.fmt.emin, a.fmt.emax)
+    bmin, bmax = exp_range or (b.fmt.emin, b.fmt.emax)
     if p.product_exponent == "raw":
-        top, top_min, top_max, gap, head = esum, emin_a + emin_b, emax_a + emax_b, fa + fb, 2
+        top, top_min, top_max, gap, head = esum, emin + bmin, emax + bmax, fa + fb, 2
     else:
-        top = B.add(lsb, B.msb(mag, mag_bits))
-        top_min, top_max, gap, head = emin_a - fa + emin_b - fb, emax_a + emax_b + 1, 0, 1
+        top = B.add(lsb, B.msb(mag, sig_bits))
+        top_min, top_max, gap, head = emin + bmin - fa - fb, emax + bmax + 1, 0, 1
     neg = B.xor(a.neg, b.neg)
     a_zero, b_zero = B.eq(a.sig, 0), B.eq(b.sig, 0)
     a_fin_zero = B.and_(a_zero, B.not_(B.or_(a.inf, a.nan)))
@@ -167,11 +168,24 @@ def product_term(B: Backend, p: ModelParams, a: Decoded, b: Decoded,
     inf = B.and_(B.or_(a.inf, b.inf), B.not_(nan))
     flags = Flags(nan, B.and_(inf, B.not_(neg)), B.and_(inf, neg))
     # a factor with at most q fraction bits is at most (2 - 2^-q) * 2^e (e = emin for subnormals)
-    qa, qb = (fa, fb) if precision is None else (min(fa, precision), min(fb, precision))
+    qa = fa if precision is None else precision
+    qb = fb if precision is None and precision_b is None else (precision_b if precision_b is not None else qa)
     peak = (2 - Fraction(1, 1 << qa)) * (2 - Fraction(1, 1 << qb)) if p.product_exponent == "raw" else None
-    term = Term(neg, mag, lsb, top, mag_bits, emin_a - fa + emin_b - fb, emax_a - fa + emax_b - fb,
-                top_min, top_max, gap, head, peak=peak)
+    term = Term(neg, mag, lsb, top, sig_bits, emin + bmin - fa - fb, emax + bmax - fa - fb, top_min, top_max, gap,
+                head, peak=peak)
+    if p.zero_exponent is not None:
+        z = p.zero_exponent  # a zero factor has exponent z: the zero product's is z + e(other factor)
+        zero_top = B.add(B.ite(a_zero, z, a.e), B.ite(b_zero, z, b.e))
+        term = _zero_top(B, term, zero_top, min(2 * z, z + min(emin, bmin)), max(2 * z, z + max(emax, bmax)))
     return term, flags
+
+
+def _zero_top(B: Backend, t: Term, zero_top: V, lo: int, hi: int) -> Term:
+    """``t`` whose alignment exponent, where its magnitude is zero, is ``zero_top`` (in [lo, hi]), joining
+    the block's maximum (``ModelParams.zero_exponent``)."""
+    top = B.ite(B.eq(t.mag, 0), zero_top, t.top)
+    return dataclasses.replace(t, top=top, top_min=min(t.top_min, lo), top_max=max(t.top_max, hi),
+                               zero_joins=True)
 
 
 def value_term(B: Backend, d: Decoded) -> tuple[Term, Flags]:
@@ -267,6 +281,33 @@ def _sum_bits(terms: Sequence[Term], F: int | None, p: ModelParams, width: int) 
     return bound.bit_length()
 
 
+def _align_term(B: Backend, t: Term, L: V, F: int, align: str) -> V:
+    """|t| on the grid 2^L, where L = E - F and t.top <= E: the bits below the grid lost by ``align``
+    ("trunc": magnitude truncated; "rne": magnitude rounded to nearest even; "floor": the signed value
+    truncated towards minus infinity, so a negative term that loses bits grows by one unit)."""
+    d = B.sub(t.lsb, L)  # <= F - gap_min by construction
+    smax = max(0, F - t.gap_min)
+    left = B.ite(B.gt(d, 0), d, 0)
+    if smax > 0:
+        shifted = B.shl(t.mag, B.min(left, smax), smax, t.mag_bits + smax)
+    else:
+        shifted = t.mag
+    right = B.ite(B.lt(d, 0), B.neg(d), 0)
+    kept = B.shr(shifted, right)
+    if align == "trunc":
+        return kept
+    if align == "rne":
+        r1 = B.max(B.sub(right, 1), 0)
+        half = B.and_(B.ge(right, 1), B.ne(B.mod_pow2(B.shr(t.mag, r1), 1), 0))
+        sticky = B.and_(B.ge(right, 2), B.low_nonzero(t.mag, r1))
+        odd = B.ne(B.mod_pow2(kept, 1), 0)
+        inc = B.and_(half, B.or_(sticky, odd))
+        return B.add(kept, B.ite(inc, 1, 0))
+    lost = B.and_(B.gt(right, 0), B.low_nonzero(t.mag, right))  # floor
+    up = B.and_(t.neg, lost)
+    return B.add(kept, B.ite(up, 1, 0))
+
+
 def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockSum:
     """Align ``terms`` to the largest exponent with F fraction bits and add them (steps 3-4)."""
     nonzero = [B.ne(t.mag, 0) for t in terms]
@@ -281,35 +322,14 @@ def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) 
             signed.append((t.neg, on_grid(B, t, L_static)))
     else:
         sentinel = min(t.top_min for t in terms) - 1
-        tops = [t.top if t.always_aligns else B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]
+        tops = [t.top if t.zero_joins else B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]
         E = _tree(B, tops, B.max)
         if p.align_floor is not None and not _floor_is_inert(terms, F, p):
             E = B.max(E, p.align_floor)
         L = B.sub(E, F)
         width = max(t.head for t in terms) + F + 1
         for t in terms:
-            d = B.sub(t.lsb, L)  # <= F - gap_min by construction
-            smax = max(0, F - t.gap_min)
-            left = B.ite(B.gt(d, 0), d, 0)
-            if smax > 0:
-                shifted = B.shl(t.mag, B.min(left, smax), smax, t.mag_bits + smax)
-            else:
-                shifted = t.mag
-            right = B.ite(B.lt(d, 0), B.neg(d), 0)
-            kept = B.shr(shifted, right)
-            if p.align == "trunc":
-                signed.append((t.neg, kept))
-            elif p.align == "rne":
-                r1 = B.max(B.sub(right, 1), 0)
-                half = B.and_(B.ge(right, 1), B.ne(B.mod_pow2(B.shr(t.mag, r1), 1), 0))
-                sticky = B.and_(B.ge(right, 2), B.low_nonzero(t.mag, r1))
-                odd = B.ne(B.mod_pow2(kept, 1), 0)
-                inc = B.and_(half, B.or_(sticky, odd))
-                signed.append((t.neg, B.add(kept, B.ite(inc, 1, 0))))
-            else:  # floor: two's-complement truncation of the signed value
-                lost = B.and_(B.gt(right, 0), B.low_nonzero(t.mag, right))
-                up = B.and_(t.neg, lost)
-                signed.append((t.neg, B.add(kept, B.ite(up, 1, 0))))
+            signed.append((t.neg, _align_term(B, t, L, F, p.align)))
     # the circuit keeps its generous width (measured: narrowing it to the tight bound made small
     # solver queries several times slower); the tight bound decides whether carry bits can bind
     sum_bits = width + _ceil_log2(len(terms)) + 1
@@ -444,7 +464,11 @@ def apply_flags(B: Backend, fmt: Format, flags: Flags, bits: V) -> V:
 def sum_and_round(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams, fmt: Format,
                   frac_bits: int, mode: str) -> V:
     """Block sum of ``terms`` rounded into ``fmt`` (finite part; zero-sign rules applied)."""
-    s = block_sum(B, terms, F, p)
+    return _round_sum(B, p, block_sum(B, terms, F, p), fmt, frac_bits, mode)
+
+
+def _round_sum(B: Backend, p: ModelParams, s: BlockSum, fmt: Format, frac_bits: int, mode: str) -> V:
+    """A block sum rounded into ``fmt`` with the model's zero-sign and overflow rules."""
     cancel_sign = B.true() if mode == "rd" else B.false()
     zero_sign = B.ite(s.any_nonzero, cancel_sign, s.all_negative)
     neg = B.ite(B.eq(s.mag, 0), zero_sign, s.neg)
@@ -453,7 +477,51 @@ def sum_and_round(B: Backend, terms: Sequence[Term], F: int | None, p: ModelPara
     if p.zero_sign == "positive":  # a non-zero sum that rounds to zero gives +0
         underflow = B.and_(B.ne(s.mag, 0), B.eq(B.mod_pow2(bits, fmt.storage_bits - 1), 0))
         bits = B.ite(underflow, 0, bits)
+    elif p.zero_sign == "plus":  # every zero result is +0
+        bits = B.ite(B.eq(B.mod_pow2(bits, fmt.storage_bits - 1), 0), 0, bits)
     return bits
+
+
+def _sum_as_term(B: Backend, s: BlockSum, F: int, terms: Sequence[Term]) -> Term:
+    """A window sum of ``terms`` (its E = s.lsb + F) as an addend whose exponent is that E, also where the
+    sum cancelled to zero (it joins the next alignment as the exponent of its largest product)."""
+    lo = min(t.top_min for t in terms) - 1  # the block's sentinel E when every term is zero
+    hi = max(t.top_max for t in terms)
+    return Term(s.neg, s.mag, s.lsb, B.add(s.lsb, F), s.mag_bits, lo - F, hi - F, lo, hi, F,
+                max(1, s.mag_bits - F), zero_joins=True)
+
+
+def after_sum_block(B: Backend, p: ModelParams, pterms: Sequence[Term], c_term: Term, F: int, fmt: Format) -> V:
+    """c_mode "after_sum" (see :class:`ModelParams`): the products' window sum (in ``product_groups``
+    interleaved subsets, realigned by ``late_align``), then S and C aligned again to M = max(E_S, e(C)) with
+    ``sum_frac_bits`` and F fraction bits, C dropped below M - ``c_drop``, the exact sum rounded once."""
+    late = dataclasses.replace(p, align=p.late_align, align_floor=None, carry_bits="unbounded")
+    g = p.product_groups
+    subsets = [list(pterms[j::g]) for j in range(g)] if g > 1 and len(pterms) > 1 else [list(pterms)]
+    parts = [(block_sum(B, sub, F, p), sub) for sub in subsets]
+    if len(parts) > 1:
+        sub_terms = [_sum_as_term(B, sp, F, sub) for sp, sub in parts]
+        S = block_sum(B, sub_terms, F, late)
+        s_term = _sum_as_term(B, S, F, sub_terms)
+    else:
+        s_term = _sum_as_term(B, parts[0][0], F, parts[0][1])
+    F2 = p.sum_frac_bits
+    c_joins = c_term.zero_joins
+    c_top = c_term.top if c_joins else B.ite(B.ne(c_term.mag, 0), c_term.top, s_term.top_min)
+    M = B.max(s_term.top, c_top)
+    s_mag = _align_term(B, s_term, B.sub(M, F2), F2, p.late_align)
+    c_mag = B.mul_const(_align_term(B, c_term, B.sub(M, F), F, p.late_align), 1 << (F2 - F))
+    if p.c_drop is not None:
+        c_mag = B.ite(B.lt(c_top, B.sub(M, p.c_drop)), 0, c_mag)
+    width = max(s_term.mag_bits + F2 - F, F2 + 2) + 2
+    vals = [B.fit(B.ite(neg, B.neg(m), m), width + 1) for neg, m in ((s_term.neg, s_mag), (c_term.neg, c_mag))]
+    total = B.fit(B.add(vals[0], vals[1]), width + 1)
+    neg = B.lt(total, 0)
+    mag = B.fit(B.ite(neg, B.neg(total), total), width + 1)
+    any_nz = _tree(B, [B.ne(t.mag, 0) for t in [*pterms, c_term]], B.or_)
+    all_neg = _tree(B, [t.neg for t in [*pterms, c_term]], B.and_)
+    s = BlockSum(neg, mag, B.sub(M, F2), width, any_nz, all_neg)
+    return _round_sum(B, p, s, fmt, p.block_frac_bits, p.block_round)
 
 
 # --------------------------------------------------------------- block FMA
@@ -463,21 +531,25 @@ def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequenc
     model has one; on a block-scaled path multiplied by their scales, :func:`scaled_terms`, with
     ``sa_bits``/``sb_bits`` the scale pattern of each product) and C, with the special-value flags
     of all of them."""
-    fin, fb = get_format(p.in_fmt), get_format(p.b_format)
-    precision = fin.frac_bits
+    fin = get_format(p.in_fmt)
+    fbin = get_format(p.b_fmt) if p.b_fmt else fin  # B's format (mixed paths)
+    precision, precision_b = fin.frac_bits, fbin.frac_bits
     if p.operand_fmt:  # exact conversion of the operands first (e.g. fp8 -> fp16)
         fop = get_format(p.operand_fmt)
         a_bits = [convert(B, a, fin, fop, "rne") for a in a_bits]
-        b_bits = [convert(B, b, fin, fop, "rne") for b in b_bits]
-        fin = fb = fop
-    prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fb, b, p.subnormal_in),
-                          precision=min(precision, fin.frac_bits) if fin == fb else None)
+        b_bits = [convert(B, b, fbin, fop, "rne") for b in b_bits]
+        fin = fbin = fop
+    prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fbin, b, p.subnormal_in),
+                          precision=min(precision, fin.frac_bits), precision_b=min(precision_b, fbin.frac_bits))
              for a, b in zip(a_bits, b_bits)]
     c_term, c_flags = value_term(B, decode(B, c_fmt, c_bits, p.subnormal_c))
     if isinstance(c_bits, int) and c_bits == 0:  # the +0 an after_instr chain starts from
         c_term = dataclasses.replace(c_term, known_zero=True)
+    if p.zero_exponent is not None:  # a zero C has exponent zero_exponent and joins the alignment
+        z = p.zero_exponent
+        c_term = _zero_top(B, c_term, z, z, z)
     if p.scale_fmt:
-        terms, flags = scaled_terms(B, p, prods, sa_bits, sb_bits, fin, fb)
+        terms, flags = scaled_terms(B, p, prods, sa_bits, sb_bits, fin, fbin)
         return terms, c_term, merge_flags(B, [*flags, c_flags])
     return [t for t, _ in prods], c_term, merge_flags(B, [fl for _, fl in prods] + [c_flags])
 
@@ -493,7 +565,7 @@ def _scale_flags(B: Backend, fl: Flags, sa: Decoded, sb: Decoded) -> Flags:
 
 
 def _scaled(B: Backend, p: ModelParams, t: Term, sa: Decoded, sb: Decoded, raw_top: V, raw_range: tuple[int, int],
-            raw_gap: int, raw_head: int, raw_peak: Fraction | None, always_aligns: bool = False) -> Term:
+            raw_gap: int, raw_head: int, raw_peak: Fraction | None, zero_joins: bool = False) -> Term:
     """``t`` (an exact product or an exact group sum) multiplied exactly by the scales ``sa`` and ``sb``.
 
     Magnitude ``t.mag * sig(sa) * sig(sb)`` (ue8m0 significands are 1: no multiplication), LSB weight
@@ -510,10 +582,10 @@ def _scaled(B: Backend, p: ModelParams, t: Term, sa: Decoded, sb: Decoded, raw_t
     lsb_min, lsb_max = t.lsb_min + 2 * (smin - fs), t.lsb_max + 2 * (smax - fs)
     if p.product_exponent == "raw":
         return Term(t.neg, mag, lsb, raw_top, mag_bits, lsb_min, lsb_max, raw_range[0], raw_range[1], raw_gap,
-                    raw_head, peak=raw_peak, always_aligns=always_aligns)
+                    raw_head, peak=raw_peak, zero_joins=zero_joins)
     top = B.add(lsb, B.msb(mag, mag_bits))
     return Term(t.neg, mag, lsb, top, mag_bits, lsb_min, lsb_max, lsb_min, lsb_max + mag_bits, 0, 1,
-                always_aligns=always_aligns)
+                zero_joins=zero_joins)
 
 
 def _head(peak: Fraction) -> int:
@@ -569,7 +641,7 @@ def scaled_terms(B: Backend, p: ModelParams, prods: Sequence[tuple[Term, Flags]]
         peak = v_max * sig_peak
         raw_top = B.add(sa.e, sb.e)
         term = _scaled(B, p, gterm, sa, sb, raw_top, (2 * fs.emin, 2 * fs.emax), 2 * fs.frac_bits - L, _head(peak),
-                       peak, always_aligns=p.scale_zero_group == "aligns")
+                       peak, zero_joins=p.scale_zero_group == "aligns")
         terms.append(term)
         flags.append(_scale_flags(B, merge_flags(B, [fl for _, fl in grp]), sa, sb))
     return terms, flags
@@ -624,6 +696,8 @@ def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[
         bits = sum_and_round(B, [psum, c_term], None, p, acc, acc.frac_bits, p.c_round)
     elif p.c_mode in ("aligned", "after_instr"):
         bits = sum_and_round(B, [*pterms, c_term], F, p, acc, p.block_frac_bits, p.block_round)
+    elif p.c_mode == "after_sum" and F is not None:
+        bits = after_sum_block(B, p, pterms, c_term, F, acc)
     else:  # products alone, then one correctly rounded addition of C
         part = sum_and_round(B, pterms, F, p, acc, p.block_frac_bits, p.block_round)
         part_term, part_flags = value_term(B, decode(B, acc, part))
@@ -647,10 +721,13 @@ def unread_parameters(p: ModelParams) -> dict[str, Any]:
     if p.reduction == "pairwise":
         ch.update(extra_bits="exact", block_round="rne", c_mode="aligned",
                   block_frac_bits=get_format(p.acc_fmt).frac_bits)
-    elif p.c_mode == "aligned":
+    elif p.c_mode in ("aligned", "after_sum"):
         ch["c_round"] = "rne"
+    if p.c_mode != "after_sum":
+        ch.update(product_groups=1, sum_frac_bits=0, late_align="floor", c_drop=None)
     if ch.get("extra_bits", p.extra_bits) == "exact":
-        ch.update(align="trunc", align_floor=None, carry_bits="unbounded", overflow="wrap", product_exponent="raw")
+        ch.update(align="trunc", align_floor=None, carry_bits="unbounded", overflow="wrap", product_exponent="raw",
+                  zero_exponent=None)
     elif p.carry_bits == "unbounded":
         ch["overflow"] = "wrap"
     if p.out_fmt == p.acc_fmt:

@@ -27,6 +27,7 @@ class Inputs:
     b: list[Bv]
     c: Bv
     b_fmt: Format | None = None
+    """B's format where it differs from A's (mixed paths)."""
     scale_fmt: Format | None = None
     sa: list[Bv] = field(default_factory=list)
     sb: list[Bv] = field(default_factory=list)
@@ -57,7 +58,7 @@ class Inputs:
         return self.c_fmt if name == "c" else self.in_fmt
 
 
-def make_inputs(in_fmt: str, c_fmt: str, K: int, prefix: str = "", *, b_fmt: str = "", scale_fmt: str = "",
+def make_inputs(in_fmt: str, c_fmt: str, K: int, prefix: str = "", b_fmt: str = "", *, scale_fmt: str = "",
                 scale_block: int = 0) -> Inputs:
     """Free inputs for K products (``b_fmt``: B's own format; ``scale_fmt``/``scale_block``: the scale
     factors of a block-scaled path, ceil(K / scale_block) each for A and B)."""

@@ -22,6 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from importlib.util import find_spec
+from typing import Literal
 
 from pysmt.fnode import FNode
 from pysmt.logics import QF_BV
@@ -32,12 +33,15 @@ from .errors import TcsmtError
 
 SOLVERS = ("auto", "z3", "cvc5", "bitwuzla", "portfolio")
 
+SolverStatus = Literal["sat", "unsat", "unknown", "timeout"]
+"""A solver's answer: satisfiable, unsatisfiable (a proof), no answer (unknown), or out of time."""
+
 
 @dataclass
 class Answer:
     """A solver's answer: status sat/unsat/unknown/timeout and, if sat, the inputs' values."""
 
-    status: str
+    status: SolverStatus
     solver: str
     seconds: float
     model: dict[str, int] = field(default_factory=dict)

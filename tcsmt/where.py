@@ -28,7 +28,7 @@ _CMP = re.compile(r"^\s*(\|?)([abc]\d*)(\|?)\s*(<=|>=|!=|=|<|>)\s*(.+?)\s*$")
 
 def _vars(inp: Inputs, var: str) -> list[tuple[FNode, Format]]:
     if var in ("a", "b"):
-        return [(inp.symbol_of(f"{var}{i}"), inp.fmt_of(var + "0")) for i in range(inp.K)]
+        return [(inp.symbol_of(f"{var}{i}"), inp.fmt_of(f"{var}{i}")) for i in range(inp.K)]
     if var == "c":
         return [(inp.symbol_of("c"), inp.c_fmt)]
     idx = int(var[1:])

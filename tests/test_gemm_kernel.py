@@ -138,6 +138,8 @@ VARIANTS = [
     ("hopper", "bf16", "fp32", "cublas", {"block_round": "rne"}),
     ("hopper", "bf16", "fp32", "cublas", {"block_round": "ru", "align": "floor"}),
     ("hopper", "bf16", "fp32", "cublas", {"block_round": "rd", "zero_sign": "positive"}),
+    ("hopper", "bf16", "fp32", "cublas", {"block_round": "rd", "zero_sign": "plus"}),  # RD cancellations: +0
+    ("hopper", "bf16", "fp32", "cublas", {"block_round": "rd", "zero_sign": "ieee"}),  # RD cancellations: -0
     ("hopper", "bf16", "fp32", "cublas", {"subnormal_in": False, "subnormal_c": False, "subnormal_out": False}),
     ("hopper", "bf16", "fp32", "cublas", {"align_floor": "none", "overflow_result": "inf"}),
     ("hopper", "fp16", "fp32", "cublas", {"block_k": 0}),
@@ -189,6 +191,8 @@ def test_library_hypotheses_match_or_raise(base, name, over):
     ({"c_mode": "after"}, "c_mode"),
     ({"align": "rne"}, "align"),
     ({"block_interleave": 2}, "block_interleave"),
+    ({"zero_exponent": -126}, "zero_exponent"),
+    ({"product_groups": 2}, "product_groups"),
 ])
 def test_unsupported_params_raise(over, field):
     p = resolve("hopper", "bf16", "fp32", "cublas").with_overrides(over)

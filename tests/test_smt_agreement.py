@@ -18,7 +18,7 @@ import z3
 from pysmt.shortcuts import Solver
 
 from tcsmt.formats import Format, get_format
-from tcsmt.registry import REFERENCES, all_paths, reference_params
+from tcsmt.registry import REFERENCES, all_paths, reference_params, resolve
 from tcsmt.simulator import simulate_params
 from tcsmt.smt_encode import inputs_for, make_inputs, output_term
 from tcsmt.smt_eval import evaluate
@@ -96,6 +96,11 @@ def _cases():
         out.append(pytest.param(p, id=p.name))
     for ref in REFERENCES:
         out.append(pytest.param(reference_params(ref, "fp16", "fp32"), id=f"{ref}/fp16.fp32"))
+    # MMA-Sim's readings (issue 13): zeros joining the alignment at exponent -126 (bf16 reaches it), every
+    # zero result +0; on an aligned C path and on the HMMA emulation with C added after the blocks
+    for spec, fi, fo in (("ampere:zero_exp126,zero_plus", "bf16", "fp32"), ("blackwell:zero_exp126", "e5m2", "fp16"),
+                         ("turing:blocks4", "fp16", "fp32")):
+        out.append(pytest.param(resolve(spec, fi, fo), id=f"{spec}/{fi}.{fo}"))
     return out
 
 

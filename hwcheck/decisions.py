@@ -1,0 +1,232 @@
+"""Decision vectors: per GPU generation, solver-chosen inputs that settle the open questions.
+
+Each open question (docs/open_questions.md) is a pair of readings of one path: the model file's
+primary reading (``ampere``) and a named hypothesis (``ampere:carry3``).  For every question of a
+generation, ``build`` asks the solver (:func:`tcsmt.discriminate.discriminate`, the same query as
+``tcsmt discriminate PRIMARY HYPOTHESIS --in IN --out OUT --instr I --k K --count N``) for inputs on
+which the two readings give different bits, checks by simulation that they still differ once the
+hardware check pads them to whole instructions with +0 products, and writes all questions into one
+bundle (schema ``tcsmt.decisions/1``): every question holds the discriminate record (its command,
+solver, inputs and each reading's predicted output), so ``tcsmt hwcheck BUNDLE`` on a GPU of that
+generation runs every question and says which reading the GPU confirms.
+
+    python -m tcsmt.hwcheck.decisions ampere            # writes hwcheck/vectors/ampere.json
+    python -m tcsmt.hwcheck.decisions --list            # the questions of every generation
+
+A question the solver proves to have no discriminating input (the readings are equal on that path)
+is recorded as such, with no inputs.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import TcsmtError
+
+SCHEMA = "tcsmt.decisions/1"
+
+
+@dataclass(frozen=True)
+class Question:
+    """One open question on one path: the primary reading against a named hypothesis."""
+
+    cls: str
+    """The disagreement class of docs/open_questions.md (``zero-operands``, ``overflow``, ...)."""
+    primary: str
+    hypothesis: str
+    in_fmt: str
+    out_fmt: str
+    instr: str
+    k: int
+    """The dot-product length asked for: the hardware check's instruction k where it has a kernel for the path
+    (m16n8k16 for fp16/bf16 on every NVIDIA generation, so Volta's and Turing's vectors chain 4 and 2 of their
+    own instructions), so that no +0 padding changes what the inputs separate (an all-(-0) sum, say)."""
+    count: int = 4
+    where: str = ""
+
+    def command(self) -> str:
+        words = ["tcsmt", "discriminate", self.primary, self.hypothesis, "--in", self.in_fmt, "--out", self.out_fmt,
+                 "--instr", self.instr, "--k", str(self.k), "--count", str(self.count)]
+        if self.where:
+            words += ["--where", self.where]
+        return shlex.join(words)
+
+
+def _nv(arch: str, *, bf16: bool = True, tf32: bool = True, carry: str = "", floor: bool = True,
+        f16_floor: bool = True, k16: int = 16, k8: int = 8, extra: tuple[Question, ...] = ()) -> list[Question]:
+    """The questions every NVIDIA generation after Volta shares (classes 1-4 and the floors)."""
+    q: list[Question] = []
+    wide = "bf16" if bf16 else "fp16"
+    kw = k16
+    q.append(Question("zero-operands", arch, f"{arch}:zero_exp126", wide, "fp32", "mma", kw))
+    if tf32:
+        q.append(Question("zero-operands", arch, f"{arch}:zero_exp126", "tf32", "fp32", "mma", k8))
+    q.append(Question("overflow", arch, f"{arch}:overflow_max", wide, "fp32", "mma", kw))
+    q.append(Question("zero-sign", arch, f"{arch}:zero_ieee", wide, "fp32", "mma", kw))
+    q.append(Question("zero-sign", arch, f"{arch}:zero_plus", "fp16", "fp32", "mma", kw))
+    if carry:
+        q.append(Question("carry-bits", arch, f"{arch}:{carry}", "fp16", "fp32", "mma", kw))
+    if floor:
+        q.append(Question("floor", arch, f"{arch}:no_floor", wide, "fp32", "mma", kw))
+    if f16_floor:
+        q.append(Question("floor", arch, f"{arch}:no_floor", "fp16", "fp16", "mma", kw))
+    return q + list(extra)
+
+
+QUESTIONS: dict[str, list[Question]] = {
+    "volta": [
+        Question("zero-sign", "volta", "volta:zero_plus", "fp16", "fp32", "mma", 16),
+        Question("carry-bits", "volta", "volta:carry_unbounded", "fp16", "fp32", "mma", 16),
+        # one m8n8k4 instruction: +0 products padded after it leave an fp16 result unchanged (checked on build)
+        Question("floor", "volta", "volta:no_floor", "fp16", "fp16", "mma", 4),
+    ],
+    "turing": [
+        Question("turing-block", "turing", "turing:blocks4", "fp16", "fp32", "mma", 16),
+        Question("turing-block", "turing", "turing:blocks4", "fp16", "fp16", "mma", 16),
+        Question("carry-bits", "turing", "turing:carry3", "fp16", "fp32", "mma", 16),
+        Question("zero-sign", "turing", "turing:zero_plus", "fp16", "fp32", "mma", 16),
+    ],
+    "ampere": _nv("ampere", carry="carry3"),
+    "ada": _nv("ada", carry="carry3", extra=(
+        Question("zero-operands", "ada", "ada:zero_exp126", "e5m2", "fp32", "mma", 32),
+        Question("floor", "ada", "ada:no_floor", "e4m3", "fp32", "mma", 32),
+    )),
+    "blackwell": _nv("blackwell", extra=(
+        Question("zero-operands", "blackwell", "blackwell:zero_exp126", "bf16", "fp32", "tcgen05", 16),
+        Question("floor", "blackwell", "blackwell:no_floor", "bf16", "fp32", "tcgen05", 16),
+        Question("overflow", "blackwell", "blackwell:overflow_max", "bf16", "fp32", "tcgen05", 16),
+        Question("zero-sign", "blackwell", "blackwell:zero_plus", "fp16", "fp32", "tcgen05", 16),
+    )),
+    "cdna1": [
+        Question("cdna-reduction", "cdna1", "cdna1:pairwise4", "fp16", "fp32", "mfma", 8),
+        Question("cdna-reduction", "cdna1", "cdna1:pairwise2", "bf16", "fp32", "mfma", 4),
+    ],
+    "cdna2": [
+        Question("cdna-reduction", "cdna2", "cdna2:pairwise4", "fp16", "fp32", "mfma", 8),
+        Question("cdna-reduction", "cdna2", "cdna2:pairwise4", "bf16", "fp32", "mfma", 8),
+        Question("cdna-subnormal-c", "cdna2", "cdna2:keep_subnormal_c", "fp16", "fp32", "mfma", 8),
+    ],
+    "cdna3": [
+        Question("zero-operands", "cdna3", "cdna3:zeros_left_out", "bf16", "fp32", "mfma", 16),
+        Question("cdna3-alignment", "cdna3", "cdna3:c_aligned", "fp16", "fp32", "mfma", 16),
+        Question("cdna3-alignment", "cdna3", "cdna3:exact_block", "tf32", "fp32", "mfma", 8),
+        Question("cdna3-fp8", "cdna3", "cdna3:one_window", "e4m3fnuz", "fp32", "mfma", 32),
+        Question("cdna3-fp8", "cdna3", "cdna3:keep_small_c", "e5m2fnuz", "fp32", "mfma", 32),
+    ],
+}
+"""The questions of each generation (docs/open_questions.md names the classes).  Volta and Turing have fp16
+operands only: no fp16 dot product overflows fp32 or truncates to zero within a block (products lie in
+2^-48 .. 2^32), so the overflow and IEEE-sign questions do not arise there (``tcsmt discriminate volta
+volta:overflow_max --k 4`` proves the readings equal)."""
+
+
+def _padded_differ(doc: dict[str, Any], q: Question) -> list[bool]:
+    """For each input of a discriminate record: do the two readings still differ after the input is padded
+    with +0 products to a whole number of ``q.k``-product instructions (as ``tcsmt hwcheck`` runs it)?"""
+    from ..formats import get_format
+    from ..registry import resolve
+    from ..simulator import simulate_params
+    from .paths import PATHS
+
+    fin, fc = get_format(doc["in_fmt"]), get_format(doc["c_fmt"])
+    hw = PATHS.get((fin.name, get_format(q.out_fmt).name, q.instr))
+    step = hw.instr_k if hw is not None else q.k
+    out = []
+    for item in doc["inputs"]:
+        K = len(item["a"])
+        Kp = -(-K // step) * step
+        a = np.zeros((1, Kp), dtype=fin.dtype)
+        b = np.zeros_like(a)
+        a[0, :K] = [int(x, 16) for x in item["a"]]
+        b[0, :K] = [int(x, 16) for x in item["b"]]
+        c = np.array([int(item["c"], 16)], dtype=fc.dtype)
+        outs = [simulate_params(resolve(s, q.in_fmt, q.out_fmt, q.instr), a, b, c, bits=True)[0]
+                for s in (q.primary, q.hypothesis)]
+        out.append(bool(outs[0] != outs[1]))
+    return out
+
+
+def answer(q: Question, timeout: float) -> dict[str, Any]:
+    """The discriminate record of one question (status found / equivalent / timeout), inputs checked."""
+    from ..discriminate import discriminate
+    from ..report import outcome_json
+
+    o = discriminate([q.primary, q.hypothesis], q.in_fmt, q.out_fmt, q.instr, q.k, q.count, False,
+                     q.where or None, "auto", timeout)
+    doc = outcome_json(o, q.command())
+    if doc["inputs"]:
+        keep = _padded_differ(doc, q)
+        if not all(keep):
+            raise TcsmtError(f"{q.command()}: {keep.count(False)} input(s) no longer separate the readings "
+                             "once padded to whole instructions")
+    return doc
+
+
+def build(arch: str, timeout: float = 120.0, progress=None) -> dict[str, Any]:
+    """The decision bundle of one generation (every question answered by the solver)."""
+    from ..registry import find_arch
+
+    a = find_arch(arch)
+    if a.name not in QUESTIONS:
+        raise TcsmtError(f"no decision questions for {arch!r} (known: {', '.join(QUESTIONS)})")
+    entries = []
+    for q in QUESTIONS[a.name]:
+        if progress:
+            progress(f"{q.command()} ...")
+        doc = answer(q, timeout)
+        if progress:
+            progress(f"  {doc['status']}, {len(doc['inputs'])} input(s), {doc['solve_seconds']} s")
+        entries.append({"class": q.cls, "primary": q.primary, "hypothesis": q.hypothesis, "k": q.k, **doc})
+    return {
+        "schema": SCHEMA,
+        "arch": a.name,
+        "gpus": a.gpus,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "command": f"python -m tcsmt.hwcheck.decisions {a.name}",
+        "settles": "docs/open_questions.md",
+        "how": (f"run `tcsmt hwcheck hwcheck/vectors/{a.name}.json` on a {' / '.join(a.gpus)}: for each question "
+                "it prints which reading the GPU's bits confirm"),
+        "questions": entries,
+    }
+
+
+def is_bundle(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("schema") == SCHEMA
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .. import files
+
+    ap = argparse.ArgumentParser(prog="python -m tcsmt.hwcheck.decisions", description=__doc__.split("\n\n")[0])
+    ap.add_argument("arch", nargs="?", help="generation: " + ", ".join(QUESTIONS))
+    ap.add_argument("--output", help="file to write (default hwcheck/vectors/ARCH.json)")
+    ap.add_argument("--force", action="store_true", help="replace an existing output file")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per question")
+    ap.add_argument("--list", action="store_true", help="print every generation's questions")
+    args = ap.parse_args(argv)
+    try:
+        if args.list:
+            for g, qs in QUESTIONS.items():
+                for q in qs:
+                    print(f"{g:10} {q.cls:17} {q.command()}")
+            return 0
+        if not args.arch:
+            raise TcsmtError("name a generation (or --list)")
+        out = files.output(args.output or f"hwcheck/vectors/{args.arch.lower()}.json", args.force)
+        bundle = build(args.arch, args.timeout, progress=lambda m: print(m, file=sys.stderr))
+        out.write_json(bundle)
+        print(f"written: {out.path}")
+        return 0
+    except TcsmtError as exc:
+        print(f"decisions: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

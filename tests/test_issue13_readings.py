@@ -1,0 +1,143 @@
+"""The readings of issue 13: MMA-Sim's rules as parameters, the primary choices, CDNA3, decision bundles.
+
+Expected values are derived by hand from the published rules they test (each test names its source):
+MMA-Sim = github microsoft/MMA-Sim c785138 (arXiv 2511.10909), file and lines as cited; seed 000 = Fasi et
+al. 2020; docs/open_questions.md says why each primary reading was chosen.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tcsmt import TcsmtError, resolve, simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _hex(spec, a, b, c, fi, fo, instr=None) -> int:
+    return int(simulate(spec, a, b, c, fi, fo, instr)[0])
+
+
+def test_zero_product_joins_the_alignment_at_minus_126():
+    """MMA-Sim arithmetic.py L93-94, L151-155: a zero operand has exponent -126, so 0 * 2^114 has alignment
+    exponent -12; with F = 24 the window's last bit is 2^-36 and the products 2^-100 and 0.75 * 2^-100 are lost
+    (+0).  Zeros left out (Ampere's primary reading): 1.75 * 2^-100 = 0x0de00000."""
+    a, b = [[0.0, 2.0**-50, 2.0**-50]], [[2.0**114, 2.0**-50, 3 * 2.0**-52]]
+    assert _hex("ampere", a, b, [0.0], "bf16", "fp32") == 0x0DE00000
+    assert _hex("ampere:zero_exp126", a, b, [0.0], "bf16", "fp32") == 0
+
+
+def test_all_negative_zero_sum_sign():
+    """IEEE 754 (sec. 6.3): a sum of -0 terms is -0 (the primary reading); MMA-Sim (arithmetic.py L182-193)
+    returns +0 for every zero sum (zero_sign = plus)."""
+    a, b = [[-0.0, 0.0]], [[1.0, -1.0]]
+    assert _hex("ampere", a, b, [-0.0], "bf16", "fp32") == 0x80000000
+    assert _hex("ampere:zero_plus", a, b, [-0.0], "bf16", "fp32") == 0
+
+
+def test_three_wrapping_carry_bits_break_ordinary_sums():
+    """16 products 1.5 * 1.5 = 2.25 (raw exponent 0): the exact sum is 36.  With 3 carry bits a block of 8
+    holds |sum| < 2^4, so 18 wraps to 2 and the second block gives 20 (the rejected reading carry3); the
+    primary reading keeps every carry (MMA-Sim arithmetic.py L115-129)."""
+    a = np.full((1, 16), 1.5, np.float16)
+    assert simulate("ampere", a, a, np.zeros(1, np.float32), "fp16", "fp32").view(np.float32)[0] == 36
+    assert simulate("ampere:carry3", a, a, np.zeros(1, np.float32), "fp16", "fp32").view(np.float32)[0] == 20
+
+
+def test_overflow_gives_inf_on_every_nvidia_fp32_path():
+    """bf16: 2^127 * 1.5 + 2^127 * 1.5 = 3 * 2^127 >= 2^128: inf under the primary reading (Hopper's measured
+    rule, MMA-Sim arithmetic.py L177-193), the largest finite 0x7f7fffff under IEEE RZ (overflow_max)."""
+    a, b = [[2.0**127, 2.0**127]], [[1.5, 1.5]]
+    for arch in ("ampere", "ada", "blackwell"):
+        assert _hex(arch, a, b, [0.0], "bf16", "fp32") == 0x7F800000
+        assert _hex(f"{arch}:overflow_max", a, b, [0.0], "bf16", "fp32") == 0x7F7FFFFF
+
+
+def test_turing_one_block_of_eight():
+    """MMA-Sim nv_ptx.py L17-49: Turing's m16n8k8 is one fused block of 8 (F = 24).  a = 1, 2^-24 at k = 1
+    and k = 4, b = 1: one block keeps both 2^-24 terms (window LSB 2^-24) and RZ gives 1 + 2^-23 = 0x3f800001;
+    two blocks of 4 (blocks4) round 1 + 2^-24 to 1 (RZ to fp32) after the first block and again after the
+    second: 1.0 = 0x3f800000."""
+    a = [[1.0, 2.0**-24, 0.0, 0.0, 2.0**-24, 0.0, 0.0, 0.0]]
+    assert _hex("turing", a, [[1.0] * 8], [0.0], "fp16", "fp32") == 0x3F800001
+    assert _hex("turing:blocks4", a, [[1.0] * 8], [0.0], "fp16", "fp32") == 0x3F800000
+
+
+def test_cdna3_c_floored_to_24_bits():
+    """MMA-Sim arithmetic.py L281-285: the product sum 1 (M = 0) plus C = -2^-30 floored to 24 fraction bits
+    below M: floor(-2^-6) * 2^-24 = -2^-24, so the result is 1 - 2^-24 = 0x3f7fffff (RNE of an exact value);
+    the exact sum rounded once (exact_block) gives 1.0."""
+    assert _hex("cdna3", [[1.0]], [[1.0]], [-(2.0**-30)], "bf16", "fp32") == 0x3F7FFFFF
+    assert _hex("cdna3:exact_block", [[1.0]], [[1.0]], [-(2.0**-30)], "bf16", "fp32") == 0x3F800000
+
+
+def test_cdna3_fp8_even_odd_windows():
+    """MMA-Sim arithmetic.py L261-273: the even products (1) and the odd ones (-2^-30) are summed apart and each
+    floored to 24 fraction bits below the larger exponent: 1 - 2^-24 = 0x3f7fffff.  One window of 16 truncates
+    -2^-30 toward zero: 1.0."""
+    a = np.array([[1.0, -(2.0**-15)] + [0.0] * 30]).astype(ml_dtypes.float8_e5m2fnuz)
+    b = np.array([[1.0, 2.0**-15] + [0.0] * 30]).astype(ml_dtypes.float8_e5m2fnuz)
+    assert _hex("cdna3", a, b, [0.0], "e5m2fnuz", "fp32") == 0x3F7FFFFF
+    assert _hex("cdna3:one_window", a, b, [0.0], "e5m2fnuz", "fp32") == 0x3F800000
+
+
+def test_cdna2_pairwise_groups_miss_fttn_porting_result():
+    """Seed 001 sec. V: FTTN measured 0 on an MI250X; the primary reading (an FMA chain) reproduces it
+    (tests/test_fttn.py), MMA-Sim's pairwise groups of 4 give 255.875 (amd.py L35-38, L75-86)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_fttn import porting_d
+
+    assert porting_d("cdna2") == 0
+    assert abs(porting_d("cdna2:pairwise4")) == 255.875
+
+
+def test_after_sum_needs_a_window():
+    with pytest.raises(TcsmtError, match="after_sum"):
+        resolve("cdna3:extra_bits=exact", "fp16", "fp32")
+
+
+def _bundle(tmp_path: Path) -> Path:
+    """A one-question bundle (the schema hwcheck/decisions.py writes) on Ampere's fp16 path."""
+    from tcsmt.hwcheck.decisions import SCHEMA, Question, answer
+
+    q = Question("carry-bits", "ampere", "ampere:carry3", "fp16", "fp32", "mma", 8, count=1, where="a>=0,b>=0,c=0")
+    doc = answer(q, 60.0)
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps({"schema": SCHEMA, "arch": "ampere",
+                                "questions": [{"class": q.cls, "primary": q.primary, "hypothesis": q.hypothesis,
+                                               **doc}]}))
+    return path
+
+
+def test_bundle_on_a_virtual_device(tmp_path):
+    """A device computing with ampere:carry3 settles the question for the hypothesis (exit 1: the model file's
+    primary reading is refuted); one computing with ampere settles it for the primary reading (exit 0)."""
+    path = _bundle(tmp_path)
+    run = [sys.executable, "-m", "tcsmt", "hwcheck", str(path), "--jobs", "1", "--device"]
+    r = subprocess.run([*run, "model:ampere:carry3"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "settled: the hypothesis ampere:carry3" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([*run, "model:ampere"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "settled: the primary reading ampere" in r.stdout, r.stdout + r.stderr
+
+
+def test_bundle_without_a_gpu_prints_its_plan(tmp_path):
+    """No CUDA device: the plan (path, instruction, each reading's prediction) on stdout, one line on stderr,
+    exit 2."""
+    pytest.importorskip("pysmt")
+    try:
+        import cupy  # noqa: F401
+        pytest.skip("a CUDA stack is installed: the plan is printed only without one")
+    except Exception:
+        pass
+    path = _bundle(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "tcsmt", "hwcheck", str(path)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2
+    assert "would run [carry-bits] ampere vs ampere:carry3" in r.stdout and "ampere:carry3 predicts" in r.stdout
+    assert r.stderr.count("\n") == 1 and "nothing was run" in r.stderr
