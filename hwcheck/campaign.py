@@ -86,12 +86,7 @@ def _run(args) -> int:
     status = 0
     dump: dict[str, np.ndarray] = {}
     with ModelRunner(args.jobs or default_jobs()) as runner:
-        for path in arch.paths:
-            p = path.params
-            key = (p.in_fmt, p.out_fmt, p.instr)
-            if key not in PATHS:
-                continue
-            spec = PATHS[key]
+        for spec in _hardware_paths(arch):
             if want and spec.label not in want:
                 continue
             why = dev.supports(spec)
@@ -132,6 +127,12 @@ def _run(args) -> int:
     doc["device"] = dev.info()
     out.write_json(doc)
     return status
+
+
+def _hardware_paths(arch) -> list:
+    """The hardware paths of the architecture's model paths."""
+    keys = [(p.params.in_fmt, p.params.out_fmt, p.params.instr) for p in arch.paths]
+    return [PATHS[k] for k in keys if k in PATHS]
 
 
 def _extras_for(extra: list[str], spec) -> list:

@@ -46,9 +46,10 @@ def exact_value(fmt: Format, bits: int) -> str:
     return format_value(fmt.to_fraction(int(bits)))
 
 
-def exact_dot(fin: Format, fc: Format, a: np.ndarray, b: np.ndarray, c: int) -> str:
+def exact_dot(fin: Format, fc: Format, a: np.ndarray, b: np.ndarray, c: int, fin_b: Format | None = None) -> str:
     """The exact (unrounded) a.b + c, or NaN/Inf when a special value is involved."""
-    vals = [fin.to_fraction(int(x)) for x in a] + [fin.to_fraction(int(x)) for x in b] + [fc.to_fraction(int(c))]
+    fb = fin_b or fin
+    vals = [fin.to_fraction(int(x)) for x in a] + [fb.to_fraction(int(x)) for x in b] + [fc.to_fraction(int(c))]
     if any(not isinstance(v, Fraction) for v in vals):
         return "special"
     k = len(a)
@@ -165,12 +166,12 @@ class ModelTally:
 def counterexample(spec: PathSpec, a: np.ndarray, b: np.ndarray, c: int, gpu: int, model: int,
                    index: int) -> dict[str, Any]:
     """A JSON-able record of one disagreement: inputs and both outputs as hex and exact values."""
-    fin, fc, fo = spec.fin, spec.c_fmt, spec.fout
+    fin, fb, fc, fo = spec.fin, spec.fin_b, spec.c_fmt, spec.fout
     return {
         "index": int(index),
-        "a": [hex_bits(fin, x) for x in a], "b": [hex_bits(fin, x) for x in b], "c": hex_bits(fc, c),
-        "a_values": [exact_value(fin, x) for x in a], "b_values": [exact_value(fin, x) for x in b],
-        "c_value": exact_value(fc, c), "exact": exact_dot(fin, fc, a, b, c),
+        "a": [hex_bits(fin, x) for x in a], "b": [hex_bits(fb, x) for x in b], "c": hex_bits(fc, c),
+        "a_values": [exact_value(fin, x) for x in a], "b_values": [exact_value(fb, x) for x in b],
+        "c_value": exact_value(fc, c), "exact": exact_dot(fin, fc, a, b, c, fb),
         "gpu": hex_bits(fo, gpu), "gpu_value": exact_value(fo, gpu),
         "model": hex_bits(fo, model), "model_value": exact_value(fo, model),
     }
@@ -351,6 +352,9 @@ def inputs_from_doc(path: str, data: dict, in_fmt: str | None = None, out_fmt: s
     fi = in_fmt or data.get("in_fmt")
     fo = out_fmt or data.get("out_fmt")
     ins = instr or _file_instr(path, data.get("instr"))
+    b_fmt = data.get("b_fmt")
+    if isinstance(b_fmt, str) and b_fmt and ins.lower() in ("mma", "wgmma"):  # a mixed-format file: its family
+        ins = f"{ins}_x{get_format(b_fmt).name}"
     if not isinstance(fi, str) or not isinstance(fo, str):
         raise TcsmtError(f"{path}: needs string keys in_fmt and out_fmt (and optionally instr)")
     spec = find_path(fi, fo, ins.lower())
@@ -374,7 +378,7 @@ def inputs_from_doc(path: str, data: dict, in_fmt: str | None = None, out_fmt: s
             raise TcsmtError(f"{where}: a and b need the same, non-zero length "
                              f"(got {len(item['a'])} and {len(item['b'])})")
         A.append(np.array([_parse_hex(x, fin, f"{where}.a[{j}]") for j, x in enumerate(item["a"])], dtype=fin.dtype))
-        B.append(np.array([_parse_hex(x, fin, f"{where}.b[{j}]") for j, x in enumerate(item["b"])], dtype=fin.dtype))
+        B.append(np.array([_parse_hex(x, spec.fin_b, f"{where}.b[{j}]") for j, x in enumerate(item["b"])], dtype=fin.dtype))
         C.append(_parse_hex(item["c"], fc, f"{where}.c"))
     return FileInputs(spec, list(models), A, B, np.array(C, dtype=fc.dtype))
 
@@ -430,7 +434,7 @@ def _load_npz(p: Path, in_fmt, out_fmt, instr) -> FileInputs:
     if not fi or not fo:
         raise TcsmtError(f"{p}: give --path IN.OUT (or store in_fmt/out_fmt strings in the file)")
     spec = find_path(fi, fo, ins)
-    a, b, c = dot_patterns(data["a"], data["b"], data["c"], spec.fin, spec.c_fmt, source=str(p))
+    a, b, c = dot_patterns(data["a"], data["b"], data["c"], spec.fin, spec.c_fmt, source=str(p), b_fmt=spec.fin_b)
     return FileInputs(spec, [], list(a), list(b), c)
 
 
@@ -514,6 +518,7 @@ def result_json(device, spec: PathSpec, results: list[DistResult], seed: int,
         "device": device.info(),
         "path": f"{spec.label.split('/')[0]}", "in_fmt": spec.in_fmt, "out_fmt": spec.out_fmt,
         "instr": spec.instr, "shape": spec.shape, "seed": seed,
+        "kernel_checked_on_hardware": not spec.unchecked,
         "results": [r.as_json() for r in results],
     }
     if spec.library and hasattr(device, "library_info"):

@@ -58,24 +58,43 @@ class Question:
         return shlex.join(words)
 
 
+_TWO_BLOCK_UNDERFLOW = ",".join(f"a{i}=0" for i in range(8)) + ",|a|<=2^-60,|b|<=2^-60,|c|<=2^-120"
+"""A solver hint for the underflow-sign question on paths of two blocks of 8: the first block's products zero, the
+second's tiny (the sign of a sum that truncates to zero shows in the instruction's last block only: a later +0
+block would make both readings +0)."""
+
+
+def _zero_from(k0: int, k: int) -> str:
+    """Solver hint: products k0..k-1 are 0 * 0 (the later blocks pass the first one's result on unchanged)."""
+    return ",".join(f"a{i}=0,b{i}=0" for i in range(k0, k))
+
+
+_TINY = "|a|<=2^-60,|b|<=2^-60,|c|<=2^-120"
+
+
 def _nv(arch: str, *, bf16: bool = True, tf32: bool = True, carry: str = "", floor: bool = True,
-        f16_floor: bool = True, k16: int = 16, k8: int = 8, extra: tuple[Question, ...] = ()) -> list[Question]:
+        f16_floor: bool = True, k16: int = 16, k8: int = 8, zero_hint: str = "",
+        extra: tuple[Question, ...] = ()) -> list[Question]:
     """The questions every NVIDIA generation after Volta shares (classes 1-4 and the floors)."""
     q: list[Question] = []
     wide = "bf16" if bf16 else "fp16"
     kw = k16
-    q.append(Question("zero-operands", arch, f"{arch}:zero_exp126", wide, "fp32", "mma", kw))
+    first = _zero_from(8, kw) if zero_hint else ""  # two blocks of 8: ask about the first one
+    q.append(Question("zero-operands", arch, f"{arch}:zero_exp126", wide, "fp32", "mma", kw, where=first))
     if tf32:
         q.append(Question("zero-operands", arch, f"{arch}:zero_exp126", "tf32", "fp32", "mma", k8))
     q.append(Question("overflow", arch, f"{arch}:overflow_max", wide, "fp32", "mma", kw))
-    q.append(Question("zero-sign", arch, f"{arch}:zero_ieee", wide, "fp32", "mma", kw))
+    q.append(Question("zero-sign", arch, f"{arch}:zero_ieee", wide, "fp32", "mma", kw, where=zero_hint))
     q.append(Question("zero-sign", arch, f"{arch}:zero_plus", "fp16", "fp32", "mma", kw))
     if carry:
         q.append(Question("carry-bits", arch, f"{arch}:{carry}", "fp16", "fp32", "mma", kw))
+    tiny = ",".join(x for x in (first, _TINY) if x)
     if floor:
-        q.append(Question("floor", arch, f"{arch}:no_floor", wide, "fp32", "mma", kw))
+        q.append(Question("floor", arch, f"{arch}:no_floor", wide, "fp32", "mma", kw, where=tiny))
     if f16_floor:
-        q.append(Question("floor", arch, f"{arch}:no_floor", "fp16", "fp16", "mma", kw))
+        small = "|a|<=2^-11,|b|<=2^-11,|c|<=2^-22"  # every product and C below 2^-21: the floor can bind
+        q.append(Question("floor", arch, f"{arch}:no_floor", "fp16", "fp16", "mma", kw,
+                          where=",".join(x for x in (first, small) if x)))
     return q + list(extra)
 
 
@@ -87,37 +106,41 @@ QUESTIONS: dict[str, list[Question]] = {
         Question("floor", "volta", "volta:no_floor", "fp16", "fp16", "mma", 4),
     ],
     "turing": [
-        Question("turing-block", "turing", "turing:blocks4", "fp16", "fp32", "mma", 16),
-        Question("turing-block", "turing", "turing:blocks4", "fp16", "fp16", "mma", 16),
+        Question("turing-block", "turing", "turing:blocks4", "fp16", "fp32", "mma", 16, where=_zero_from(8, 16)),
+        Question("turing-block", "turing", "turing:blocks4", "fp16", "fp16", "mma", 16, where=_zero_from(8, 16)),
         Question("carry-bits", "turing", "turing:carry3", "fp16", "fp32", "mma", 16),
         Question("zero-sign", "turing", "turing:zero_plus", "fp16", "fp32", "mma", 16),
     ],
-    "ampere": _nv("ampere", carry="carry3"),
-    "ada": _nv("ada", carry="carry3", extra=(
-        Question("zero-operands", "ada", "ada:zero_exp126", "e5m2", "fp32", "mma", 32),
-        Question("floor", "ada", "ada:no_floor", "e4m3", "fp32", "mma", 32),
+    "ampere": _nv("ampere", carry="carry3", zero_hint=_TWO_BLOCK_UNDERFLOW),
+    "ada": _nv("ada", carry="carry3", zero_hint=_TWO_BLOCK_UNDERFLOW, extra=(
+        Question("zero-operands", "ada", "ada:zero_exp126", "e5m2", "fp32", "mma", 32, where=_zero_from(16, 32)),
+        Question("floor", "ada", "ada:no_floor", "e4m3", "fp32", "mma", 32, where=_zero_from(16, 32)),
     )),
     "blackwell": _nv("blackwell", extra=(
         Question("zero-operands", "blackwell", "blackwell:zero_exp126", "bf16", "fp32", "tcgen05", 16),
-        Question("floor", "blackwell", "blackwell:no_floor", "bf16", "fp32", "tcgen05", 16),
+        Question("floor", "blackwell", "blackwell:no_floor", "bf16", "fp32", "tcgen05", 16, where=_TINY),
         Question("overflow", "blackwell", "blackwell:overflow_max", "bf16", "fp32", "tcgen05", 16),
         Question("zero-sign", "blackwell", "blackwell:zero_plus", "fp16", "fp32", "tcgen05", 16),
     )),
     "cdna1": [
-        Question("cdna-reduction", "cdna1", "cdna1:pairwise4", "fp16", "fp32", "mfma", 8),
+        Question("cdna-reduction", "cdna1", "cdna1:pairwise4", "fp16", "fp32", "mfma", 8, where=_zero_from(4, 8)),
         Question("cdna-reduction", "cdna1", "cdna1:pairwise2", "bf16", "fp32", "mfma", 4),
     ],
     "cdna2": [
-        Question("cdna-reduction", "cdna2", "cdna2:pairwise4", "fp16", "fp32", "mfma", 8),
-        Question("cdna-reduction", "cdna2", "cdna2:pairwise4", "bf16", "fp32", "mfma", 8),
-        Question("cdna-subnormal-c", "cdna2", "cdna2:keep_subnormal_c", "fp16", "fp32", "mfma", 8),
+        Question("cdna-reduction", "cdna2", "cdna2:pairwise4", "fp16", "fp32", "mfma", 8,
+                 where=_zero_from(4, 8) + ",c=0,a>=0"),
+        Question("cdna-reduction", "cdna2", "cdna2:pairwise4", "bf16", "fp32", "mfma", 8, where=_zero_from(4, 8)),
+        Question("cdna-subnormal-c", "cdna2", "cdna2:keep_subnormal_c", "fp16", "fp32", "mfma", 8,
+                 where="a=0,|c|<=2^-127"),  # a subnormal C with zero products: its sign survives only if kept
     ],
     "cdna3": [
-        Question("zero-operands", "cdna3", "cdna3:zeros_left_out", "bf16", "fp32", "mfma", 16),
-        Question("cdna3-alignment", "cdna3", "cdna3:c_aligned", "fp16", "fp32", "mfma", 16),
-        Question("cdna3-alignment", "cdna3", "cdna3:exact_block", "tf32", "fp32", "mfma", 8),
-        Question("cdna3-fp8", "cdna3", "cdna3:one_window", "e4m3fnuz", "fp32", "mfma", 32),
-        Question("cdna3-fp8", "cdna3", "cdna3:keep_small_c", "e5m2fnuz", "fp32", "mfma", 32),
+        Question("zero-operands", "cdna3", "cdna3:zeros_left_out", "bf16", "fp32", "mfma", 16,
+                 where=_zero_from(8, 16)),
+        Question("cdna3-alignment", "cdna3", "cdna3:c_aligned", "fp16", "fp32", "mfma", 16, where=_zero_from(8, 16)),
+        Question("cdna3-alignment", "cdna3", "cdna3:exact_block", "tf32", "fp32", "mfma", 8, where=_zero_from(4, 8)),
+        Question("cdna3-fp8", "cdna3", "cdna3:one_window", "e4m3fnuz", "fp32", "mfma", 32, where=_zero_from(16, 32)),
+        Question("cdna3-fp8", "cdna3", "cdna3:keep_small_c", "e5m2fnuz", "fp32", "mfma", 32,
+                 where=_zero_from(16, 32)),
     ],
 }
 """The questions of each generation (docs/open_questions.md names the classes).  Volta and Turing have fp16
@@ -168,15 +191,23 @@ def answer(q: Question, timeout: float) -> dict[str, Any]:
     return doc
 
 
-def build(arch: str, timeout: float = 120.0, progress=None) -> dict[str, Any]:
-    """The decision bundle of one generation (every question answered by the solver)."""
+def build(arch: str, timeout: float = 120.0, progress=None, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The decision bundle of one generation (every question answered by the solver).
+
+    ``previous``: an earlier bundle of the generation; its answered questions (status found or equivalent,
+    same command) are kept, and only the others are asked again."""
     from ..registry import find_arch
 
     a = find_arch(arch)
     if a.name not in QUESTIONS:
         raise TcsmtError(f"no decision questions for {arch!r} (known: {', '.join(QUESTIONS)})")
+    kept = {e.get("command"): e for e in (previous or {}).get("questions", [])
+            if isinstance(e, dict) and e.get("status") in ("found", "equivalent")}
     entries = []
     for q in QUESTIONS[a.name]:
+        if q.command() in kept:
+            entries.append(kept[q.command()])
+            continue
         if progress:
             progress(f"{q.command()} ...")
         doc = answer(q, timeout)
@@ -209,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="replace an existing output file")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per question")
     ap.add_argument("--list", action="store_true", help="print every generation's questions")
+    ap.add_argument("--retry", action="store_true",
+                    help="keep the answered questions of the existing bundle, ask the others again, rewrite it")
     args = ap.parse_args(argv)
     try:
         if args.list:
@@ -218,8 +251,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not args.arch:
             raise TcsmtError("name a generation (or --list)")
-        out = files.output(args.output or f"hwcheck/vectors/{args.arch.lower()}.json", args.force)
-        bundle = build(args.arch, args.timeout, progress=lambda m: print(m, file=sys.stderr))
+        path = args.output or f"hwcheck/vectors/{args.arch.lower()}.json"
+        previous = None
+        if args.retry:
+            from ..inputs import read_json
+
+            previous = read_json(path)
+            if not is_bundle(previous):
+                raise TcsmtError(f"{path} is not a decision bundle")
+        out = files.output(path, args.force or args.retry)
+        bundle = build(args.arch, args.timeout, progress=lambda m: print(m, file=sys.stderr), previous=previous)
         out.write_json(bundle)
         print(f"written: {out.path}")
         return 0

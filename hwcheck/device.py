@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -177,7 +178,10 @@ class CudaDevice:
         self.cc = int(props["major"]) * 10 + int(props["minor"])
         self.sm_count = int(props.get("multiProcessorCount", 0)) or 80
         self.name = f"cuda:{ordinal} {self.gpu_name}"
-        self.arch = "sm_90a" if self.cc == 90 else f"sm_{self.cc}"
+        # arch-specific targets where the GPU has them (wgmma: sm_90a; tcgen05: sm_100a; sm_120 block scale: sm_120a)
+        self.arch = {90: "sm_90a", 100: "sm_100a", 103: "sm_103a", 120: "sm_120a", 121: "sm_121a"}.get(self.cc,
+                                                                                                  f"sm_{self.cc}")
+        self._noted: set[str] = set()
         self._module = None
         self._functions: dict[str, Any] = {}
         self.compiler = ""
@@ -206,7 +210,7 @@ class CudaDevice:
         return library.info()
 
     def supports(self, path: PathSpec) -> str | None:
-        if self.cc < path.cc or (path.arch_specific and self.cc != 90):
+        if self.cc < path.cc or (path.arch_specific and self.cc != path.cc):
             return (f"{path.shape} {path.label} needs {path.requirement()}; "
                     f"{self.gpu_name} has compute capability {self.cc // 10}.{self.cc % 10}")
         if path.library:
@@ -278,10 +282,27 @@ class CudaDevice:
 
             return cp.asarray(library.run_tiles(path, da, db, self.ordinal))
         T, _, K = da.shape
+        if path.unchecked and path.label not in self._noted:  # said once per path, on every command that runs it
+            self._noted.add(path.label)
+            print(f"tcsmt: note: the {path.label} kernel ({path.shape}, {self.arch}) has not been checked on "
+                  f"hardware by tcsmt: it was compiled and its SASS read only; run `tcsmt hwcheck --layouts` "
+                  f"on this GPU first", file=sys.stderr)
         fn = self.function(path.kernel)
         da, db, dc = cp.ascontiguousarray(da), cp.ascontiguousarray(db), cp.ascontiguousarray(dc)
         dd = cp.empty_like(dc)
-        if path.instr == "wgmma":
+        scale_args: tuple = ()
+        if path.scale_fmt:  # unit scales (ue8m0 2^0 = 0x7f, ue4m3 1.0 = 0x38): scaled inputs are not wired yet
+            one = 0x7F if path.scale_fmt == "ue8m0" else 0x38
+            nb = K // path.scale_block
+            scale_args = (cp.full((T, path.m, nb), one, dtype=cp.uint8), cp.full((T, path.n, nb), one, dtype=cp.uint8))
+        if path.instr.startswith("tcgen05"):
+            shared = (path.m + path.n) * K * path.fin.dtype.itemsize
+            if shared > MAX_SHARED:
+                raise TcsmtError(f"K = {K} is too long for the tcgen05 kernel (at most "
+                                 f"{MAX_SHARED // ((path.m + path.n) * path.fin.dtype.itemsize)})")
+            grid = max(1, min(T, self.sm_count * 2))
+            fn((grid,), (128,), (da, db, dc, dd, np.int64(T), np.int32(K)), shared_mem=shared)
+        elif path.instr == "wgmma":
             shared = 8 * K * path.fin.dtype.itemsize
             if shared > MAX_SHARED:
                 raise TcsmtError(f"K = {K} is too long for the wgmma kernel (at most "
@@ -290,7 +311,7 @@ class CudaDevice:
             fn((grid,), (128,), (da, db, dc, dd, np.int64(T), np.int32(K)), shared_mem=shared)
         else:
             grid = max(1, min(-(-T // 4), self.sm_count * 32))
-            fn((grid,), (128,), (da, db, dc, dd, np.int64(T), np.int32(K)))
+            fn((grid,), (128,), (da, db, dc, dd, np.int64(T), np.int32(K), *scale_args))
         return dd
 
 

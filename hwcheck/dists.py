@@ -69,23 +69,27 @@ def _signs(rng, shape, p_neg: float = 0.5) -> np.ndarray:
     return rng.random(shape) < p_neg
 
 
-def _steered(fin: Format, P: np.ndarray, sa: tuple, sb: tuple, rng: np.random.Generator, jitter: int
-             ) -> tuple[np.ndarray, np.ndarray]:
+def _steered(fin: Format, P: np.ndarray, sa: tuple, sb: tuple, rng: np.random.Generator, jitter: int,
+             fin_b: Format | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A and B tiles whose products have exponents near P (shape (T, 1, 1)).
 
     For every tile and k an exponent split alpha + (P - alpha) is drawn inside
-    the input format's range; A's elements get alpha and B's P - alpha, each
-    moved by up to ``jitter``, with random signs (clipped where P is out of reach).
+    the input formats' ranges (A in ``fin``, B in ``fin_b``, default ``fin``);
+    A's elements get alpha and B's P - alpha, each moved by up to ``jitter``,
+    with random signs (clipped where P is out of reach).
     """
+    fb = fin_b or fin
     lo, hi = fin.emin - fin.frac_bits, fin.emax
+    lo_b, hi_b = fb.emin - fb.frac_bits, fb.emax
     T, _, K = sa
     Pk = np.broadcast_to(P, (T, 1, K))
-    al_lo = np.clip(Pk - hi, lo, hi)
-    al_hi = np.clip(Pk - lo, lo, hi)
+    al_lo = np.clip(np.maximum(Pk - hi_b, lo), lo, hi)
+    al_hi = np.clip(np.minimum(Pk - lo_b, hi), lo, hi)
+    al_hi = np.maximum(al_hi, al_lo)
     alpha = rng.integers(0, 1 << 30, size=(T, 1, K)) % (al_hi - al_lo + 1) + al_lo
     ea = np.broadcast_to(alpha, sa) + rng.integers(-jitter, jitter + 1, sa)
     eb = np.broadcast_to(Pk - alpha, sb) + rng.integers(-jitter, jitter + 1, sb)
-    return (from_exponents(fin, ea, _signs(rng, sa), rng), from_exponents(fin, eb, _signs(rng, sb), rng))
+    return (from_exponents(fin, ea, _signs(rng, sa), rng), from_exponents(fb, eb, _signs(rng, sb), rng))
 
 
 def _values(fmt: Format, bits: np.ndarray) -> np.ndarray:
@@ -107,38 +111,43 @@ def generate(dist: str, spec: PathSpec, T: int, K: int, rng: np.random.Generator
 
 def _generate(dist: str, spec: PathSpec, T: int, K: int, rng: np.random.Generator
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    fin, fc = spec.fin, spec.c_fmt
+    fin, fb, fc = spec.fin, spec.fin_b, spec.c_fmt  # A's, B's and C's formats
     m, n = spec.m, spec.n
     sa, sb, sc = (T, m, K), (T, n, K), (T, m, n)
     logk = max(1, int(np.ceil(np.log2(K))))
     if dist == "wide":
         S = max(2, min(12, (fin.emax - fin.emin) // 2))
         a = from_exponents(fin, rng.integers(-S, S + 1, sa), _signs(rng, sa), rng)
-        b = from_exponents(fin, rng.integers(-S, S + 1, sb), _signs(rng, sb), rng)
+        Sb = max(2, min(12, (fb.emax - fb.emin) // 2))
+        b = from_exponents(fb, rng.integers(-Sb, Sb + 1, sb), _signs(rng, sb), rng)
         c = from_exponents(fc, rng.integers(-24, 25, sc) + rng.integers(0, S + 1, sc), _signs(rng, sc), rng)
         c = np.where(rng.random(sc) < 0.125, np.zeros_like(c), c)
         return a, b, c
     if dist == "narrow":
         a = from_exponents(fin, rng.integers(-1, 2, sa), np.zeros(sa, bool), rng)
-        b = from_exponents(fin, rng.integers(-1, 2, sb), np.zeros(sb, bool), rng)
+        b = from_exponents(fb, rng.integers(-1, 2, sb), np.zeros(sb, bool), rng)
         c = from_exponents(fc, logk + rng.integers(-2, 3, sc), np.zeros(sc, bool), rng)
         return a, b, c
     if dist == "cancel":
         a = from_exponents(fin, rng.integers(-3, 4, sa), _signs(rng, sa), rng)
-        b = from_exponents(fin, rng.integers(-3, 4, sb), _signs(rng, sb), rng)
+        b = from_exponents(fb, rng.integers(-3, 4, sb), _signs(rng, sb), rng)
         ik = spec.instr_k
         h = ik // 2
         paired = rng.random(T) < 0.5
         sign_bit = np.array(1 << (fin.storage_bits - 1), dtype=np.uint64).astype(fin.dtype)
-        step = np.array(1 << fin.pad_bits, dtype=np.uint64).astype(fin.dtype)
+        step = np.array(1 << fb.pad_bits, dtype=np.uint64).astype(fb.dtype)
         for k0 in range(0, K, ik):
             lo, hi = slice(k0, k0 + h), slice(k0 + h, k0 + 2 * h)
             a[paired, :, hi] = a[paired, :, lo] ^ sign_bit
             nb = b[paired, :, lo].copy()
             nudge = rng.random(nb.shape) < 0.25
-            nb = np.where(nudge, nb + step, nb)   # one ulp up in magnitude (exponents <= 3: never inf/NaN)
+            # one ulp up in magnitude, never past the largest finite pattern (exponents <= 3 keep wide formats far
+            # below it; e2m1's largest exponent is 2, where one more ulp would leave the format)
+            top = int(fb.from_fraction(fb.max_finite)) & ((1 << (fb.storage_bits - 1)) - 1)
+            nudge &= (nb.astype(np.int64) & ((1 << (fb.storage_bits - 1)) - 1)) < top
+            nb = np.where(nudge, nb + step, nb)
             b[paired, :, hi] = nb
-        s = np.einsum("trk,tjk->trj", _values(fin, a), _values(fin, b))
+        s = np.einsum("trk,tjk->trj", _values(fin, a), _values(fb, b))
         c = _round_to(fc, -s)
         mag_mask = np.array((1 << (fc.storage_bits - 1)) - 1, dtype=np.uint64).astype(fc.dtype)
         delta = rng.integers(-2, 3, sc)
@@ -149,27 +158,27 @@ def _generate(dist: str, spec: PathSpec, T: int, K: int, rng: np.random.Generato
     if dist == "subnormal":
         half = rng.random(T) < 0.5
         # (1) input subnormals mixed with ordinary values
-        e_in = lambda shp: np.where(rng.random(shp) < 0.5,  # noqa: E731
-                                    rng.integers(fin.emin - fin.frac_bits, fin.emin + 3, shp),
-                                    rng.integers(-3, 4, shp))
-        a1 = from_exponents(fin, e_in(sa), _signs(rng, sa), rng)
-        b1 = from_exponents(fin, e_in(sb), _signs(rng, sb), rng)
+        e_in = lambda f, shp: np.where(rng.random(shp) < 0.5,  # noqa: E731
+                                       rng.integers(f.emin - f.frac_bits, f.emin + 3, shp),
+                                       rng.integers(-3, 4, shp))
+        a1 = from_exponents(fin, e_in(fin, sa), _signs(rng, sa), rng)
+        b1 = from_exponents(fb, e_in(fb, sb), _signs(rng, sb), rng)
         c1 = from_exponents(fc, rng.integers(2 * fin.emin - 4, 4, sc), _signs(rng, sc), rng)
         # (2) products and C at C's subnormal boundary
         P = rng.integers(fc.emin - fc.frac_bits, fc.emin + 3, (T, 1, 1))
-        a2, b2 = _steered(fin, P, sa, sb, rng, 2)
+        a2, b2 = _steered(fin, P, sa, sb, rng, 2, fb)
         c2 = from_exponents(fc, rng.integers(fc.emin - fc.frac_bits, fc.emin + 3, sc), _signs(rng, sc), rng)
         first = half.reshape(T, 1, 1)
         return np.where(first, a1, a2), np.where(first, b1, b2), np.where(first, c1, c2)
     if dist == "tiny":
         P = rng.integers(fc.emin - fc.frac_bits - 4, fc.emin - 8, (T, 1, 1))
-        a, b = _steered(fin, P, sa, sb, rng, 3)
+        a, b = _steered(fin, P, sa, sb, rng, 3, fb)
         c = from_exponents(fc, P.reshape(T, 1, 1) + rng.integers(-6, 4, sc), _signs(rng, sc), rng)
         c = np.where(rng.random(sc) < 0.125, np.zeros_like(c), c)
         return a, b, c
     # overflow
     P = rng.integers(fc.emax - 2, fc.emax + 1, (T, 1, 1))
-    a, b = _steered(fin, P, sa, sb, rng, 1)
+    a, b = _steered(fin, P, sa, sb, rng, 1, fb)
     c = from_exponents(fc, rng.integers(fc.emax - 1, fc.emax + 1, sc), _signs(rng, sc), rng)
     return a, b, c
 

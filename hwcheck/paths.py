@@ -45,6 +45,16 @@ class PathSpec:
     arch_specific: bool = False
     library: str = ""
     default_k: int = 0
+    unchecked: bool = False
+    """The kernel compiles (nvcc 13) and its SASS was read, but it has never run on a GPU of its target:
+    every command that runs it says so (Blackwell sm_100a / sm_120a paths)."""
+    scale_fmt: str = ""
+    """Block-scaled paths: the scale format (ue8m0, ue4m3); the kernel takes scale arrays (T, m, K/scale_block)
+    and (T, n, K/scale_block) after K, and runs with unit scales where none are given."""
+    scale_block: int = 0
+    b_fmt: str = ""
+    """B's format where it differs from A's (mixed fp8 instructions, e4m3 x e5m2; their instruction
+    family is ``mma_xe5m2``, ``wgmma_xe4m3``, ... as in models/*.toml); "" = in_fmt."""
 
     @property
     def has_c(self) -> bool:
@@ -69,6 +79,11 @@ class PathSpec:
         return get_format(self.in_fmt)
 
     @property
+    def fin_b(self) -> Format:
+        """B's format (A's unless the path mixes formats)."""
+        return get_format(self.b_fmt or self.in_fmt)
+
+    @property
     def fout(self) -> Format:
         return get_format(self.out_fmt)
 
@@ -83,12 +98,21 @@ class PathSpec:
 
     def requirement(self) -> str:
         major, minor = divmod(self.cc, 10)
-        need = f"compute capability {major}.{minor}" + ("a (sm_90a)" if self.arch_specific else "") + " or newer"
+        if self.arch_specific:  # sm_90a, sm_100a, sm_120a kernels run on that compute capability only
+            need = f"compute capability {major}.{minor} (sm_{self.cc}a)"
+        else:
+            need = f"compute capability {major}.{minor} or newer"
         return need + (" and PyTorch with CUDA" if self.library else "")
 
 
-def _p(in_fmt, out_fmt, instr, kernel, shape, m, n, k, cc, arch_specific=False) -> PathSpec:
-    return PathSpec(in_fmt, out_fmt, instr, kernel, shape, m, n, k, cc, arch_specific)
+def _p(in_fmt, out_fmt, instr, kernel, shape, m, n, k, cc, arch_specific=False, b_fmt="") -> PathSpec:
+    return PathSpec(in_fmt, out_fmt, instr, kernel, shape, m, n, k, cc, arch_specific, b_fmt=b_fmt)
+
+
+def _bw(in_fmt, out_fmt, instr, kernel, shape, m, n, k, cc, scale_fmt="", scale_block=0) -> PathSpec:
+    """A Blackwell path (sm_100a tcgen05, sm_120a mma.sync): compiled and its SASS read, never run here."""
+    return PathSpec(in_fmt, out_fmt, instr, kernel, shape, m, n, k, cc, True, unchecked=True,
+                    scale_fmt=scale_fmt, scale_block=scale_block)
 
 
 def _lib(in_fmt, out_fmt, instr, call, k, cc, default_k, size=256) -> PathSpec:
@@ -113,6 +137,35 @@ PATHS: dict[tuple[str, str, str], PathSpec] = {p.key: p for p in (
     _p("e5m2", "fp32", "wgmma", "wgmma_e5m2_f32", "m64n8k32", 64, 8, 32, 90, True),
     _p("e4m3", "fp16", "wgmma", "wgmma_e4m3_f16", "m64n8k32", 64, 8, 32, 90, True),
     _p("e5m2", "fp16", "wgmma", "wgmma_e5m2_f16", "m64n8k32", 64, 8, 32, 90, True),
+    _p("tf32", "fp32", "wgmma", "wgmma_tf32_f32", "m64n8k8", 64, 8, 8, 90, True),
+    _p("fp16", "fp16", "wgmma", "wgmma_f16_f16", "m64n8k16", 64, 8, 16, 90, True),
+    # mixed fp8: A e4m3 and B e5m2 (or the reverse)
+    _p("e4m3", "fp32", "mma_xe5m2", "mma_e4m3_e5m2_f32", "m16n8k32", 16, 8, 32, 89, b_fmt="e5m2"),
+    _p("e5m2", "fp32", "mma_xe4m3", "mma_e5m2_e4m3_f32", "m16n8k32", 16, 8, 32, 89, b_fmt="e4m3"),
+    _p("e4m3", "fp16", "mma_xe5m2", "mma_e4m3_e5m2_f16", "m16n8k32", 16, 8, 32, 89, b_fmt="e5m2"),
+    _p("e4m3", "fp32", "wgmma_xe5m2", "wgmma_e4m3_e5m2_f32", "m64n8k32", 64, 8, 32, 90, True, b_fmt="e5m2"),
+    _p("e5m2", "fp32", "wgmma_xe4m3", "wgmma_e5m2_e4m3_f32", "m64n8k32", 64, 8, 32, 90, True, b_fmt="e4m3"),
+    _p("e4m3", "fp16", "wgmma_xe5m2", "wgmma_e4m3_e5m2_f16", "m64n8k32", 64, 8, 32, 90, True, b_fmt="e5m2"),
+    # Blackwell, not checked on hardware (no B200 / RTX 50 here).  Instruction families as models/*.toml
+    # name them: tcgen05 (kind::tf32, kind::f16), tcgen05.mma.kind::f8f6f4, mma.sync.kind::...
+    _bw("tf32", "fp32", "tcgen05", "tcgen05_tf32_f32", "kind::tf32 m128n8k8", 128, 8, 8, 100),
+    _bw("fp16", "fp32", "tcgen05", "tcgen05_f16_f32", "kind::f16 m128n8k16", 128, 8, 16, 100),
+    _bw("bf16", "fp32", "tcgen05", "tcgen05_bf16_f32", "kind::f16 m128n8k16", 128, 8, 16, 100),
+    _bw("e4m3", "fp32", "tcgen05.mma.kind::f8f6f4", "tcgen05_e4m3_f32", "kind::f8f6f4 m128n8k32", 128, 8, 32, 100),
+    _bw("e5m2", "fp32", "tcgen05.mma.kind::f8f6f4", "tcgen05_e5m2_f32", "kind::f8f6f4 m128n8k32", 128, 8, 32, 100),
+    _bw("e4m3", "fp32", "mma.sync.kind::f8f6f4", "sm120_f8f6f4_e4m3_f32", "m16n8k32", 16, 8, 32, 120),
+    _bw("e5m2", "fp32", "mma.sync.kind::f8f6f4", "sm120_f8f6f4_e5m2_f32", "m16n8k32", 16, 8, 32, 120),
+    _bw("e3m2", "fp32", "mma.sync.kind::f8f6f4", "sm120_f8f6f4_e3m2_f32", "m16n8k32", 16, 8, 32, 120),
+    _bw("e2m3", "fp32", "mma.sync.kind::f8f6f4", "sm120_f8f6f4_e2m3_f32", "m16n8k32", 16, 8, 32, 120),
+    _bw("e2m1", "fp32", "mma.sync.kind::f8f6f4", "sm120_f8f6f4_e2m1_f32", "m16n8k32", 16, 8, 32, 120),
+    _bw("e4m3", "fp32", "mma.sync.kind::mxf8f6f4.block_scale.block32.ue8m0", "sm120_mxf8f6f4_e4m3_f32",
+        "m16n8k32 scale_vec::1X", 16, 8, 32, 120, "ue8m0", 32),
+    _bw("e2m1", "fp32", "mma.sync.kind::mxf8f6f4.block_scale.block32.ue8m0", "sm120_mxf8f6f4_e2m1_f32",
+        "m16n8k32 scale_vec::1X", 16, 8, 32, 120, "ue8m0", 32),
+    _bw("e2m1", "fp32", "mma.sync.kind::mxf4nvf4.block_scale.block32.ue8m0", "sm120_mxf4nvf4_b32_ue8m0_f32",
+        "m16n8k64 scale_vec::2X", 16, 8, 64, 120, "ue8m0", 32),
+    _bw("e2m1", "fp32", "mma.sync.kind::mxf4nvf4.block_scale.block16.ue4m3", "sm120_mxf4nvf4_b16_ue4m3_f32",
+        "m16n8k64 scale_vec::4X", 16, 8, 64, 120, "ue4m3", 16),
     # library GEMMs (cuBLAS through PyTorch); kernel = the call made, see library.py
     _lib("fp16", "fp32", "cublas", "mm_out_fp32", 16, 80, 256),
     _lib("bf16", "fp32", "cublas", "mm_out_fp32", 16, 80, 256),
@@ -134,7 +187,7 @@ def short_name(fmt: str) -> str:
 
 
 def find_path(in_fmt: str, out_fmt: str, instr: str = "mma") -> PathSpec:
-    """The PathSpec for formats (any tcsmt name or alias) and instruction family."""
+    """The PathSpec for formats (any tcsmt name or alias) and instruction family (``mma_xe5m2``: B in e5m2)."""
     key = (get_format(in_fmt).name, get_format(out_fmt).name, instr)
     if key not in PATHS:
         have = ", ".join(p.label for p in PATHS.values())

@@ -70,7 +70,7 @@ def run_dot(path: PathSpec | Sequence[str], a_bits: np.ndarray, b_bits: np.ndarr
     """
     spec = as_path(path)
     a = _bits(a_bits, spec.in_fmt, "a")
-    b = _bits(b_bits, spec.in_fmt, "b")
+    b = _bits(b_bits, spec.fin_b.name, "b")
     c = _bits(c_bits, spec.out_fmt, "c")
     if a.ndim == 1:
         a, b = a[None, :], b[None, :]
@@ -103,7 +103,7 @@ def integer_tiles(spec: PathSpec, T: int, K: int, rng: np.random.Generator) -> t
     sum is an integer far below the formats' precision, so every correct
     execution gives exactly ``expected_d``, whatever the rounding.
     """
-    fin, fc = spec.fin, spec.c_fmt
+    fin, fb, fc = spec.fin, spec.fin_b, spec.c_fmt
     lim = 3  # -3..3 are exact in every input format (e5m2 too: 3 = 1.1b * 2)
     av = rng.integers(-lim, lim + 1, size=(T, spec.m, K)).astype(np.float64)
     bv = rng.integers(-lim, lim + 1, size=(T, spec.n, K)).astype(np.float64)
@@ -115,7 +115,7 @@ def integer_tiles(spec: PathSpec, T: int, K: int, rng: np.random.Generator) -> t
     if np.abs(dv).max() >= bound or K * lim * lim >= bound:
         raise TcsmtError(f"K = {K} is too long for an exact integer layout check in {fc.name}")
     enc = lambda v, f: _encode_ints(v, f)  # noqa: E731
-    return enc(av, fin), enc(bv, fin), enc(cv, fc), enc(dv, spec.fout)
+    return enc(av, fin), enc(bv, fb), enc(cv, fc), enc(dv, spec.fout)
 
 
 def _encode_ints(v: np.ndarray, fmt) -> np.ndarray:

@@ -140,8 +140,8 @@ def _command_line() -> str:
 
 
 @main.command("discriminate")
-@click.argument("model1")
-@click.argument("model2")
+@click.argument("model1", required=False)
+@click.argument("model2", required=False)
 @click.option("--in", "in_fmt", default=None, help="input format (default: the first path both models have, fp16 first)")
 @click.option("--out", "out_fmt", default=None, help="output format")
 @click.option("--instr", default=None, help="instruction for models that have several (mma, wgmma)")
@@ -154,17 +154,44 @@ def _command_line() -> str:
 @click.option("--output", "output", default=None, help="file to write (default: generated/M1-vs-M2-IN-OUT.json)")
 @click.option("--force", is_flag=True, help="overwrite the output file")
 @click.option("--no-save", is_flag=True, help="print only; write nothing")
+@click.option("--library", "library", default=None,
+              help="a library GEMM call OP:MxNxK:DTYPE[:key=value,...] (e.g. mm:64x64x4096:bfloat16): "
+                   "discriminate two plans of it instead of two models")
+@click.option("--plan-a", default=None, help="with --library: plan A as changes to the recorded plan, e.g. split_k=3")
+@click.option("--plan-b", default=None, help="with --library: plan B, e.g. split_k=4 (fields: tcsmt.library_discriminate)")
+@click.option("--gpu", default="h100", show_default=True, help="with --library: the GPU whose plan table to use")
+@click.option("--seed", type=int, default=0, show_default=True, help="with --library: seed of the random tries")
 def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize, where, solver, timeout,
-                     output, force, no_save) -> None:
+                     output, force, no_save, library, plan_a, plan_b, gpu, seed) -> None:
     """Find inputs on which MODEL1 and MODEL2 give different results.
 
     Models are architectures (volta), hypotheses (volta:carry2, ampere:extra_bits=2)
     or references (exact, ieee-fma32).  Exit status: 0 found, 1 proven
     equivalent (unsat), 2 error or timeout (also when the time limit ends the
     search before --count inputs are found; those found are printed and saved).
+
+    With --library CALL (and no models): inputs on which two plans of one
+    library call (--plan-a, --plan-b: FIELD=VALUE changes to the recorded
+    plan; fields split_k, grain, slices, remainder, reduce, k_tile, in_round,
+    epilogue, promote, chain.KEY) give different outputs, checked by running
+    both plans on them; exit 1 when no construction separates them.
     """
     from .discriminate import choose_path, discriminate
     from .report import default_name, format_outcome, outcome_json
+
+    if library is not None:
+        if model1 is not None or model2 is not None:
+            raise TcsmtError("--library discriminates two plans of one call: give no MODEL arguments")
+        from .library_cli import discriminate_library
+
+        status = discriminate_library(library, gpu, plan_a, plan_b, seed, output, force, no_save, _command_line())
+        if status:
+            sys.exit(status)
+        return
+    if plan_a is not None or plan_b is not None:
+        raise TcsmtError("--plan-a and --plan-b need --library CALL")
+    if model1 is None or model2 is None:
+        raise TcsmtError("give two models (MODEL1 MODEL2), or --library CALL with --plan-a/--plan-b")
 
     out = None  # the file, claimed before the solver runs: concurrent runs get different names (files.py)
     if not no_save and output:

@@ -49,7 +49,9 @@ POSITIVE_INT = _Number(int, 0, strict=True)
 NON_NEGATIVE_INT = _Number(int, 0, strict=False)
 
 SOLVER_CHOICE = click.Choice(list(SOLVERS))
-SOLVER_HELP = "SMT solver; auto = bitwuzla if installed, else z3; portfolio = every installed solver, first answer wins"
+SOLVER_HELP = ("SMT solver; auto = bitwuzla if installed, else z3 (identify: staged); staged = bitwuzla's local search "
+               "for a short slice, then bit-blasting; bitwuzla-prop = local search only (finds inputs, proves "
+               "nothing); portfolio = every installed engine, first answer wins")
 
 
 def argparse_type(kind: _Number) -> Callable[[str], Any]:

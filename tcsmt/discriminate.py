@@ -15,6 +15,7 @@ from typing import Literal
 import numpy as np
 from pysmt.shortcuts import BV, And, BVExtract, Equals, Not, Or
 
+from . import inert
 from .errors import InternalError, TcsmtError
 from .formats import Format, get_format
 from .params import ModelParams
@@ -133,8 +134,17 @@ def build(params: list[ModelParams], K: int, where: str | None, allow_subnormal:
     dom = And(domain(inp, allow_subnormal), parse_where(where, inp))
     if c_zero:
         dom = And(dom, Equals(inp.symbol_of("c"), BV(0, get_format(params[0].c_fmt).storage_bits)))
-    outs = [output_term(p, inp) for p in params]
+    outs = [output_term(circuit_params(p, K), inp) for p in params]
     return inp, dom, outs
+
+
+def circuit_params(p: ModelParams, K: int) -> ModelParams:
+    """The parameters whose circuit stands for ``p`` at K products: within one instruction, ``p`` with its
+    inert parameters fixed (:func:`tcsmt.inert.canonical`: the same output on every input), so models
+    that differ only there get one shared circuit and the solver's proof is immediate; else ``p``."""
+    if p.instr_k and K <= p.instr_k:
+        return inert.canonical(p)
+    return p
 
 
 def _symbols(inp: Inputs) -> dict:

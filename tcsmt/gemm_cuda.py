@@ -132,6 +132,8 @@ def check_supported(p: ModelParams) -> KernelConfig:
     bound = p.block_k * ((((1 << (fin.frac_bits + 1)) - 1) ** 2) << c0)
     _require(bound < 1 << 31, "block_k", p.block_k, f"blocks whose sum fits in int32 ({bound} >= 2^31)")
     _require(p.align == "trunc", "align", p.align, "'trunc'")
+    _require(not p.b_fmt, "b_fmt", p.b_fmt, "'' (one input format)")
+    _require(p.zero_exponent is None, "zero_exponent", p.zero_exponent, "None (zeros outside the maximum)")
     _require(p.carry_bits == "unbounded", "carry_bits", p.carry_bits, "'unbounded'")
     _require(p.block_round == "rz", "block_round", p.block_round, "'rz'")
     _require(p.out_fmt == p.acc_fmt or p.out_round == "rne", "out_round", p.out_round, "'rne'")

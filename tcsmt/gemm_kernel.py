@@ -208,30 +208,46 @@ def gemm(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads
     ``threads`` caps the numba threads (default: all).  Raises TcsmtError for
     parameters outside :func:`check_supported`, bad shapes, or without numba.
     """
-    check_supported(params)
-    A = np.asarray(A_bits)
-    Bm = np.asarray(B_bits)
+    A, Bm = np.asarray(A_bits), np.asarray(B_bits)
     if A.ndim != 2 or Bm.ndim != 2 or A.shape[1] != Bm.shape[0]:
         raise TcsmtError(f"gemm: A must be (r, K) and B (K, c) with the same K; got {A.shape} and {Bm.shape}")
-    r, K = A.shape
-    c = Bm.shape[1]
-    if K == 0:
+    return _run(params, A, Bm, (A.shape[0], Bm.shape[1]), "gemm_core", threads)
+
+
+def pairs(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads: int | None = None) -> np.ndarray:
+    """D[i] = dot(A[i, :], B[:, i]) + (+0) under ``params``: one output per (row, column) pair, shape (n,).
+
+    As :func:`gemm` (same checks and arithmetic), for A (n, K) and B (K, n) paired column by row.
+    """
+    A, Bm = np.asarray(A_bits), np.asarray(B_bits)
+    if A.ndim != 2 or Bm.ndim != 2 or A.shape[1] != Bm.shape[0] or A.shape[0] != Bm.shape[1]:
+        raise TcsmtError(f"pairs: A must be (n, K) and B (K, n); got {A.shape} and {Bm.shape}")
+    return _run(params, A, Bm, (A.shape[0],), "pairs_core", threads)
+
+
+def _run(params: ModelParams, A: np.ndarray, Bm: np.ndarray, shape: tuple[int, ...], core: str,
+         threads: int | None) -> np.ndarray:
+    """Decode A (rows) and B (columns) and run the compiled ``core`` (gemm_core or pairs_core) into an
+    int64 array of ``shape`` on at most ``threads`` numba threads; the output format's patterns."""
+    check_supported(params)
+    if A.shape[1] == 0:
         raise TcsmtError("K must be at least 1")
     fin, fout = get_format(params.in_fmt), get_format(params.out_fmt)
     g = _load_numba()
-    cfg = _config(params, K, g)
+    cfg = _config(params, A.shape[1], g)
     import numba
     a_bits = to_bits(A, fin, "A")
     b_bits = to_bits(Bm, fin, "B")
-    out = np.empty((r, c), dtype=np.int64)
-    if r and c:
+    out = np.empty(shape, dtype=np.int64)
+    if out.size:
         old = numba.get_num_threads()
         n = old if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]  # set from the environment at import; absent from numba's stubs
         numba.set_num_threads(n)
         try:
             ae, am, an, asp, aw = _decode(g, fin, a_bits, params.subnormal_in)
-            be, bm, bn, bsp, bw = _decode(g, fin, b_bits.T, params.subnormal_in)
-            g.gemm_core(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1), cfg, out)
+            be, bm, bn, bsp, bw = _decode(g, fin, np.ascontiguousarray(b_bits.T), params.subnormal_in)
+            getattr(g, core)(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1),
+                             cfg, out)
         finally:
             numba.set_num_threads(old)
     return out.astype(fout.dtype)

@@ -59,15 +59,39 @@ def _save(out: files.Output | None, doc: dict) -> None:
 @click.option("--show", type=NON_NEGATIVE_INT, default=3, show_default=True, help="counterexamples printed per model")
 @click.option("--jobs", type=NON_NEGATIVE_INT, default=0, help="model worker processes (0: one per CPU core)")
 @click.option("--batch", type=POSITIVE_INT, default=1 << 17, show_default=True, help="dot products per GPU batch")
+@click.option("--library", "library", default=None,
+              help="one library GEMM call OP:MxNxK:DTYPE[:key=value,...]: run it through torch on the GPU and report "
+                   "its recorded plan (and each --plan) confirmed or refuted")
+@click.option("--plan", "plans", multiple=True, help="with --library: a plan to check too, as changes to the recorded "
+              "plan (e.g. split_k=4); repeatable")
+@click.option("--library-inputs", default=None, type=click.Path(dir_okay=False),
+              help="a file of tcsmt discriminate --library: run its separating inputs and report its two plans")
+@click.option("--library-dist", default="normal", show_default=True,
+              type=click.Choice(["normal", "wide", "tiny", "cancel", "smallint"]),
+              help="with --library: input distribution (hwcheck/library_calls.make_inputs)")
+@click.option("--samples", type=POSITIVE_INT, default=256, show_default=True, help="with --library: outputs compared")
 def hwcheck_cmd(file, models, n_random, archs, path_text, instr, k, dist, seed, save, force, device_spec, layouts,
-                show, jobs, batch) -> None:
-    """Check models bit for bit against a GPU: FILE, --random N, or --layouts."""
+                show, jobs, batch, library, plans, library_inputs, library_dist, samples) -> None:
+    """Check models bit for bit against a GPU: FILE, --random N, --layouts, or --library CALL.
+
+    --library (or --library-inputs FILE): exit 0 when every plan is confirmed, 1 when one is refuted, 2 on
+    bad input or when no CUDA GPU can run the call (a one-line "skipped: ..." message; nothing is checked).
+    """
     from tcsmt.hwcheck.check import ModelRunner, default_jobs
     from tcsmt.hwcheck.device import get_device
 
-    modes = [file is not None, n_random is not None, layouts]
+    modes = [file is not None, n_random is not None, layouts, library is not None or library_inputs is not None]
     if sum(modes) != 1:
-        raise TcsmtError("give exactly one of FILE, --random N or --layouts")
+        raise TcsmtError("give exactly one of FILE, --random N, --layouts or --library CALL (--library-inputs FILE)")
+    if plans and library is None:
+        raise TcsmtError("--plan needs --library CALL")
+    if modes[3]:
+        from tcsmt.library_cli import hwcheck_library
+
+        status = hwcheck_library(library, "h100", plans, library_inputs, seed, samples, library_dist, save, force)
+        if status:
+            raise click.exceptions.Exit(status)
+        return
     if n_random is not None:
         if not archs and not models:
             raise TcsmtError("--random needs --arch SPEC (the model to check)")
@@ -248,16 +272,27 @@ def _bundle(device_spec, file, data: dict, save, show, njobs) -> int:
             continue
         try:
             inputs = inputs_from_doc(where, q)
-        except TcsmtError as exc:
-            skipped.append((title, f"hwcheck cannot run this path yet ({exc}); the inputs and predictions are in "
-                                   "the file"))
+        except TcsmtError:
+            instr = q.get("instr")
+            instr = ", ".join(instr) if isinstance(instr, list) else instr
+            skipped.append((title, f"hwcheck has no kernel for {q.get('in_fmt')} -> {q.get('out_fmt')} ({instr}) "
+                                   "yet; the inputs and each reading's output are in the file"))
             continue
         models = resolve_models([q["primary"], q["hypothesis"]], inputs.spec)
         runnable.append((title, q, inputs, models))
         plan += _plan_lines(title, inputs.spec, len(inputs.a), q["inputs"][0].get("outputs"))
     for title, why in skipped:
         plan.append(f"skip {title}: {why}")
+    if not runnable:
+        for title, why in skipped:
+            click.echo(f"skip {title}: {why}")
+        raise TcsmtError(f"{file}: no question can run through tcsmt hwcheck (nothing was run)")
+    raw_gpus = data.get("gpus")
+    gpus = [str(g) for g in raw_gpus] if isinstance(raw_gpus, list) else []
+    plan.insert(0, f"{file}: the open questions of {data.get('arch', '?')} ({', '.join(gpus)}): "
+                   "meaningful on a GPU of that generation only")
     device = _device_or_plan(device_spec, plan)
+    click.echo(f"{plan[0]}; this device: {device.name}")
     results, status = [], 0
     with ModelRunner(njobs) as runner:
         for title, q, inputs, models in runnable:

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import semantics as sem
+from . import inert
 from .errors import TcsmtError
 from .formats import get_format
 from .params import PARAM_NAMES, ModelParams, validate
@@ -146,10 +146,10 @@ def default_factors(path: PathInfo) -> dict[str, list[Any]]:
 
 
 def canonical(p: ModelParams) -> ModelParams:
-    """``p`` with every parameter the semantics never reads in its configuration set to a fixed value
-    (:func:`tcsmt.semantics.unread_parameters`)."""
-    ch = sem.unread_parameters(p)
-    return dataclasses.replace(p, **ch) if ch else p
+    """``p`` with every parameter that no output of one instruction depends on set to a fixed value
+    (:func:`tcsmt.inert.inert_parameters`: the parameters the semantics never reads in this
+    configuration, and those no reachable value lets matter)."""
+    return inert.canonical(p)
 
 
 def admissible(p: ModelParams) -> bool:
@@ -180,8 +180,9 @@ def named_points(path: PathInfo) -> list[tuple[str, ModelParams]]:
     for arch in architectures().values():
         for ap in arch.paths:
             base = ap.params
-            if ap.library or base.in_fmt != path.in_fmt or base.out_fmt != path.out_fmt:
-                continue  # library GEMMs chain many instructions: no hypothesis for one instruction
+            if ap.library or base.in_fmt != path.in_fmt or base.out_fmt != path.out_fmt or base.b_fmt:
+                continue  # library GEMMs chain many instructions: no hypothesis for one instruction;
+                # a mixed path (B in another format, issue 13) reads other inputs
             tag = arch.name if base.instr == path.instr else f"{arch.name}/{base.instr}"
             q = _retarget(base, path, tag)
             if q is not None:

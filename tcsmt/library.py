@@ -17,10 +17,10 @@ import numpy as np
 from .errors import TcsmtError
 from .formats import FP32, get_format
 from .library_checks import make_call
-from .library_eval import checked_bits, evaluate, fmt_of, to_fp32
+from .library_eval import checked_bits, evaluate, evaluate_pairs, fmt_of, inputs_to_chain, to_fp32
 from .library_plan import Call, Plan, lookup
 
-__all__ = ["Call", "Plan", "addmm", "bmm", "linear", "mm", "plan", "run", "scaled_mm"]
+__all__ = ["Call", "Plan", "addmm", "bmm", "linear", "mm", "plan", "run", "run_pairs", "scaled_mm"]
 
 
 def plan(op: str, M: int, N: int, K: int, *, gpu: str = "h100", a_dtype: str, b_dtype: str | None = None,
@@ -78,29 +78,61 @@ def run(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=
     with those rows and columns.  Returns the output dtype's bit patterns as a
     numpy array, or a torch tensor of the output dtype on A_rows' device.
     """
+    A, B, kw = _checked(plan, A_rows, B_cols, C, bias, scale_a, scale_b, paired=False)
+    out = evaluate(plan, A, B, **kw)
+    if _is_torch(A_rows):
+        from .torch import bits_tensor
+
+        return bits_tensor(out, plan.call.out_dtype, A_rows.device)
+    return out
+
+
+def run_pairs(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=None) -> np.ndarray:
+    """Outputs (n,) of the plan's call at n (row, column) pairs: row i of A_rows (n, K) with column i of
+    B_cols (K, n); C, bias and row-wise scales hold one value per pair (n,), per-tensor scales one value.
+
+    The arithmetic of :func:`run` (which computes every row with every column), for scattered outputs
+    such as a validation file's samples; numpy bit patterns in and out.
+    """
+    A, B, kw = _checked(plan, A_rows, B_cols, C, bias, scale_a, scale_b, paired=True)
+    return evaluate_pairs(plan, A, B, **kw)
+
+
+def _checked(plan: Plan, A_rows, B_cols, C, bias, scale_a, scale_b, *, paired: bool):
+    """Checked input patterns (converted to the chain's format) and the epilogue operands as fp32 patterns."""
     if not isinstance(plan, Plan):
         raise TcsmtError(f"run needs a Plan (from tcsmt.library.plan), not {type(plan).__name__}")
     call = plan.call
-    fin = get_format(plan.chain.in_fmt)
-    A = _matrix(A_rows, fin, "A_rows", call.a_dtype)
-    B = _matrix(B_cols, fin, "B_cols", call.b_dtype)
+    fin = fmt_of(call.a_dtype) if plan.in_round else get_format(plan.chain.in_fmt)  # in_round: fp32 -> tf32 below
+    A = inputs_to_chain(plan, _matrix(A_rows, fin, "A_rows", call.a_dtype))
+    B = inputs_to_chain(plan, _matrix(B_cols, fin, "B_cols", call.b_dtype))
     r, K = A.shape
     if K != call.K or B.shape[0] != call.K:
         raise TcsmtError(f"the plan is for K = {call.K}: A_rows must be (r, {call.K}) and B_cols ({call.K}, c); "
                          f"got {A.shape} and {B.shape}")
     c = B.shape[1]
-    if not (1 <= r <= call.M and 1 <= c <= call.N):
+    if paired:
+        if r != c:
+            raise TcsmtError(f"run_pairs pairs row i with column i: A_rows (n, K) and B_cols (K, n), got {r} rows "
+                             f"and {c} columns")
+    elif not (1 <= r <= call.M and 1 <= c <= call.N):
         raise TcsmtError(f"the call is {call.M}x{call.N}x{call.K}: 1..{call.M} rows and 1..{call.N} columns fit, "
                          f"got {r} rows and {c} columns")
+    shape = (r,) if paired else (r, c)
     steps = set(plan.epilogue)
     uses_c = bool(steps & {"beta_c", "alpha_beta_c"})
     c32 = b32 = sa = sb = None
+    if uses_c and C is None and bias is not None and call.op == "addmm" and call.bias:
+        bb = _bits(bias, fmt_of(call.out_dtype), "bias", call.out_dtype).reshape(-1)
+        C = bb if paired else np.broadcast_to(bb.reshape(1, -1), (r, c))
+        bias = None  # torch's addmm with a 1-D input and beta != 1 expands it to C (the plan's epilogue says so)
     if uses_c:
         if C is None:
-            raise TcsmtError("the plan's epilogue adds beta*C: pass C (the (r, c) slice of the call's input)")
-        cb = _matrix(C, fmt_of(call.out_dtype), "C", call.out_dtype)
-        if cb.shape != (r, c):
-            raise TcsmtError(f"C must have shape ({r}, {c}), got {cb.shape}")
+            raise TcsmtError("the plan's epilogue adds beta*C: pass C (the slice of the call's input that goes with "
+                             "the outputs asked for)")
+        cb = _bits(C, fmt_of(call.out_dtype), "C", call.out_dtype)
+        if cb.shape != shape:
+            raise TcsmtError(f"C must have shape {shape}, got {cb.shape}")
         c32 = to_fp32(cb, fmt_of(call.out_dtype))
     elif C is not None:
         raise TcsmtError("C given, but the plan's epilogue does not use C (beta = 0)")
@@ -115,19 +147,14 @@ def run(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=
         b32 = to_fp32(bb, bfmt)
     elif bias is not None:
         raise TcsmtError("bias given, but the plan adds none (plan(..., bias=True) for a call with a bias)")
-    if "scale" in steps:
+    if steps & {"scale", "scale_b_then_a"}:
         if call.scale is None:
             raise TcsmtError("the plan scales its outputs, but its call has no scale ('tensor' or 'row')")
         sa = _scale(scale_a, r, call.scale, "scale_a")
         sb = _scale(scale_b, c, call.scale, "scale_b")
     elif scale_a is not None or scale_b is not None:
         raise TcsmtError("scales given, but the plan scales nothing")
-    out = evaluate(plan, A, B, C=c32, bias=b32, scale_a=sa, scale_b=sb)
-    if _is_torch(A_rows):
-        from .torch import bits_tensor
-
-        return bits_tensor(out, call.out_dtype, A_rows.device)
-    return out
+    return A, B, {"C": c32, "bias": b32, "scale_a": sa, "scale_b": sb}
 
 
 # ------------------------------------------------------- numpy facade
@@ -164,7 +191,10 @@ def addmm(input, A, B, *, dtype: str, beta: float = 1.0, alpha: float = 1.0, out
         raise TcsmtError(f"torch refuses this call: input of shape {np.shape(input)} does not broadcast to ({M}, {N})")
     p = plan or _plan_of("addmm", M, N, K, gpu=gpu, a_dtype=dtype, out_dtype=out_dtype, alpha=alpha,
                                   beta=beta, bias=is_bias)
-    return run(p, A, B, bias=input) if is_bias else run(p, A, B, C=input)
+    if is_bias:  # a 1-D input: added by the bias epilogue, expanded to C (beta != 1), or ignored (beta = 0)
+        takes = "bias" in p.epilogue or bool({"beta_c", "alpha_beta_c"} & set(p.epilogue))
+        return run(p, A, B, bias=input if takes else None)
+    return run(p, A, B, C=input)
 
 
 def linear(x, weight, bias=None, *, dtype: str, gpu: str = "h100", plan: Plan | None = None) -> np.ndarray:

@@ -2,8 +2,12 @@
 
 For the (r, c) outputs asked for, in order:
 
+0. where the plan has ``in_round`` (float32 inputs of a tf32 call), A and B
+   converted to the chain's input format with that rounding
+   (:func:`inputs_to_chain`; :func:`tcsmt.library.run` does this step);
 1. each split-K slice's K-chain (the plan's ``chain`` ModelParams, C = +0) on the
-   slice's k's: fp32 partials; an empty slice gives +0.  The compiled kernels
+   slice's k's (with the plan's ``k_tile``: the residue-first zero products
+   inserted, :func:`slice_operands`): fp32 partials; an empty slice gives +0.  The compiled kernels
    (``tcsmt.gemm_cuda.gemm`` on a CUDA GPU, ``tcsmt.gemm_kernel.gemm`` on the CPU) run it where
    present and supported; otherwise the numpy
    simulator, on tiles of rows x columns small enough that no more than
@@ -95,6 +99,16 @@ def _compiled_kernels() -> list:
     return _GPU_GEMM + ([_gemm_kernel.gemm] if _gemm_kernel is not None else [])
 
 
+def inputs_to_chain(plan: Plan, bits: np.ndarray) -> np.ndarray:
+    """Input patterns of the call's format (fp32 for tf32 calls) converted to the chain's input format with the
+    plan's ``in_round`` (RNE / RNA / RZ at the chain format's fraction bits); unchanged without ``in_round``."""
+    if not plan.in_round:
+        return bits
+    src, dst = fmt_of(plan.call.a_dtype), get_format(plan.chain.in_fmt)
+    out = np.asarray(sem.convert(_B, np.asarray(bits).astype(np.int64), src, dst, plan.in_round))
+    return out.astype(dst.dtype).reshape(np.shape(bits))
+
+
 def to_fp32(bits: np.ndarray, fmt: Format) -> np.ndarray:
     """Exact conversion to fp32 patterns (every fp16/bf16/fp32 value fits)."""
     return np.asarray(sem.convert(_B, bits, fmt, FP32, "rne")).astype(np.int64)
@@ -106,16 +120,42 @@ def _const32(x: float) -> int:
     return int(np.asarray(sem.convert(_B, b, FP64, FP32, "rne"))[0])
 
 
-def epilogue(plan: Plan, y: np.ndarray, *, C=None, bias=None, scale_a=None, scale_b=None) -> np.ndarray:
-    """Apply the plan's epilogue steps to fp32 patterns y (r, c); operands are already fp32 patterns."""
+def slice_operands(plan: Plan, A: np.ndarray, B: np.ndarray, ks: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """A (r, L) and B (L, c) of one slice's k's, with the plan's residue-first zero products: where
+    ``k_tile`` is set and L mod k_tile = m is not 0, k_tile - m zero products (+0 patterns) follow the first m."""
+    idx = np.asarray(ks, dtype=np.int64)
+    a, b = A[:, idx], B[idx, :]
+    m = len(ks) % plan.k_tile if plan.k_tile else 0
+    if m:
+        pad = plan.k_tile - m
+        a = np.concatenate([a[:, :m], np.zeros((a.shape[0], pad), a.dtype), a[:, m:]], axis=1)
+        b = np.concatenate([b[:m], np.zeros((pad, b.shape[1]), b.dtype), b[m:]], axis=0)
+    return a, b
+
+
+def epilogue(plan: Plan, y: np.ndarray, *, C=None, bias=None, scale_a=None, scale_b=None,
+             paired: bool = False) -> np.ndarray:
+    """Apply the plan's epilogue steps to fp32 patterns y (r, c); operands are already fp32 patterns.
+
+    ``paired``: y is (n, 1), one output per (row, column) pair, and the per-column operands (bias,
+    row-wise scale_b) hold one value per pair, as the per-row ones do."""
     r, c = y.shape
     acc = y.astype(np.int64)
+
+    def per_col(x):
+        return x.reshape(-1, 1) if paired else x.reshape(1, -1)
+
     for step in plan.epilogue:
         if step == "scale":
             sa = np.broadcast_to(scale_a.reshape(-1, 1) if scale_a.size > 1 else scale_a.reshape(1, 1), (r, c))
-            sb = np.broadcast_to(scale_b.reshape(1, -1) if scale_b.size > 1 else scale_b.reshape(1, 1), (r, c))
+            sb = np.broadcast_to(per_col(scale_b) if scale_b.size > 1 else scale_b.reshape(1, 1), (r, c))
             s = sem.mul_rounded(_B, IEEE32, np.ascontiguousarray(sa), np.ascontiguousarray(sb), FP32, "rne")
             acc = sem.fma_rounded(_B, IEEE32, acc, s, FP32, 0, FP32, FP32, "rne")
+        elif step == "scale_b_then_a":
+            sa = np.broadcast_to(scale_a.reshape(-1, 1) if scale_a.size > 1 else scale_a.reshape(1, 1), (r, c))
+            sb = np.broadcast_to(per_col(scale_b) if scale_b.size > 1 else scale_b.reshape(1, 1), (r, c))
+            acc = sem.mul_rounded(_B, IEEE32, acc, np.ascontiguousarray(sb), FP32, "rne")
+            acc = sem.mul_rounded(_B, IEEE32, np.asarray(acc).astype(np.int64), np.ascontiguousarray(sa), FP32, "rne")
         elif step == "alpha":
             acc = sem.mul_rounded(_B, IEEE32, _const32(plan.call.alpha), acc, FP32, "rne")
         elif step == "beta_c":
@@ -124,7 +164,7 @@ def epilogue(plan: Plan, y: np.ndarray, *, C=None, bias=None, scale_a=None, scal
             bc = sem.mul_rounded(_B, IEEE32, _const32(plan.call.beta), C, FP32, "rne")
             acc = sem.fma_rounded(_B, IEEE32, _const32(plan.call.alpha), acc, FP32, bc, FP32, FP32, "rne")
         elif step == "bias":
-            acc = sem.add_rounded(_B, IEEE32, acc, FP32, np.broadcast_to(bias.reshape(1, -1), (r, c)), FP32,
+            acc = sem.add_rounded(_B, IEEE32, acc, FP32, np.broadcast_to(per_col(bias), (r, c)), FP32,
                                   FP32, "rne")
         else:
             raise TcsmtError(f"unknown epilogue step {step!r}")
@@ -150,8 +190,8 @@ def evaluate(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None, bias
             for i in range(0, r, rows)])
     parts = []
     for ks in plan.slice_ranges():
-        idx = np.asarray(ks, dtype=np.int64)
-        parts.append(chain_gemm(plan.chain, A_bits[:, idx], B_bits[idx, :]).astype(np.int64))
+        a, b = slice_operands(plan, A_bits, B_bits, ks)
+        parts.append(chain_gemm(plan.chain, a, b).astype(np.int64))
     out_fmt = fmt_of(plan.call.out_dtype)
     flat = [q.reshape(-1) for q in parts]
     red, red_fmt = sem.reduce_partials(_B, IEEE32, flat, FP32, out_fmt, plan.reduce)
@@ -162,6 +202,41 @@ def evaluate(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None, bias
     if out_fmt != FP32:
         y = np.asarray(sem.convert(_B, y, FP32, out_fmt, "rne"))
     return np.asarray(y).astype(out_fmt.dtype).reshape(r, c)
+
+
+def chain_pairs(p: ModelParams, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """(n,) fp32 patterns of the K-chain ``p`` for row i of A (n, K) with column i of B (K, n); K = 0 gives +0."""
+    n = A.shape[0]
+    if A.shape[1] == 0:
+        return np.zeros(n, dtype=np.uint32)
+    if _gemm_kernel is not None:
+        try:
+            return np.asarray(_gemm_kernel.pairs(p, A, B)).astype(np.uint32)
+        except TcsmtError:
+            pass  # a ModelParams the kernel does not support: the simulator computes it
+    return np.asarray(simulate_params(p, A, np.ascontiguousarray(B.T), np.zeros(n, dtype=np.uint32))).astype(np.uint32)
+
+
+def evaluate_pairs(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None, bias=None, scale_a=None,
+                   scale_b=None) -> np.ndarray:
+    """The (n,) output patterns of the plan's call at the pairs (row i of A_bits (n, K), column i of B_bits
+    (K, n)): the arithmetic of :func:`evaluate`, one output per pair.  C, bias and the scales are fp32
+    patterns (int64) of shapes (n,), or (1,) for per-tensor scales."""
+    n = A_bits.shape[0]
+    parts = []
+    for ks in plan.slice_ranges():
+        a, b = slice_operands(plan, A_bits, B_bits, ks)
+        parts.append(chain_pairs(plan.chain, a, b).astype(np.int64))
+    out_fmt = fmt_of(plan.call.out_dtype)
+    red, red_fmt = sem.reduce_partials(_B, IEEE32, parts, FP32, out_fmt, plan.reduce)
+    y = np.asarray(red).astype(np.int64).reshape(n, 1)
+    if red_fmt != FP32:
+        y = to_fp32(y, red_fmt)
+    y = epilogue(plan, y, C=None if C is None else np.asarray(C).reshape(n, 1), bias=bias, scale_a=scale_a,
+                 scale_b=scale_b, paired=True)
+    if out_fmt != FP32:
+        y = np.asarray(sem.convert(_B, y, FP32, out_fmt, "rne"))
+    return np.asarray(y).astype(out_fmt.dtype).reshape(n)
 
 
 def checked_bits(x, fmt: Format, what: str) -> np.ndarray:

@@ -16,6 +16,24 @@ missing, so a lookup names it.  Nothing is filled in by guessing, except:
 * the epilogue of ``mm``/``bmm`` (alpha = 1, beta = 0, no bias: none) and of
   ``_scaled_mm`` without bias (mmaemu's published FFMA), unless the call or its
   family records ``epilogue``; every other epilogue must be recorded.
+
+Calls may also come from further recorded files of the same GPU and library
+(``--calls``, e.g. the validation file: calls with ``kernels``, ``split_k``,
+``split_k_source`` and ``family``); their slice and reduction rules are the
+families of the plan file.  A call's family is the one it records
+(``family``, chosen on the device by kernel names and cuBLASLt's
+``reductionScheme``); a call without that field takes the family whose
+``kernel_regex`` matches its kernels (and whose ``lt_reduction_scheme`` equals
+the call's ``reduction_scheme`` where both are recorded).  A family's grain is
+a number or ``"G if K % D == 0 else g"``; its reduction is a name of
+:data:`REDUCE_NAMES`, or the device's summary ``"fp32 out: NAME (...); fp16/bf16
+out: NAME (...)"`` (see :func:`reduction_of`).
+
+Decisions made from recorded outputs (``--decisions FILE``, written by
+``hwcheck/library_decide.py``) fill what the plan file cannot say: the fp32 ->
+tf32 input rounding of tf32 calls (``in_round``) and epilogues; each carries
+its evidence, which becomes the plan's source.  A tf32 call no decision covers
+gets no ``in_round`` (its plan takes tf32 values only).
 """
 from __future__ import annotations
 
@@ -23,6 +41,7 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +51,18 @@ from .registry import find_arch
 
 REDUCE_NAMES = {"fp32_forward": "fp32_forward", "serial": "fp32_forward", "pairwise": "pairwise",
                 "out_rounded": "out_rounded", "out_dtype_rounded": "out_rounded",
-                "out_chain": "out_chain", "out_dtype_chain": "out_chain", "serial_out_dtype": "out_chain"}
+                "out_rounded_partials_fp32_sum": "out_rounded",
+                "out_chain": "out_chain", "out_dtype_chain": "out_chain", "serial_out_dtype": "out_chain",
+                "out_serial_f32add": "out_chain_acc_add", "out_chain_acc_add": "out_chain_acc_add"}
+"""Reduction names of recorded files (the device's hypothesis names) -> :data:`tcsmt.semantics.REDUCTIONS`."""
+ONE_ROUNDING = "fp32 partials summed in fp32, the sum rounded once"
+"""The device's summary where fp16/bf16 outputs hide the order of an fp32 sum; the family's fp32-out rule
+(same kernels, same reduce kernel) gives the order."""
 MMAEMU = ("_scaled_mm epilogue alpha = RN32(scale_a*scale_b), y = FFMA(acc, alpha, +0): mmaemu 0.1.0 "
           "(shared/reference/library_gemm.md)")
 _CALL_KEYS = ("op", "M", "N", "K", "a_dtype")
+LINEAR = ("linear without bias is x @ weight.T with no epilogue: torch's at::linear calls at::matmul(input, "
+          "weight.t()) when bias is undefined (aten/src/ATen/native/Linear.cpp)")
 
 
 def _gpu_short(name: str) -> str:
@@ -66,48 +93,160 @@ def _chain_for(call: dict[str, Any], family: dict[str, Any] | None) -> tuple[dic
     return None, f"no chain model for {a} without tf32 (fp32 SIMT GEMMs are not modelled)"
 
 
-def _family(kernels: list[str], families: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+def _family(call: dict[str, Any], families: dict[str, Any], where: str) -> tuple[str, dict[str, Any]] | None:
+    """The family a call records (``family``, None = none), else the first whose regex and scheme fit."""
+    if "family" in call:
+        name = call["family"]
+        if name is None:
+            return None
+        if name not in families:
+            raise TcsmtError(f"{where}: family {name!r} is not among the plan file's families ({', '.join(families)})")
+        return name, families[name]
+    kernels = list(call.get("kernels") or [])
     for name, fam in families.items():
         rx = fam.get("kernel_regex")
-        if rx and any(re.search(rx, k) for k in kernels):
+        scheme, mine = fam.get("lt_reduction_scheme"), call.get("reduction_scheme")
+        if rx and any(re.search(rx, k) for k in kernels) and (scheme is None or mine is None or scheme == mine):
             return name, fam
     return None
 
 
-def _epilogue(call: dict[str, Any], family: dict[str, Any] | None) -> tuple[list[str] | None, str]:
+_GRAIN_RULE = re.compile(r"^(\d+) if K % (\d+) == 0 else (\d+)$")
+
+
+def grain_of(family: dict[str, Any], K: int, where: str) -> int:
+    """A family's grain for depth K: a number, or ``"G if K % D == 0 else g"`` (the sm80 cutlass families:
+    32 where 32 divides K, else 16 bytes of the input format)."""
+    g = family.get("grain")
+    if isinstance(g, int) and not isinstance(g, bool) and g >= 1:
+        return g
+    m = _GRAIN_RULE.match(str(g))
+    if not m:
+        raise TcsmtError(f"{where}: cannot read the family's grain {g!r} (a number or 'G if K % D == 0 else g')")
+    big, div, small = (int(x) for x in m.groups())
+    return big if K % div == 0 else small
+
+
+def reduction_of(family: dict[str, Any], out_dtype: str) -> tuple[str | None, str]:
+    """(reduction name, why not) of a family for an output dtype.
+
+    ``reduce`` is a name of :data:`REDUCE_NAMES`, or the device's summary with one part per output kind,
+    ``"fp32 out: NAME (...)"`` and ``"fp16/bf16 out: NAME (...)"``; a part that opens with
+    :data:`ONE_ROUNDING` (an fp32 sum rounded once, order hidden) takes the order of the fp32-out part.
+    """
+    text = str(family.get("reduce"))
+    if text in REDUCE_NAMES:
+        return REDUCE_NAMES[text], ""
+    parts = dict(zip(*[iter(re.split(r"(?:^|; )(fp32 out|fp16/bf16 out): ", text)[1:])] * 2))
+    kind = "fp32 out" if out_dtype == "float32" else "fp16/bf16 out"
+
+    def named(part: str) -> str | None:
+        m = re.match(r"(\w+)", part)
+        return REDUCE_NAMES.get(m.group(1)) if m else None
+
+    part = parts.get(kind)
+    if part is None:
+        return None, f"split-K reduction for {kind} not recorded (family reduce {text!r})"
+    name = named(part)
+    if name is None and part.startswith(ONE_ROUNDING):
+        name = named(parts.get("fp32 out", ""))
+        if name != "fp32_forward":
+            return None, f"split-K reduction for {kind}: an fp32 sum whose order no fp32-out rule fixes ({text!r})"
+    if name is None:
+        return None, f"split-K reduction {part!r} ({kind}) not modelled"
+    return name, ""
+
+
+def matches(call: dict[str, Any], match: dict[str, Any]) -> bool:
+    """Whether a raw call fits a decision's ``match``: ``kernel_regex`` searched in its kernel names,
+    ``alpha_is_1`` / ``beta_is_0`` compare alpha == 1 / beta == 0, ``split`` is split_k > 1, every other key
+    equals the call's field (bias, tf32 and fast_accum default to false)."""
+    for k, v in match.items():
+        if k == "kernel_regex":
+            ok = any(re.search(v, x) for x in call.get("kernels") or [])
+        elif k == "alpha_is_1":
+            ok = (float(call.get("alpha", 1.0)) == 1.0) == v
+        elif k == "beta_is_0":
+            ok = (float(call.get("beta", 0.0)) == 0.0) == v
+        elif k == "split":
+            ok = (int(call.get("split_k") or 1) > 1) == v
+        else:
+            ok = call.get(k, False if k in ("bias", "tf32", "fast_accum") else None) == v
+        if not ok:
+            return False
+    return True
+
+
+def _decided(call: dict[str, Any], decisions: list[dict[str, Any]], what: str) -> dict[str, Any] | None:
+    """The first decision setting ``what`` whose ``match`` fits the call (:func:`matches`)."""
+    for d in decisions:
+        if what in d.get("set", {}) and matches(call, d.get("match", {})):
+            return d
+    return None
+
+
+def _steps(steps: Any) -> list[str]:
+    steps = list(steps)
+    bad = [x for x in steps if x not in EPILOGUE_STEPS]
+    if bad:
+        raise TcsmtError(f"unknown epilogue steps {bad} (known: {', '.join(EPILOGUE_STEPS)})")
+    return steps
+
+
+def _epilogue(call: dict[str, Any], family: dict[str, Any] | None,
+              decisions: list[dict[str, Any]]) -> tuple[list[str] | None, str]:
+    """(epilogue steps, their source) of a raw call: recorded by the call or its family, decided from recorded
+    outputs, or the plain cases; (None, why) where nothing says."""
     for src in (call, family or {}):
         if "epilogue" in src:
-            steps = list(src["epilogue"])
-            bad = [s for s in steps if s not in EPILOGUE_STEPS]
-            if bad:
-                raise TcsmtError(f"unknown epilogue steps {bad} (known: {', '.join(EPILOGUE_STEPS)})")
-            return steps, "epilogue recorded"
+            return _steps(src["epilogue"]), "epilogue recorded"
+    d = _decided(call, decisions, "epilogue")
+    if d is not None:
+        return _steps(d["set"]["epilogue"]), f"epilogue decided from recorded outputs: {d.get('evidence', '')}"
     plain = not call.get("bias") and float(call.get("alpha", 1.0)) == 1.0 and float(call.get("beta", 0.0)) == 0.0
     if call["op"] in ("mm", "bmm") and plain:
         return [], ""
-    if call["op"] == "scaled_mm" and not call.get("bias"):
+    if call["op"] == "linear" and plain:
+        return [], LINEAR
+    if call["op"] == "scaled_mm" and not call.get("bias") and call.get("scale") == "tensor":
         return ["scale"], MMAEMU
     return None, "epilogue unknown (alpha/beta/bias arithmetic not recorded)"
 
 
-def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None) -> str:
-    """The plan table (TOML text) for one raw plan file."""
+def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
+            more_calls: Sequence[tuple[str, dict[str, Any]]] = (), decisions: dict[str, Any] | None = None,
+            decisions_name: str = "") -> str:
+    """The plan table (TOML text) for one raw plan file, its calls and those of ``more_calls`` ((name, file)
+    pairs of the same GPU and library), with the ``decisions`` (a decision file's object) applied."""
     for key in ("gpu", "calls"):
         if key not in raw:
             raise TcsmtError(f"{source_name}: not a recorded plan file (no {key!r})")
+    for name, other in more_calls:
+        if not isinstance(other, dict) or "calls" not in other:
+            raise TcsmtError(f"{name}: not a recorded call file (no 'calls')")
+        for key in ("gpu", "cublas", "cublaslt", "torch"):
+            if other.get(key) != raw.get(key):
+                raise TcsmtError(f"{name}: {key} {other.get(key)!r} differs from {source_name}'s {raw.get(key)!r}")
+    decided: list[dict[str, Any]] = []
+    if decisions is not None:
+        if decisions.get("gpu") != raw["gpu"] or not isinstance(decisions.get("decisions"), list):
+            raise TcsmtError(f"{decisions_name}: not a decision file for {raw['gpu']} (gpu and a 'decisions' list)")
+        decided = decisions["decisions"]
     gpu = (gpu or _gpu_short(raw["gpu"])).lower()
     arch = find_arch(gpu)
     families = raw.get("families") or {}
     method = raw.get("method")
     lib = f"cuBLAS {raw.get('cublas')}, cuBLASLt {raw.get('cublaslt')}, torch {raw.get('torch')}, CUDA {raw.get('cuda')}"
-    header = [f"# Converted by python -m tcsmt.library_import from {source_name}; do not edit by hand.",
+    made_from = ", ".join([source_name] + [n for n, _ in more_calls] + ([decisions_name] if decisions else []))
+    header = [f"# Converted by python -m tcsmt.library_import from {made_from}; do not edit by hand.",
               f"gpu = {json.dumps(gpu)}", f"arch = {json.dumps(arch.name)}", f"device = {json.dumps(raw['gpu'])}",
               f"library = {json.dumps(lib)}",
               "sources = " + json.dumps([f"{source_name}: method {method}, workspace_bytes {raw.get('workspace_bytes')}"])]
     plans: dict[str, dict[str, Any]] = {}
     unknown: dict[str, dict[str, Any]] = {}
-    for n, call in enumerate(raw["calls"]):
-        where = f"{source_name}: call {n}"
+    for file_name, n, call in [(source_name, n, c) for n, c in enumerate(raw["calls"])] + \
+            [(name, n, c) for name, other in more_calls for n, c in enumerate(other["calls"])]:
+        where = f"{file_name}: call {n}"
         missing = [k for k in _CALL_KEYS if k not in call]
         if missing:
             raise TcsmtError(f"{where}: missing {', '.join(missing)}")
@@ -120,36 +259,54 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None) -> st
         ident = {k: v for k, v in ident.items() if v is not None}
         shape = [int(call["M"]), int(call["N"]), int(call["K"]), int(call.get("batch", 1))]
         kernels = list(call.get("kernels") or [])
-        fam = _family(kernels, families)
+        fam = _family(call, families, where)
         fam_name, family = fam if fam else ("", None)
         S = call.get("split_k")
         why = ""
         fields: dict[str, Any] = {}
         chain, why_chain = _chain_for(call, family)
-        steps, ep_src = _epilogue(call, family)
+        steps, ep_src = _epilogue(call, family, decided)
+        reduce, why_reduce = reduction_of(family, call.get("out_dtype") or call["a_dtype"]) if family else (None, "")
         if S is None:
-            why = f"split-K unknown (split_k not recorded in {source_name})"
+            why = f"split-K unknown (split_k not recorded in {file_name})"
         elif chain is None:
             why = why_chain
         elif steps is None:
             why = ep_src
         elif int(S) > 1 and family is None:
-            why = f"slice rule unknown (no family of {source_name} matches kernels {kernels})"
-        elif family is not None and int(S) > 1 and family.get("reduce") not in REDUCE_NAMES:
-            why = f"split-K reduction {family.get('reduce')!r} of family {fam_name} not modelled"
+            why = f"slice rule unknown (no family of {source_name} covers kernels {kernels})"
+        elif family is not None and int(S) > 1 and reduce is None:
+            why = f"family {fam_name}: {why_reduce}"
         else:
             fields = {"split_k": int(S)}
             if family is not None and int(S) > 1:  # always has a family: split-K without one has a why above
-                fields.update(grain=int(family["grain"]), slices=family.get("slices", "contiguous"),
-                              remainder=family.get("remainder", "last"), reduce=REDUCE_NAMES[family["reduce"]])
+                fields.update(grain=grain_of(family, shape[2], f"{where}: family {fam_name}"),
+                              slices=family.get("slices", "contiguous"), remainder=family.get("remainder", "last"),
+                              reduce=reduce)
             fields["epilogue"] = steps
             fields["chain"] = {"arch": arch.name, **chain}
-            srcs = [f"{source_name}: {method}; split_k {S} from {call.get('split_k_source')}"
+            srcs = [f"{file_name} (method: the table's sources): split_k {S} from {call.get('split_k_source')}"
                     + (f"; kernels {', '.join(kernels)}" if kernels else "")]
             if family is not None and int(S) > 1:
-                srcs.append(f"family {fam_name}: {family.get('evidence', 'no evidence recorded')}")
+                srcs.append(f"family {fam_name}: slices (grain {family.get('grain')!r}) and reduction "
+                            f"({fields['reduce']}) read from its record in {source_name} (families.{fam_name}: "
+                            f"rule, reduce and evidence)")
             if ep_src:
                 srcs.append(ep_src)
+            d = _decided(call, decided, "k_tile_regex")
+            tile = [int(m.group(1)) for k in kernels for m in [re.search(d["set"]["k_tile_regex"], k)] if m] if d else []
+            if tile:
+                fields["k_tile"] = tile[0]
+                srcs.append(f"K tiles of {tile[0]} k's, residue first, decided from recorded outputs "
+                            f"({decisions_name}): {d.get('evidence', '') if d else ''}")
+            if call.get("tf32"):
+                d = _decided(call, decided, "in_round")
+                if d is not None:
+                    fields["in_round"] = d["set"]["in_round"]
+                    srcs.append(f"fp32 -> tf32 input rounding {d['set']['in_round']} decided from recorded outputs "
+                                f"({decisions_name}): {d.get('evidence', '')}")
+                else:
+                    srcs.append("fp32 -> tf32 input rounding of these kernels not decided: the plan takes tf32 values")
             fields["kernels"] = kernels
             fields["sources"] = srcs
         if why:
@@ -178,15 +335,24 @@ def _toml(v: Any) -> str:
     raise TcsmtError(f"cannot write {v!r} to a plan table")
 
 
-def convert_file(raw_path: Path, out_path: Path | None = None, gpu: str | None = None, force: bool = False) -> Path:
-    """Convert ``raw_path``; write the table (refusing to overwrite unless ``force``) and check it loads."""
+def _read_json(path: Path, what: str) -> dict[str, Any]:
     try:
-        raw = json.loads(Path(raw_path).read_text())
+        data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
-        raise TcsmtError(f"cannot read {raw_path}: {exc}") from None
-    if not isinstance(raw, dict):
-        raise TcsmtError(f"{raw_path}: not a recorded plan file (a JSON object expected)")
-    text = convert(raw, Path(raw_path).name, gpu)
+        raise TcsmtError(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise TcsmtError(f"{path}: not a {what} (a JSON object expected)")
+    return data
+
+
+def convert_file(raw_path: Path, out_path: Path | None = None, gpu: str | None = None, force: bool = False,
+                 calls: Sequence[Path] = (), decisions: Path | None = None) -> Path:
+    """Convert ``raw_path`` (with the calls of ``calls`` and the ``decisions`` file); write the table (refusing
+    to overwrite unless ``force``) and check it loads."""
+    raw = _read_json(raw_path, "recorded plan file")
+    more = [(Path(c).name, _read_json(c, "recorded call file")) for c in calls]
+    dec = _read_json(decisions, "decision file") if decisions is not None else None
+    text = convert(raw, Path(raw_path).name, gpu, more, dec, Path(decisions).name if decisions is not None else "")
     if out_path is None:
         m = re.search(r'^gpu = "([^"]+)"', text, re.M)
         assert m is not None  # convert() writes gpu = "<name>" for a name that find_arch accepted
@@ -210,12 +376,16 @@ def convert_file(raw_path: Path, out_path: Path | None = None, gpu: str | None =
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tcsmt.library_import", description=__doc__.split("\n")[0])
     ap.add_argument("raw", type=Path, help="recorded plan file (JSON)")
+    ap.add_argument("--calls", type=Path, action="append", default=[],
+                    help="further recorded calls of the same GPU and library (e.g. the validation file); repeatable")
+    ap.add_argument("--decisions", type=Path, default=None,
+                    help="decisions made from recorded outputs (hwcheck/library_decide.py): tf32 input rounding, epilogues")
     ap.add_argument("-o", "--out", type=Path, default=None, help="plan table to write (default models/library/...)")
     ap.add_argument("--gpu", default=None, help="GPU name of the table (default: from the file's gpu field)")
     ap.add_argument("--force", action="store_true", help="replace an existing table")
     args = ap.parse_args(argv)
     try:
-        path = convert_file(args.raw, args.out, args.gpu, args.force)
+        path = convert_file(args.raw, args.out, args.gpu, args.force, args.calls, args.decisions)
     except TcsmtError as exc:
         print(f"tcsmt: error: {exc}", file=sys.stderr)
         return 2

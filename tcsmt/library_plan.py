@@ -7,6 +7,10 @@ library version:
   (blocks chained through the accumulator, the promotion interval of slow fp8
   accumulation): :class:`tcsmt.params.ModelParams` with C = +0, giving
   accumulator-format (fp32) patterns;
+* ``in_round``: how the call's inputs become the chain's input format where
+  the two differ (float32 tensors with tf32 on: fp32 -> tf32, 10 fraction
+  bits kept, rounded with ``in_round``: "rne", "rna" or "rz"; "" = no
+  conversion recorded, so the inputs must already be tf32 values);
 * the split-K count ``split_k`` = S and the slice rule: K is cut into
   T = ceil(K / grain) tiles of ``grain`` k's; ``slices = "contiguous"`` gives
   slice s the tiles [s*q, (s+1)*q) with q = ceil(T / S) (``remainder = "last"``:
@@ -14,6 +18,11 @@ library version:
   T mod S slices one tile more than the others (``remainder = "spread"``);
   ``slices = "interleaved"`` gives tile t to slice t mod S.  An empty slice's
   partial is +0;
+* ``k_tile`` (0 = none): residue-first K tiles of this many k's inside each
+  slice, as CUTLASS 2.x kernels iterate K: a slice of L k's whose L mod
+  k_tile = r is not 0 runs its first r k's, then k_tile - r zero products (the
+  first tile's predicated-off positions), then the rest in full tiles; the
+  K-chain's blocks are counted over that padded sequence;
 * ``reduce``: how the partials are combined (:data:`tcsmt.semantics.REDUCTIONS`);
 * ``epilogue``: steps in fp32, in order (:data:`EPILOGUE_STEPS`);
 * the output conversion: RNE from fp32 to ``out_dtype`` (none for fp32).
@@ -42,12 +51,15 @@ FP8 = ("float8_e4m3fn", "float8_e5m2")
 SCALES = (None, "tensor", "row")
 SLICES = ("contiguous", "interleaved")
 REMAINDERS = ("last", "spread")
+IN_ROUNDS = ("", "rne", "rna", "rz")
+"""Input conversions of a plan: none recorded (inputs must fit the chain's format), or rounded with RNE, RNA, RZ."""
 EPILOGUE_STEPS = {
     "scale": "y = FFMA(y, s, +0) with s = RN32(scale_a * scale_b) (per tensor, or s_ij = RN32(scale_a[i] * scale_b[j]) row-wise)",
     "alpha": "y = RN32(alpha * y)",
     "beta_c": "y = FFMA(beta, C, y) (C converted exactly to fp32)",
     "alpha_beta_c": "y = FFMA(alpha, y, RN32(beta * C))",
     "bias": "y = RN32(y + bias[j]) (bias converted exactly to fp32)",
+    "scale_b_then_a": "y = RN32(RN32(y * scale_b[j]) * scale_a[i]) (row-wise scales: column scale first)",
 }
 
 
@@ -120,8 +132,10 @@ class Plan:
     library: str
     chain: ModelParams
     chain_spec: str
+    in_round: str = ""
     split_k: int = 1
     grain: int = 0
+    k_tile: int = 0
     slices: str = "contiguous"
     remainder: str = "last"
     reduce: str = "fp32_forward"
@@ -129,6 +143,13 @@ class Plan:
     kernels: tuple[str, ...] = ()
     sources: tuple[str, ...] = field(default=(), compare=False)
     table: str = field(default="", compare=False)
+
+    def arithmetic(self) -> tuple:
+        """What decides the output bits (the call's shape and flags aside): two plans with equal arithmetic
+        compute the same outputs, whatever their kernels, library version or provenance."""
+        return (self.chain, self.in_round, self.k_tile, self.split_k, self.grain if self.split_k > 1 else 0,
+                self.slices if self.split_k > 1 else "", self.remainder if self.split_k > 1 else "",
+                self.reduce if self.split_k > 1 else "", self.epilogue)
 
     def slice_ranges(self, K: int | None = None) -> list[list[int]]:
         """The k indices of each slice, in order (an empty list for an empty slice)."""
@@ -159,11 +180,18 @@ class Plan:
         lines = [f"plan for {c.label()} on {self.gpu} ({self.library})"]
         if self.kernels:
             lines.append(f"  kernels : {', '.join(self.kernels)}")
+        if c.tf32:
+            conv = (f"fp32 -> tf32 with {self.in_round.upper()} (10 fraction bits kept)" if self.in_round
+                    else "none recorded: the inputs must already be tf32 values")
+            lines.append(f"  inputs  : {conv}")
         lines.append(f"  chain   : {self.chain_spec} = {self.chain.name}")
         p = self.chain
         lines.append(f"            blocks of {p.block_k} products chained through {p.acc_fmt}"
                      + (f", promoted to fp32 every {p.instr_k} products" if p.instr_k else "")
                      + f" (extra_bits={p.extra_bits}, block_frac_bits={p.block_frac_bits}, block_round={p.block_round})")
+        if self.k_tile:
+            lines.append(f"  K tiles : {self.k_tile} k's, residue first (a slice's first L mod {self.k_tile} k's, "
+                         "then zero products to the tile's end, then full tiles)")
         if self.split_k == 1:
             lines.append("  split-K : none (S = 1)")
         else:
@@ -198,6 +226,8 @@ class PlanTable:
     plans: tuple[Plan, ...]
     unknown: tuple[tuple[Call, str], ...] = ()
     """Calls recorded without a usable plan, with what is unknown (e.g. split-K)."""
+    by_key: dict[tuple, list[Plan]] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    """The plans by :meth:`Call.key` (filled by :func:`load_table`)."""
 
 
 def _chain(spec: dict[str, Any], where: str) -> tuple[ModelParams, str]:
@@ -227,6 +257,9 @@ def _check_plan(p: Plan, where: str) -> Plan:
     problems = [
         (p.call.op in OPS, f"op must be one of {OPS}"),
         (p.split_k >= 1, "split_k must be >= 1"),
+        (p.in_round in IN_ROUNDS, f"in_round must be one of {IN_ROUNDS}"),
+        (p.k_tile >= 0, "k_tile must be >= 0"),
+        (not p.in_round or p.call.tf32, "in_round applies to float32 calls with tf32 (fp32 -> tf32)"),
         (p.split_k == 1 or p.grain >= 1, "split-K plans need grain >= 1"),
         (p.slices in SLICES, f"slices must be one of {SLICES}"),
         (p.remainder in REMAINDERS, f"remainder must be one of {REMAINDERS}"),
@@ -260,7 +293,8 @@ def load_table(path: Path) -> PlanTable:
         where = f"plan table {name}, plan {i}"
         try:
             chain, chain_spec = _chain(raw.get("chain"), where)
-            base = {"split_k": int(raw.get("split_k", 1)), "grain": int(raw.get("grain", 0)),
+            base = {"in_round": str(raw.get("in_round", "")), "split_k": int(raw.get("split_k", 1)), "grain": int(raw.get("grain", 0)),
+                    "k_tile": int(raw.get("k_tile", 0)),
                      "slices": raw.get("slices", "contiguous"), "remainder": raw.get("remainder", "last"),
                      "reduce": raw.get("reduce", "fp32_forward"), "epilogue": tuple(raw.get("epilogue", ())),
                      "kernels": tuple(raw.get("kernels", ())), "sources": tuple(raw.get("sources", ()))}
@@ -275,8 +309,11 @@ def load_table(path: Path) -> PlanTable:
     for i, raw in enumerate(data.get("unknown", [])):
         for shape in raw.get("shapes", []):
             unknown.append((_call_from(raw, shape, f"plan table {name}, unknown {i}"), str(raw.get("why", "plan unknown"))))
+    by_key: dict[tuple, list[Plan]] = {}
+    for p in plans:
+        by_key.setdefault(p.call.key(), []).append(p)
     return PlanTable(str(path), data["gpu"], data["arch"], data.get("device", ""), data["library"],
-                     tuple(data.get("sources", ())), tuple(plans), tuple(unknown))
+                     tuple(data.get("sources", ())), tuple(plans), tuple(unknown), by_key)
 
 
 @cache
@@ -302,11 +339,11 @@ def lookup(call: Call, gpu: str) -> Plan:
     mine = [t for t in tables() if t.gpu == gpu]
     if not mine:
         raise TcsmtError(f"unknown GPU {gpu!r} (plan tables exist for: {', '.join(gpus()) or 'none'})")
-    found = [p for t in mine for p in t.plans if p.call.key() == call.key()]
+    found = [p for t in mine for p in t.by_key.get(call.key(), ())]
     if found:
         first = found[0]
         for other in found[1:]:
-            if dataclasses.replace(other, call=first.call, kernels=first.kernels) != first:
+            if other.arithmetic() != first.arithmetic():
                 raise TcsmtError(f"plan tables {first.table} and {other.table} disagree on {call.label()} on {gpu}")
         return dataclasses.replace(first, call=call)
     why = [w for t in mine for c, w in t.unknown if c.key() == call.key()]

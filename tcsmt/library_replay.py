@@ -22,18 +22,24 @@ import numpy as np
 
 from .errors import TcsmtError
 from .library import plan as plan_of
-from .library import run
+from .library import run_pairs
 from .library_plan import Plan
 
 
 @dataclass
 class CallReplay:
-    """One call's replay: how many samples were checked, and the ones that differ."""
+    """One call's replay: how many samples were checked, and the ones that differ.
+
+    ``error``: the call has no plan (the lookup's message); ``run_error``: it has one, but evaluating it
+    on the call's inputs was refused (e.g. fp32 inputs for a plan that takes tf32 values only).
+    """
 
     label: str
     checked: int = 0
     mismatches: list[tuple] = field(default_factory=list)
     error: str = ""
+    run_error: str = ""
+    plan: Plan | None = None
 
 
 def _plan_for(call: dict[str, Any], gpu: str) -> Plan:
@@ -55,30 +61,38 @@ def _cols_of(inputs: dict[str, np.ndarray], b: int | None) -> np.ndarray:
 
 def replay_call(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Plan,
                 max_samples: int | None = None) -> CallReplay:
-    """Evaluate the samples of one call (the first ``max_samples``, or all) under ``plan``; compare the bits."""
-    res = CallReplay(plan.call.label())
-    by_row: dict[tuple, list[tuple[int, int]]] = {}
+    """Evaluate the samples of one call (the first ``max_samples``, or all) under ``plan``; compare the bits.
+
+    The samples of one batch index are evaluated together (:func:`tcsmt.library.run_pairs`)."""
+    res = CallReplay(plan.call.label(), plan=plan)
+    by_batch: dict[int | None, list[tuple[int, int, int]]] = {}
     for s in call["samples"][:max_samples]:
         *idx, bits = s
         b, i, j = (idx if len(idx) == 3 else [None, *idx])
-        by_row.setdefault((b, int(i)), []).append((int(j), int(str(bits), 16)))
+        by_batch.setdefault(None if b is None else int(b), []).append((int(i), int(j), int(str(bits), 16)))
     row_scaled = plan.call.scale == "row"
-    for (b, i), cols in by_row.items():
+    for b, picks in by_batch.items():
         A = inputs["A"][b] if b is not None else inputs["A"]
         Bc = _cols_of(inputs, b)
-        js = np.array([j for j, _ in cols], dtype=np.int64)
+        iv = np.array([i for i, _, _ in picks], dtype=np.int64)
+        jv = np.array([j for _, j, _ in picks], dtype=np.int64)
         kw: dict[str, Any] = {}
-        if "C" in inputs and inputs["C"] is not None and plan.epilogue and {"beta_c", "alpha_beta_c"} & set(plan.epilogue):
+        if "C" in inputs and inputs["C"] is not None and {"beta_c", "alpha_beta_c"} & set(plan.epilogue):
             C = inputs["C"][b] if b is not None else inputs["C"]
-            kw["C"] = C[i:i + 1][:, js]
-        if plan.call.bias:
-            kw["bias"] = np.asarray(inputs["bias"]).reshape(-1)[js]
-        if "scale" in plan.epilogue:
+            kw["C"] = C[iv, jv]
+        c_from_bias = bool({"beta_c", "alpha_beta_c"} & set(plan.epilogue)) and "C" not in inputs
+        if plan.call.bias and ("bias" in plan.epilogue or c_from_bias):
+            kw["bias"] = np.asarray(inputs["bias"]).reshape(-1)[jv]
+        if {"scale", "scale_b_then_a"} & set(plan.epilogue):
             sa, sb = np.asarray(inputs["scale_a"]).reshape(-1), np.asarray(inputs["scale_b"]).reshape(-1)
-            kw["scale_a"] = sa[i:i + 1] if row_scaled else sa
-            kw["scale_b"] = sb[js] if row_scaled else sb
-        got = np.asarray(run(plan, A[i:i + 1], Bc[:, js], **kw)).reshape(-1)
-        for (j, want), g in zip(cols, got):
+            kw["scale_a"] = sa[iv] if row_scaled else sa
+            kw["scale_b"] = sb[jv] if row_scaled else sb
+        try:
+            got = np.asarray(run_pairs(plan, A[iv], Bc[:, jv], **kw)).reshape(-1)
+        except TcsmtError as exc:
+            res.run_error = str(exc)
+            return res
+        for (i, j, want), g in zip(picks, got):
             res.checked += 1
             if int(g) != want:
                 res.mismatches.append((b, i, j, f"0x{want:x}", f"0x{int(g):x}"))
@@ -103,15 +117,85 @@ def replay_file(path: Path, make_inputs: Callable[[dict, int], dict], *, gpu: st
     return out
 
 
+def kind_of(call: dict[str, Any]) -> str:
+    """The group a validation call is counted in: its split-K family, or (no split-K) its first kernel's name
+    up to the tile shape."""
+    if call.get("family"):
+        return str(call["family"])
+    import re
+
+    first = (call.get("kernels") or ["(no kernel recorded)"])[0]
+    first = re.split(r"_\d+x\d+", re.sub(r"^cutlass::Kernel2<", "", first))[0].split("<")[0]
+    return ("split-K, no family: " if (call.get("split_k") or 1) > 1 else "S = 1: ") + first
+
+
+def _suspect(call: dict[str, Any], r: CallReplay) -> str:
+    """Which rule of the plan the disagreement points at (a reading of the plan's fields, for the report)."""
+    p = r.plan
+    if p is None:
+        return ""
+    if p.split_k > 1:
+        return (f"split-K rule of family {call.get('family')} (S = {p.split_k}, grain {p.grain}, reduce {p.reduce}"
+                + (f", K tile {p.k_tile}" if p.k_tile else "") + ") or the slice K-chain " + p.chain_spec)
+    if p.epilogue and p.epilogue != ("scale",):
+        return f"epilogue {'+'.join(p.epilogue)} or the K-chain {p.chain_spec}"
+    return f"the K-chain {p.chain_spec}" + (f" with inputs rounded {p.in_round}" if p.in_round else "")
+
+
+def report(path: Path, results: list[CallReplay], tables: list[str]) -> dict[str, Any]:
+    """The replay summary (counts per call group, calls without a plan, the findings) as a JSON object."""
+    data = json.loads(Path(path).read_text())
+    calls = data.get("calls", [])
+    groups: dict[str, dict[str, int]] = {}
+    findings, no_plan = [], []
+    for n, (call, r) in enumerate(zip(calls, results)):
+        g = groups.setdefault(kind_of(call), {"calls": 0, "replayed": 0, "checked": 0, "differ": 0, "no_plan": 0})
+        g["calls"] += 1
+        if r.error or r.run_error:
+            g["no_plan"] += 1
+            no_plan.append({"call": n, "label": r.label if not r.error else _label(call), "why": r.error or r.run_error})
+            continue
+        g["replayed"] += 1
+        g["checked"] += r.checked
+        g["differ"] += len(r.mismatches)
+        if r.mismatches:
+            findings.append({"call": n, "label": r.label, "seed": call["seed"], "dist": call.get("dist"),
+                             "kernels": call.get("kernels"), "split_k": call.get("split_k"),
+                             "differ": len(r.mismatches), "checked": r.checked,
+                             "mismatches": [[m[0], m[1], m[2], m[3], m[4]] for m in r.mismatches],
+                             "suspect": _suspect(call, r)})
+    return {"what": ("replay of the recorded H100 validation calls under the recorded plans: every sampled output "
+                     "of every call with a plan, inputs rebuilt by make_inputs(call, seed); mismatches are "
+                     "[batch, row, col, GPU bits, model bits]"),
+            "command": f"python -m tcsmt.library_replay {path} --json OUT", "validation": Path(path).name,
+            "gpu": data.get("gpu"), "torch": data.get("torch"), "cublas": data.get("cublas"),
+            "plan_tables": tables,
+            "totals": {"calls": len(calls), "replayed": sum(g["replayed"] for g in groups.values()),
+                       "checked": sum(g["checked"] for g in groups.values()),
+                       "differ": sum(g["differ"] for g in groups.values()), "no_plan": len(no_plan),
+                       "calls_with_findings": len(findings)},
+            "by_group": dict(sorted(groups.items())), "no_plan": no_plan, "findings": findings}
+
+
+def _label(call: dict[str, Any]) -> str:
+    return f"{call['op']} {call['a_dtype']} {call['M']}x{call['N']}x{call['K']} -> {call.get('out_dtype')}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tcsmt.library_replay FILE``: replay a validation file; exit 1 on any differing bit, 2 on errors."""
+    """``python -m tcsmt.library_replay FILE [--json OUT]``: replay a validation file; exit 1 on any differing
+    bit, 2 on errors.  ``--json`` writes the summary (counts per call group, the findings)."""
     import argparse
     import sys
+
+    from . import files
+    from .library_plan import tables
 
     ap = argparse.ArgumentParser(prog="python -m tcsmt.library_replay", description=main.__doc__)
     ap.add_argument("file", type=Path)
     ap.add_argument("--gpu", default="h100")
     ap.add_argument("--max-samples", type=int, default=None, help="samples per call (default: all)")
+    ap.add_argument("--json", type=Path, default=None, help="write the summary here")
+    ap.add_argument("--force", action="store_true", help="replace the --json file")
     args = ap.parse_args(argv)
     try:
         from tcsmt.hwcheck.library_calls import make_inputs
@@ -119,18 +203,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tcsmt: error: the input generator hwcheck/library_calls.py (tcsmt.hwcheck.library_calls) is missing ({exc})", file=sys.stderr)
         return 2
     try:
+        out = files.output(args.json, args.force) if args.json else None
         results = replay_file(args.file, make_inputs, gpu=args.gpu, max_samples=args.max_samples)
     except TcsmtError as exc:
         print(f"tcsmt: error: {exc}", file=sys.stderr)
         return 2
-    for r in results:
-        state = f"no plan: {r.error}" if r.error else f"{r.checked} checked, {len(r.mismatches)} differ"
-        print(f"{r.label}: {state}")
+    for n, r in enumerate(results):
+        state = (f"no plan: {r.error}" if r.error else f"refused: {r.run_error}" if r.run_error
+                 else f"{r.checked} checked, {len(r.mismatches)} differ")
+        print(f"call {n}: {r.label}: {state}")
         for m in r.mismatches[:3]:
             print(f"    batch {m[0]} row {m[1]} col {m[2]}: GPU {m[3]}, model {m[4]}")
     checked = sum(r.checked for r in results)
     wrong = sum(len(r.mismatches) for r in results)
-    print(f"total: {checked} outputs checked, {wrong} differ, {sum(1 for r in results if r.error)} calls without a plan")
+    print(f"total: {checked} outputs checked, {wrong} differ, "
+          f"{sum(1 for r in results if r.error or r.run_error)} calls without a plan (or refused)")
+    if out is not None:
+        doc = report(args.file, results, sorted({Path(t.path).name for t in tables() if t.gpu == args.gpu}))
+        if args.max_samples is not None:
+            doc["max_samples"] = args.max_samples
+        out.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"written: {out.path}")
     return 1 if wrong else 0
 
 

@@ -360,9 +360,11 @@ def round_to(B: Backend, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, fra
 
     The exponent range is ``fmt``'s; below 2^emin the result is subnormal with
     its LSB at 2^(emin - frac_bits).  A zero magnitude gives the zero of sign
-    ``neg``.  Overflow gives inf (rne; ru for positive, rd for negative) or the
-    largest finite value (rz and the other directed cases); with
-    ``overflow_inf`` every overflow gives inf.
+    ``neg``.  ``mode``: "rne" (nearest, ties to even), "rna" (nearest, ties away
+    from zero: the magnitude rounds up exactly when the first dropped bit is 1),
+    "rz", "ru", "rd".  Overflow gives inf (rne, rna; ru for positive, rd for
+    negative) or the largest finite value (rz and the other directed cases);
+    with ``overflow_inf`` every overflow gives inf.
     """
     if not fmt.signed or not fmt.has_subnormals:
         raise TcsmtError(f"{fmt.name} is a scale format: no result is rounded into it")
@@ -380,6 +382,8 @@ def round_to(B: Backend, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, fra
     inexact = B.or_(half, sticky)
     if mode == "rne":
         inc = B.and_(half, B.or_(sticky, B.ne(B.mod_pow2(q, 1), 0)))
+    elif mode == "rna":
+        inc = half
     elif mode == "rz":
         inc = B.false()
     elif mode == "ru":
@@ -396,7 +400,7 @@ def round_to(B: Backend, neg: V, mag: V, lsb: V, mag_bits: int, fmt: Format, fra
     if not keep_subnormals:
         frac = B.ite(normal, frac, 0)
     overflow = B.and_(normal, B.gt(e_eff, fmt.emax))
-    if mode == "rne" or overflow_inf:
+    if mode in ("rne", "rna") or overflow_inf:
         to_inf = B.true()
     elif mode == "rz":
         to_inf = B.false()
@@ -848,7 +852,7 @@ def fma_rounded(B: Backend, p: ModelParams, x_bits: V, y_bits: V, xy_fmt: Format
     return apply_flags(B, fmt, merge_flags(B, [fl, zfl]), bits)
 
 
-REDUCTIONS = ("fp32_forward", "pairwise", "out_rounded", "out_chain")
+REDUCTIONS = ("fp32_forward", "pairwise", "out_rounded", "out_chain", "out_chain_acc_add")
 
 
 def reduce_partials(B: Backend, p: ModelParams, parts: Sequence[V], acc: Format, out: Format, scheme: str) -> tuple[V, Format]:
@@ -865,6 +869,9 @@ def reduce_partials(B: Backend, p: ModelParams, parts: Sequence[V], acc: Format,
                       ``fp32_forward`` in ``acc``.
     ``out_chain``     a serial chain in ``out``: r = RN_out(P0); r = RN_out(r + P_s)
                       (the exact sum of the out-format r and the acc-format P_s).
+    ``out_chain_acc_add``  a serial chain kept in ``out`` but added in ``acc``:
+                      r = RN_out(P0); r = RN_out(RN_acc(r + P_s)) (two roundings per
+                      step: the addition in the accumulator format, then the store).
     One partial is returned unchanged (no addition happens).
     """
     if scheme not in REDUCTIONS:
@@ -888,7 +895,10 @@ def reduce_partials(B: Backend, p: ModelParams, parts: Sequence[V], acc: Format,
                 nxt.append(parts[-1])
             parts = nxt
         return parts[0], acc
-    r = convert(B, parts[0], acc, out, "rne")  # out_chain
+    r = convert(B, parts[0], acc, out, "rne")  # out_chain, out_chain_acc_add
     for q in parts[1:]:
-        r = add_rounded(B, p, r, out, q, acc, out, "rne")
+        if scheme == "out_chain":
+            r = add_rounded(B, p, r, out, q, acc, out, "rne")
+        else:
+            r = convert(B, add_rounded(B, p, r, out, q, acc, acc, "rne"), acc, out, "rne")
     return r, out

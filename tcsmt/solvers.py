@@ -1,5 +1,11 @@
 """Run SMT solvers on QF_BV formulas: z3 and cvc5 through pysmt, bitwuzla through SMT-LIB 2.
 
+Engines: ``z3``, ``cvc5``, ``bitwuzla`` (bit-blasting: complete, answers sat and unsat) and
+``bitwuzla-prop`` (bitwuzla's propagation-based local search, ``BV_SOLVER=prop``: incomplete, it
+answers only sat, but finds the inputs of the long fp8 circuits in well under a second where
+bit-blasting needs 20 s or more: benchmarks/bench_fp8.py).  ``staged`` runs on one core: local
+search for a short slice (:data:`LOCAL_SLICE`), then bit-blasting for the rest of the time.
+
 Every solve runs in a forked child process so that a time limit is always
 enforced (the child is killed when it runs out); ``portfolio`` starts every
 installed solver at once and takes the first definite answer.
@@ -31,7 +37,12 @@ from pysmt.smtlib.printers import to_smtlib
 
 from .errors import TcsmtError
 
-SOLVERS = ("auto", "z3", "cvc5", "bitwuzla", "portfolio")
+SOLVERS = ("auto", "z3", "cvc5", "bitwuzla", "bitwuzla-prop", "staged", "portfolio")
+ENGINES = ("z3", "cvc5", "bitwuzla", "bitwuzla-prop")
+"""What :func:`solve` runs in one child process (the choices above less auto, staged, portfolio)."""
+
+LOCAL_SLICE = (0.2, 2.0)
+"""``staged``: the local search gets a fifth of the time limit, at least 0.2 s and at most 2 s."""
 
 SolverStatus = Literal["sat", "unsat", "unknown", "timeout"]
 """A solver's answer: satisfiable, unsatisfiable (a proof), no answer (unknown), or out of time."""
@@ -48,12 +59,13 @@ class Answer:
 
 
 def available(name: str) -> bool:
-    module = {"z3": "z3", "cvc5": "cvc5", "bitwuzla": "bitwuzla"}.get(name)
+    module = {"z3": "z3", "cvc5": "cvc5", "bitwuzla": "bitwuzla", "bitwuzla-prop": "bitwuzla", "staged": "bitwuzla"}.get(name)
     return module is not None and find_spec(module) is not None
 
 
 def installed() -> list[str]:
-    return [s for s in ("z3", "cvc5", "bitwuzla") if available(s)]
+    """The engines that can run here (``portfolio`` starts all of them)."""
+    return [s for s in ENGINES if available(s)]
 
 
 def smtlib_script(formula: FNode, symbols: dict[str, FNode]) -> str:
@@ -71,12 +83,15 @@ def _solve_pysmt(name: str, formula: FNode, symbols: dict[str, FNode]) -> tuple[
         return "sat", {k: int(s.get_py_value(v)) for k, v in symbols.items()}
 
 
-def _solve_bitwuzla(formula: FNode, symbols: dict[str, FNode]) -> tuple[str, dict[str, int]]:
+def _solve_bitwuzla(formula: FNode, symbols: dict[str, FNode], local: bool = False) -> tuple[str, dict[str, int]]:
+    """bitwuzla on the formula's SMT-LIB text; ``local``: propagation-based local search (sat or unknown)."""
     import bitwuzla
 
     tm = bitwuzla.TermManager()
     opts = bitwuzla.Options()
     opts.set(bitwuzla.Option.PRODUCE_MODELS, True)
+    if local:
+        opts.set(bitwuzla.Option.BV_SOLVER, "prop")
     parser = bitwuzla.Parser(tm, opts)
     parser.parse(smtlib_script(formula, symbols), True, False)
     bz = parser.bitwuzla()
@@ -124,8 +139,8 @@ def _child(name: str, formula: FNode, symbols: dict[str, FNode], queue, parent: 
     _become_child(parent)
     t0 = time.perf_counter()
     try:
-        if name == "bitwuzla":
-            status, model = _solve_bitwuzla(formula, symbols)
+        if name in ("bitwuzla", "bitwuzla-prop"):
+            status, model = _solve_bitwuzla(formula, symbols, local=name == "bitwuzla-prop")
         else:
             status, model = _solve_pysmt(name, formula, symbols)
         queue.put((name, status, model, time.perf_counter() - t0, ""))
@@ -143,6 +158,16 @@ def solve(formula: FNode, symbols: dict[str, FNode], solver: str = "auto", timeo
         raise TcsmtError(f"unknown solver {solver!r} (choose from {', '.join(SOLVERS)})")
     if solver == "auto":  # bitwuzla is fastest on these queries (benchmarks/), z3 otherwise
         solver = "bitwuzla" if available("bitwuzla") else "z3"
+    if solver == "staged":
+        if not available("bitwuzla"):
+            return solve(formula, symbols, "auto", timeout)
+        t0 = time.perf_counter()
+        first = solve(formula, symbols, "bitwuzla-prop", min(max(LOCAL_SLICE[0], timeout / 5), LOCAL_SLICE[1], timeout))
+        if first.status in ("sat", "unsat"):
+            return first
+        rest = solve(formula, symbols, "bitwuzla", timeout - (time.perf_counter() - t0))
+        rest.seconds = time.perf_counter() - t0
+        return rest
     names = installed() if solver == "portfolio" else [solver]
     if not names:
         raise TcsmtError("no SMT solver is installed (pip install z3-solver)")

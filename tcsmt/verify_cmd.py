@@ -18,7 +18,7 @@ from .errors import TcsmtError
 from .formats import FP32
 from .progress import NO_PROGRESS, Progress
 from .values import format_value, parse_value
-from .verify_schemes import ALGOS, canonical, tensor_core_calls
+from .verify_schemes import ALGOS, canonical, input_format, tensor_core_calls
 
 
 def _num(v: Fraction | float | None) -> str:
@@ -85,13 +85,15 @@ def _status_of(r: V.WorstResult) -> str:
 
 def _incomplete(r: V.WorstResult) -> bool:
     """Whether a worst-case search ended because time ran out (solver timeouts, budget), not by converging."""
-    return r.stopped == "budget spent" or "timeouts" in r.stopped
+    return r.stopped == "budget spent" or "timeout" in r.stopped
 
 
 def _run_worst(algo: str, archs: list[str], K: int, dom: V.Domain, relative: bool, solver: str,
-               timeout: float, budget: float, verbose: bool = False, progress: Progress = NO_PROGRESS) -> None:
+               timeout: float, budget: float | None, verbose: bool = False, progress: Progress = NO_PROGRESS) -> None:
     click.echo(_header(algo, K, dom, relative))
-    click.echo(f"worst-case search: iterative tightening, {timeout:g} s per solver query, {budget:g} s per model")
+    limit = f", {budget:g} s per model" if budget else ""
+    click.echo(f"worst-case search: iterative tightening, {timeout:g} s per solver query{limit}; "
+               "thresholds depend only on answers (a query timeout stops that model's search)")
     rows = []
     for arch in archs:
         r = V.search_worst(algo, arch, K, dom, relative, solver, per_query=timeout, budget=budget)
@@ -101,14 +103,14 @@ def _run_worst(algo: str, archs: list[str], K: int, dom: V.Domain, relative: boo
     w1 = max([len(r.arch) for r in rows] + [4])
     click.echo(f"{'arch':{w1}}  {'TC calls':>8}  {'worst found':>22}  {'proven bound':>22}  {'queries':>7}  {'time':>7}  status")
     for r in rows:
-        p = V._params(algo, r.arch)
+        p = V.params_for(algo, r.arch)
         calls = tensor_core_calls(algo, K, p) if p is not None else 0
         found = f"{_num(r.found)} {_pow2(r.found)}"
         bound = f"<= {_num(r.bound)} {_pow2(r.bound)}" if r.bound is not None else "-"
         click.echo(f"{r.arch:{w1}}  {calls:>8}  {found:>22}  {bound:>22}  {len(r.queries):>7}  "
                    f"{r.seconds:>6.1f}s  {_status_of(r)}")
-    click.echo("proven = an unsat answer: no input in the domain has a larger error; found = a solver input, "
-               "replayed in the simulator")
+    click.echo("proven = an unsat answer: no input in the domain has a larger error; found = the worst input "
+               "of a fixed simulator candidate set or a solver answer, replayed in the simulator")
     if verbose:
         for r in rows:
             qs = ", ".join(f"> {format_value(q.threshold)}: {q.status} {q.seconds:.1f}s" for q in r.queries)
@@ -196,21 +198,22 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
                f"[{format_value(dom.lo)}, {format_value(dom.hi)}], random signs, seed {seed}; "
                f"{_kind(relative)} (fp64-rounded exact errors)")
     w1 = max(len(a) for a in [*archs, "arch"])
-    click.echo(f"{'arch':{w1}}  {'algorithm':13}  {'median':>10}  {'95th pct':>10}  {'max':>10}  {'time':>7}")
+    click.echo(f"{'arch':{w1}}  {'algorithm':18}  {'median':>10}  {'95th pct':>10}  {'max':>10}  {'time':>7}")
     allres = []
     for arch in archs:
         res = V.stats(arch, algos, K, n, dom, dist, relative, seed)
         allres.extend(res)
         progress(f"{arch}: {n} dot products x {len(algos)} schemes simulated")
         for s in res:
-            click.echo(f"{arch:{w1}}  {s.algo:13}  {s.median:>10.3e}  {s.p95:>10.3e}  {s.max:>10.3e}  {s.seconds:>6.1f}s")
+            click.echo(f"{arch:{w1}}  {s.algo:18}  {s.median:>10.3e}  {s.p95:>10.3e}  {s.max:>10.3e}  {s.seconds:>6.1f}s")
     click.echo("fp32 = sequential fp32 FMAs on ordinary cores (the same on every architecture)")
     if plot:
         click.echo(V.write_plot(allres, plot, relative))
 
 
 @click.command("verify", cls=Command)
-@click.option("--algo", default=None, help=f"scheme: {', '.join(ALGOS)} (fp32 = plain fp32 FMAs)")
+@click.option("--algo", default=None, help=f"scheme: {', '.join(ALGOS)} (fp32 = plain fp32 FMAs; "
+              "--stats takes a comma-separated list)")
 @click.option("--arch", default=None, help="model spec with an fp16->fp32 path (default: every built-in one)")
 @k_option(f"dot-product length K (default {V.DEFAULT_K}; stats: 16)")
 @click.option("--range", "range_text", default=None, help=f"input magnitudes LO..HI (default {V.DEFAULT_RANGE})")
@@ -227,37 +230,48 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
 @click.option("--force", is_flag=True, help="overwrite the --plot file (a regular file only)")
 @solver_option()
 @timeout_option(10.0, "seconds per solver query")
-@click.option("--budget", type=POSITIVE_FLOAT, default=None, help="worst-case search: seconds per model (default 2 x timeout)")
+@click.option("--budget", type=POSITIVE_FLOAT, default=None, help="worst-case search: wall-clock seconds per model (default none: the search stops only at "
+              "convergence, 14 queries or a query timeout, so its answers do not depend on machine load)")
 @click.option("-v", "--verbose", is_flag=True, help="worst-case search: list every solver query")
 @progress_option()
 def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stats, n, dist, seed, plot, force,
                solver, timeout, budget, verbose, progress) -> None:
-    """Accuracy of fp32 matrix products emulated with fp16 tensor cores (Markidis, Ootomo-Yokota).
+    """Accuracy of fp32 matrix products emulated with tensor cores (Markidis, Ootomo-Yokota, vendor schemes).
 
     \b
     tcsmt verify --algo markidis                 worst case on every architecture
     tcsmt verify --algo ootomo --arch volta --bound 2^-22
     tcsmt verify --compare ootomo markidis --arch volta
     tcsmt verify --stats --arch volta --n 100000
+    tcsmt verify --stats --arch hopper --algo markidis,ootomo,bf16x9,bf16x3,tf32x3,fp32
 
     Exit status: 0 every query answered (or the worst-case search converged),
     2 an error or a solver timeout / UNKNOWN (what was answered is printed).
     """
     prog = Progress.for_cli(progress)
+    if compare:
+        wanted = [compare[0], compare[1]]
+    elif do_stats:
+        wanted = [a.strip() for a in algo.split(",") if a.strip()] if algo else ["markidis", "ootomo", "fp32"]
+    else:
+        wanted = [algo] if algo else []
+    fmts = sorted({input_format(a) for a in wanted if canonical(a) != "fp32"}) or ["fp16"]
+    piece_fmt = "fp16" if "fp16" in fmts else fmts[0]  # the narrowest range among the schemes' pieces
     if arch:
-        V.model_for(arch)  # an unknown spec or one without an fp16 -> fp32 path is a user error
+        for f in fmts:  # an unknown spec or one without the scheme's path is a user error
+            V.model_for(arch, f)
         archs = [arch]
     else:
-        archs = [a for a, _ in V.fp16_paths()]
+        archs = [a for a, _ in V.fp16_paths(fmts[0]) if all(a in dict(V.fp16_paths(f)) for f in fmts)]
     relative = not absolute
     modes = sum([bool(compare), do_stats, algo is not None and not compare and not do_stats])
     if compare and do_stats:
         raise TcsmtError("choose one of --compare and --stats")
     if do_stats:
-        algos = [canonical(algo)] if algo else ["markidis", "ootomo", "fp32"]
+        algos = [canonical(a) for a in wanted]
         if bound_text:
             raise TcsmtError("--bound does not apply to --stats")
-        dom = V.parse_range(range_text or V.DEFAULT_RANGE)
+        dom = V.parse_range(range_text or V.DEFAULT_RANGE, piece_fmt)
         plot_out = files.output(plot, force) if plot else None  # claimed before the statistics run
         _run_stats(archs, algos, k or 16, n, dom, dist, relative, seed, plot_out, prog)
         return
@@ -270,17 +284,17 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
             raise TcsmtError("--compare needs two different algorithms")
         if bound_text:
             raise TcsmtError("--bound does not apply to --compare")
-        ranges = [V.parse_range(range_text)] if range_text else [V.parse_range(r) for r in V.COMPARE_RANGES]
+        ranges = [V.parse_range(range_text, piece_fmt)] if range_text else [V.parse_range(r) for r in V.COMPARE_RANGES]
         _run_compare(a1, a2, archs, K, ranges, solver, timeout, both=True, progress=prog)
         return
     if modes == 0 or algo is None:
-        raise TcsmtError("give --algo (markidis, markidis-full, ootomo, fp32), --compare ALGO1 ALGO2, or --stats")
+        raise TcsmtError(f"give --algo ({', '.join(ALGOS)}), --compare ALGO1 ALGO2, or --stats")
     algo = canonical(algo)
-    dom = V.parse_range(range_text or V.DEFAULT_RANGE)
+    dom = V.parse_range(range_text or V.DEFAULT_RANGE, piece_fmt)
     if algo == "fp32":
         archs = archs[:1]
     if bound_text is not None:
         eps = V.check_eps(parse_value(bound_text))
         _run_bound(algo, archs, K, dom, eps, relative, solver, timeout, prog)
         return
-    _run_worst(algo, archs, K, dom, relative, solver, timeout, budget if budget else 2 * timeout, verbose, prog)
+    _run_worst(algo, archs, K, dom, relative, solver, timeout, budget, verbose, prog)

@@ -1,4 +1,4 @@
-"""fp32 matrix products emulated with fp16 tensor cores, written once for both back ends.
+"""fp32 matrix products emulated with fp16 (and bf16 / tf32) tensor cores, written once for both back ends.
 
 Every function here takes a back end ``B`` (numpy simulator or SMT) and fp32
 bit patterns, and builds the scheme out of :mod:`tcsmt.semantics` operations
@@ -36,6 +36,30 @@ Schemes, for vectors a, b of length K (one entry of C = A.B):
 * fp32 SIMT (``fp32``): sequential IEEE fp32 FMAs ``d = fma(a_k, b_k, d)``
   from d = +0 (the registry's ``ieee-fma32`` reference).
 
+Vendor schemes (:func:`piece_scheme`, on the architecture's bf16 -> fp32 or
+tf32 -> fp32 tensor-core path): each x is cut into n pieces of the narrow
+format, x_0 = fmt(x), x_i = fmt(x - x_0 - ... - x_{i-1}) (RNE, every residual
+exact in fp32: :func:`pieces`), and the chosen piece products A_i.B_j are
+accumulated in one tensor-core accumulator from +0, k-block by k-block, in a
+stated pair order (:func:`piece_pairs`):
+
+* ``bf16x9``: three bf16 pieces, all nine products, least significant first
+  (i + j = 4, 3, ..., 0); ``bf16x9-large-first`` the reverse.  cuBLAS exposes
+  FP32 emulation with three bf16 pieces as the compute type
+  ``CUBLAS_COMPUTE_32F_EMULATED_16BFX9`` (CUDA 12.9+, Blackwell; NVIDIA
+  technical blog "Boosting Matrix Multiplication Speed and Flexibility with
+  NVIDIA cuBLAS 12.9", and "Unlocking Tensor Core Performance with Floating
+  Point Emulation in cuBLAS", Brower, Gunnels, Lopez, 2025).  Neither states
+  the splitting rounding nor the order of the nine products: both are
+  assumptions here (RNE splits; the order is the scheme's name).
+* ``bf16x3``: two bf16 pieces, products x_0 y_0, x_0 y_1, x_1 y_0 in that
+  order (the split XNNPACK describes for its fp32-via-bf16 dots, PR #9444:
+  a_bf16 b_bf16 + a_bf16 b_res + a_res b_bf16, the residual product dropped).
+* ``tf32x3``: the same with tf32 pieces (CUTLASS's "3xTF32" fast-accurate
+  SGEMM); ``tf32x3-small-first`` accumulates x_1 y_0, x_0 y_1, then x_0 y_0.
+  The order of the big and small products in vendor kernels is not stated in
+  the sources at hand: it is a parameter.
+
 NaN and infinities propagate as IEEE arithmetic would (an fp32 input beyond
 fp16's range gives x_h = inf and a residual of -inf or NaN).
 """
@@ -43,6 +67,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from . import semantics as sem
@@ -62,13 +87,14 @@ _FMA32 = reference_params("ieee-fma32", "fp32", "fp32")
 #: F = 48 fraction bits of alignment window for two-addend RN32 additions (see rn32_sum)
 _ADD_WINDOW = 48
 
-ALGOS = ("markidis", "markidis-full", "ootomo", "fp32")
+ALGOS = ("markidis", "markidis-full", "ootomo", "fp32", "bf16x9", "bf16x9-large-first", "bf16x3", "tf32x3",
+         "tf32x3-small-first")
 
 
-def check_path(p: ModelParams) -> None:
-    """The schemes need an fp16 -> fp32 tensor-core path with fp32 C and accumulator."""
-    if (p.in_fmt, p.out_fmt, p.c_fmt, p.acc_fmt) != ("fp16", "fp32", "fp32", "fp32"):
-        raise TcsmtError(f"model {p.name} is not an fp16 -> fp32 path with an fp32 accumulator "
+def check_path(p: ModelParams, in_fmt: str = "fp16") -> None:
+    """The schemes need an ``in_fmt`` -> fp32 tensor-core path with fp32 C and accumulator."""
+    if (p.in_fmt, p.out_fmt, p.c_fmt, p.acc_fmt) != (in_fmt, "fp32", "fp32", "fp32"):
+        raise TcsmtError(f"model {p.name} is not an {in_fmt} -> fp32 path with an fp32 accumulator "
                          f"(it is {p.in_fmt} -> {p.out_fmt}, C {p.c_fmt}, accumulator {p.acc_fmt})")
 
 
@@ -83,26 +109,27 @@ def scale(B, t: sem.Term, s: int) -> sem.Term:
                                lsb_max=t.lsb_max + s, top_min=t.top_min + s, top_max=t.top_max + s)
 
 
-def residual_parts(B, x: V) -> tuple[V, sem.Decoded, sem.Decoded, V, V]:
+def residual_parts(B, x: V, fmt: Format = FP16) -> tuple[V, sem.Decoded, sem.Decoded, V, V]:
     """(x_h pattern, decoded x, decoded x_h, diff, lsb) with |x| = |x_h| + diff * 2^lsb exactly.
 
-    x_h = fp16(x) has x's sign; lsb = e(x) - 23.  Both are multiples of 2^lsb
-    (x_h is coarser) and |x_h| <= 2^(e(x)+1), so |x_h| / 2^lsb < 2^25 and the
-    signed difference ``diff`` is an integer with |diff| < 2^25.
+    x_h = fmt(x) (round to nearest even; fp16 by default, or bf16 / tf32 for the vendor schemes)
+    has x's sign; lsb = e(x) - 23.  Both are multiples of 2^lsb (x_h is coarser: ``fmt`` has at most
+    fp32's precision and no smaller exponent range below x's binade) and |x_h| <= 2^(e(x)+1), so
+    |x_h| / 2^lsb < 2^25 and the signed difference ``diff`` is an integer with |diff| < 2^25.
     """
     dx = sem.decode(B, FP32, x)
-    hi = sem.convert(B, x, FP32, FP16, "rne")
-    dh = sem.decode(B, FP16, hi)
+    hi = sem.convert(B, x, FP32, fmt, "rne")
+    dh = sem.decode(B, fmt, hi)
     lsb = B.sub(dx.e, FP32.frac_bits)
-    shift = B.sub(B.sub(dh.e, FP16.frac_bits), lsb)
-    hv = B.shl(dh.sig, B.min(B.max(shift, 0), 25), 25, FP16.frac_bits + 26)
+    shift = B.sub(B.sub(dh.e, fmt.frac_bits), lsb)
+    hv = B.shl(dh.sig, B.min(B.max(shift, 0), 25), 25, fmt.frac_bits + 26)
     diff = B.fit(B.sub(dx.sig, hv), 27)
     return hi, dx, dh, diff, lsb
 
 
-def residual(B, x: V) -> tuple[V, sem.Decoded, V, V, V]:
+def residual(B, x: V, fmt: Format = FP16) -> tuple[V, sem.Decoded, V, V, V]:
     """(x_h pattern, decoded x, neg, mag, lsb): x - x_h = (-1)^neg * mag * 2^lsb exactly (see residual_parts)."""
-    hi, dx, _, diff, lsb = residual_parts(B, x)
+    hi, dx, _, diff, lsb = residual_parts(B, x, fmt)
     below = B.lt(diff, 0)
     mag = B.fit(B.ite(below, B.neg(diff), diff), 26)
     neg = B.and_(B.xor(dx.neg, below), B.ne(mag, 0))  # an exact zero difference is +0
@@ -119,6 +146,44 @@ def split(B, x: V, residual_log2: int) -> tuple[V, V]:
     h_inf = B.and_(finite_x, dh.inf)
     flags = sem.Flags(B.or_(dx.nan, dx.inf), B.and_(h_inf, dh.neg), B.and_(h_inf, B.not_(dh.neg)))
     return hi, sem.apply_flags(B, FP16, flags, lo)
+
+
+@dataclass
+class SplitUnits:
+    """One fp32 input x and its split, as integers on x's grid 2^lsb (lsb = e(x) - 23), exactly:
+
+    |x| = sig, x - x_h = r (signed, x's sign read as positive when x >= 0: r = |x| - |x_h| carries the
+    sign of x), 2^-s lo = lo_units (signed, same convention), tail t = r - lo_units.  The patterns
+    x_h, lo are :func:`split`'s; ``neg`` is x's sign.
+    """
+
+    hi: V
+    lo: V
+    neg: V
+    e: V
+    lsb: V
+    sig: V
+    r: V
+    lo_units: V
+    t: V
+
+
+def split_units(B, x: V, residual_log2: int) -> SplitUnits:
+    """x's split as exact integers on x's grid (see :class:`SplitUnits`), for finite x with finite x_h.
+
+    lo is a multiple of 2^(e(x) - 23 + s): fp16(v) of a multiple v of 2^g is v itself or v rounded to
+    a coarser grid (subnormals included), so 2^-s lo and the tail are integer multiples of 2^(e(x) - 23).
+    Magnitudes: |r| < 2^26 (:func:`residual_parts`), |lo_units| <= 2 |r| < 2^27, |t| < 2^28.
+    """
+    hi, dx, _, diff, lsb = residual_parts(B, x)
+    _, lo = split(B, x, residual_log2)
+    dl = sem.decode(B, FP16, lo)
+    shift = B.sub(B.sub(dl.e, FP16.frac_bits), B.add(lsb, residual_log2))  # |lo| = sig * 2^shift units
+    up = B.shl(dl.sig, B.min(B.max(shift, 0), 27), 27, FP16.frac_bits + 28)
+    lo_mag = B.ite(B.lt(shift, 0), B.shr(dl.sig, B.max(B.neg(shift), 0)), up)
+    lo_units = B.ite(B.xor(dl.neg, dx.neg), B.neg(lo_mag), lo_mag)  # relative to x's sign
+    t = B.fit(B.sub(diff, lo_units), 29)
+    return SplitUnits(hi, lo, dx.neg, dx.e, lsb, dx.sig, diff, lo_units, t)
 
 
 def kblocks(K: int, p: ModelParams) -> list[tuple[int, int]]:
@@ -157,11 +222,16 @@ def markidis(B, p: ModelParams, a: Sequence[V], b: Sequence[V], full: bool = Fal
     check_path(p)
     sa = [split(B, x, 0) for x in a]
     sb = [split(B, x, 0) for x in b]
-    ah, al = [s[0] for s in sa], [s[1] for s in sa]
-    bh, bl = [s[0] for s in sb], [s[1] for s in sb]
+    return markidis_chain(B, p, [s[0] for s in sa], [s[1] for s in sa], [s[0] for s in sb], [s[1] for s in sb],
+                          full)
+
+
+def markidis_chain(B, p: ModelParams, ah: Sequence[V], al: Sequence[V], bh: Sequence[V], bl: Sequence[V],
+                   full: bool = False) -> V:
+    """Markidis's tensor-core chain on given fp16 pieces (x_h, r_x): the scheme after its splits."""
     pairs = [(ah, bh), (ah, bl), (al, bh)] + ([(al, bl)] if full else [])
     acc: V = B.const(0)
-    for k0, k1 in kblocks(len(a), p):
+    for k0, k1 in kblocks(len(ah), p):
         for xs, ys in pairs:
             acc = tc(B, p, xs[k0:k1], ys[k0:k1], acc)
     return acc
@@ -176,13 +246,98 @@ def ootomo(B, p: ModelParams, a: Sequence[V], b: Sequence[V]) -> V:
     bh, db = [s[0] for s in sb], [s[1] for s in sb]
     zero: V = B.const(0)
     main: V = zero
-    corr: V = zero
     for k0, k1 in kblocks(len(a), p):
         tmp = tc(B, p, ah[k0:k1], bh[k0:k1], zero)
         main = rn32_sum(B, [(main, 0), (tmp, 0)])
+    corr = ootomo_corr_chain(B, p, ah, da, bh, db)
+    return rn32_sum(B, [(main, 0), (corr, -OOTOMO_SCALE_LOG2)])
+
+
+def ootomo_corr_chain(B, p: ModelParams, ah: Sequence[V], da: Sequence[V], bh: Sequence[V], db: Sequence[V]) -> V:
+    """Ootomo-Yokota's correction chain D_corr on given fp16 pieces (x_h, dx), from +0."""
+    corr: V = B.const(0)
+    for k0, k1 in kblocks(len(ah), p):
         corr = tc(B, p, da[k0:k1], bh[k0:k1], corr)
         corr = tc(B, p, ah[k0:k1], db[k0:k1], corr)
-    return rn32_sum(B, [(main, 0), (corr, -OOTOMO_SCALE_LOG2)])
+    return corr
+
+
+# ------------------------------------------------------------------ vendor schemes
+BF16: Format = get_format("bf16")
+TF32: Format = get_format("tf32")
+
+
+def pieces(B, x: V, fmt: Format, n: int) -> list[V]:
+    """n pieces of an fp32 pattern x in ``fmt`` (bf16 or tf32: fp32's exponent range):
+    x_0 = fmt(x), x_i = fmt(x - x_0 - ... - x_{i-1}), each rounded to nearest even.
+
+    Every residual is exact in fp32 (:func:`residual_parts`: a multiple of x's fp32 unit, below
+    half a unit of the piece) and is rounded into fp32 without loss (``round_to`` of an exactly
+    representable value).  Three bf16 pieces hold 3 x 8 = 24 significant bits, so for normal x
+    whose residuals stay normal, x = x_0 + x_1 + x_2 exactly; two pieces hold 16 (bf16) or 22 (tf32).
+    Specials: x NaN or inf gives NaN residuals; a first piece that overflows (x near fp32's largest
+    value rounds to inf in fmt) gives a residual -+inf, as IEEE subtraction would.
+    """
+    out = []
+    cur = x
+    for i in range(n):
+        hi, dx, neg, mag, lsb = residual(B, cur, fmt)
+        out.append(hi)
+        if i == n - 1:
+            break
+        dh = sem.decode(B, fmt, hi)
+        r = sem.round_to(B, neg, mag, lsb, 26, FP32, FP32.frac_bits, "rne")
+        finite_x = B.not_(B.or_(dx.nan, dx.inf))
+        h_inf = B.and_(finite_x, dh.inf)
+        flags = sem.Flags(B.or_(dx.nan, dx.inf), B.and_(h_inf, dh.neg), B.and_(h_inf, B.not_(dh.neg)))
+        cur = sem.apply_flags(B, FP32, flags, r)
+    return out
+
+
+#: pair orders of the piece products (i, j) = A_i . B_j; "small-first" accumulates the least
+#: significant products first, "large-first" the reverse.  NVIDIA has not published the order cuBLAS
+#: uses for BF16x9 (as far as the sources in this repository's history show): it is a stated parameter.
+PAIR_ORDERS = ("small-first", "large-first")
+
+
+def piece_pairs(n: int, full: bool, order: str) -> list[tuple[int, int]]:
+    """The products A_i . B_j a piece scheme computes: all n x n (``full``) or those with i + j < n,
+    sorted by significance i + j (ties: i descending) in the stated ``order``."""
+    if order not in PAIR_ORDERS:
+        raise TcsmtError(f"unknown pair order {order!r} (known: {', '.join(PAIR_ORDERS)})")
+    pairs = [(i, j) for i in range(n) for j in range(n) if full or i + j < n]
+    pairs.sort(key=lambda ij: (-(ij[0] + ij[1]), -ij[0]))
+    return pairs if order == "small-first" else pairs[::-1]
+
+
+def piece_scheme(B, p: ModelParams, a: Sequence[V], b: Sequence[V], fmt: Format, n: int, full: bool,
+                 order: str) -> V:
+    """fp32 emulation with n pieces in ``fmt`` and one tensor-core accumulator chain from +0: for each
+    k-block, for each pair (i, j) of :func:`piece_pairs`, acc = TC(A_i . B_j + acc)."""
+    check_path(p, fmt.name)
+    pa = [pieces(B, x, fmt, n) for x in a]
+    pb = [pieces(B, x, fmt, n) for x in b]
+    acc: V = B.const(0)
+    for k0, k1 in kblocks(len(a), p):
+        for i, j in piece_pairs(n, full, order):
+            acc = tc(B, p, [x[i] for x in pa[k0:k1]], [y[j] for y in pb[k0:k1]], acc)
+    return acc
+
+
+#: vendor schemes: name -> (piece format, pieces, all n x n products, pair order)
+VENDOR = {
+    "bf16x9": (BF16, 3, True, "small-first"),
+    "bf16x9-large-first": (BF16, 3, True, "large-first"),
+    "bf16x3": (BF16, 2, False, "large-first"),
+    "tf32x3": (TF32, 2, False, "large-first"),
+    "tf32x3-small-first": (TF32, 2, False, "small-first"),
+}
+
+
+def input_format(name: str) -> str:
+    """The tensor-core input format a scheme needs (fp16 for Markidis and Ootomo-Yokota)."""
+    key = canonical(name)
+    return VENDOR[key][0].name if key in VENDOR else "fp16"
 
 
 def fp32_simt(B, p: ModelParams | None, a: Sequence[V], b: Sequence[V]) -> V:
@@ -201,6 +356,9 @@ def scheme(name: str) -> Callable[..., V]:
         return ootomo
     if key in ("fp32", "simt", "fp32-simt"):
         return fp32_simt
+    if key in VENDOR:
+        fmt, n, full, order = VENDOR[key]
+        return lambda B, p, a, b: piece_scheme(B, p, a, b, fmt, n, full, order)
     raise TcsmtError(f"unknown algorithm {name!r} (known: {', '.join(ALGOS)})")
 
 
@@ -214,4 +372,8 @@ def canonical(name: str) -> str:
 def tensor_core_calls(name: str, K: int, p: ModelParams) -> int:
     """How many tensor-core instructions the scheme issues for one dot product of length K."""
     nb = len(kblocks(K, p))
-    return {"markidis": 3 * nb, "markidis-full": 4 * nb, "ootomo": 3 * nb, "fp32": 0}[canonical(name)]
+    key = canonical(name)
+    if key in VENDOR:
+        _, n, full, order = VENDOR[key]
+        return len(piece_pairs(n, full, order)) * nb
+    return {"markidis": 3 * nb, "markidis-full": 4 * nb, "ootomo": 3 * nb, "fp32": 0}[key]

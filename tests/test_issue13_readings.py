@@ -141,3 +141,34 @@ def test_bundle_without_a_gpu_prints_its_plan(tmp_path):
     assert r.returncode == 2
     assert "would run [carry-bits] ampere vs ampere:carry3" in r.stdout and "ampere:carry3 predicts" in r.stdout
     assert r.stderr.count("\n") == 1 and "nothing was run" in r.stderr
+
+
+def _bundles() -> list[Path]:
+    return sorted((ROOT / "hwcheck" / "vectors").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", _bundles(), ids=lambda p: p.stem)
+def test_committed_bundles_predict_what_the_models_compute(path):
+    """Every answered question of a committed decision bundle still separates its two readings, and the outputs
+    it records are what the model files compute now (a changed model file means: rebuild the bundle with
+    ``python -m tcsmt.hwcheck.decisions ARCH --force``)."""
+    from tcsmt.formats import get_format
+    from tcsmt.simulator import simulate_params
+
+    data = json.loads(path.read_text())
+    assert data["schema"] == "tcsmt.decisions/1" and data["questions"]
+    found = [q for q in data["questions"] if q["status"] == "found"]
+    assert found, f"{path.name}: no question has inputs"
+    for q in found:
+        fin, fc = get_format(q["in_fmt"]), get_format(q["c_fmt"])
+        fb = get_format(q.get("b_fmt", q["in_fmt"]))
+        instr = q["instr"][0]
+        for item in q["inputs"]:
+            a = np.array([[int(x, 16) for x in item["a"]]], dtype=fin.dtype)
+            b = np.array([[int(x, 16) for x in item["b"]]], dtype=fb.dtype)
+            c = np.array([int(item["c"], 16)], dtype=fc.dtype)
+            got = {s: int(simulate_params(resolve(s, q["in_fmt"], q["out_fmt"], instr), a, b, c)[0])
+                   for s in (q["primary"], q["hypothesis"])}
+            want = {s: int(item["outputs"][s], 16) for s in got}
+            assert got == want, f"{path.name}: {q['command']}"
+            assert got[q["primary"]] != got[q["hypothesis"]]

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import shutil
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ from tcsmt.formats import get_format
 from tcsmt.library_import import convert_file
 from tcsmt.library_import import main as import_main
 from tcsmt.library_plan import Call, Plan, load_table, tables
-from tcsmt.library_replay import replay_file
+from tcsmt.library_replay import replay_call, replay_file
 
 FP32 = get_format("fp32")
 RNG_SEED = 12
@@ -48,7 +49,7 @@ def random_bits(fmt_name: str, shape, rng, finite: bool = True, span: int | None
 
 
 def h100_plan(**match) -> Plan:
-    found = [p for t in tables() if t.gpu == "h100" for p in t.plans
+    found = [p for t in tables() if Path(t.path).name == "h100_cublas13.toml" for p in t.plans
              if all(getattr(p.call, k) == v for k, v in match.items())]
     assert len(found) == 1, match
     return found[0]
@@ -304,8 +305,7 @@ def models_tmp(tmp_path, monkeypatch):
     d = tmp_path / "models"
     (d / "library").mkdir(parents=True)
     shutil.copy(REPO / "models" / "hopper.toml", d / "hopper.toml")
-    for f in (REPO / "models" / "library").glob("*.toml"):
-        shutil.copy(f, d / "library" / f.name)
+    shutil.copy(REPO / "models" / "library" / "h100_cublas13.toml", d / "library" / "h100_cublas13.toml")
     monkeypatch.setenv("TCSMT_MODELS", str(d))
     return d
 
@@ -381,8 +381,8 @@ BAD_PLANS = [
     (dict(op="scaled_mm", M=64, N=64, K=40, a_dtype="float8_e4m3fn", scale="tensor"), "divisible by 16"),
     (dict(op="mm", M=64, N=64, K=64, a_dtype="bfloat16", batch=2), "needs op bmm"),
     (dict(op="mm", M=64, N=64, K=64, a_dtype="bfloat16", alpha=2.0), "takes no alpha"),
-    (dict(op="mm", M=64, N=64, K=4096, a_dtype="bfloat16", out_dtype="float32"),
-     "no recorded cuBLAS plan for mm bfloat16 64x64x4096 -> float32 on h100"),
+    (dict(op="mm", M=64, N=64, K=4095, a_dtype="bfloat16", out_dtype="float32"),
+     "no recorded cuBLAS plan for mm bfloat16 64x64x4095 -> float32 on h100"),
 ]
 
 
@@ -411,8 +411,10 @@ def test_bad_run_inputs():
         L.run("mm", A, B)
     tf = h100_plan(op="mm", a_dtype="float32", tf32=True)
     raw32 = np.full((1, 256), 0x3f800001, np.uint32)  # 1 + 2^-23: not a tf32 value
-    with pytest.raises(TcsmtError, match="not a tf32 bit pattern"):
-        L.run(tf, raw32, np.zeros((256, 1), np.uint32))
+    with pytest.raises(TcsmtError, match="not a tf32 bit pattern"):  # a plan with no input rounding recorded
+        L.run(dataclasses.replace(tf, in_round=""), raw32, np.zeros((256, 1), np.uint32))
+    ones = np.full((256, 1), 0x3f800000, np.uint32)  # the recorded plan rounds it (RNE) to 1 first
+    assert int(L.run(tf, raw32, ones)[0, 0]) == FP32.from_fraction(256)
     sc = h100_plan(op="scaled_mm", fast_accum=True)
     a8, b8 = np.zeros((2, 512), np.uint8), np.zeros((512, 2), np.uint8)
     with pytest.raises(TcsmtError, match="pass scale_a"):
@@ -440,7 +442,7 @@ def test_numpy_facade_mm_equals_run():
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["explain", "mm", "64", "64", "4096", "--dtype", "bfloat16"], "no recorded cuBLAS plan"),
+    (["explain", "mm", "64", "64", "4095", "--dtype", "bfloat16"], "no recorded cuBLAS plan"),
     (["explain", "mm", "64", "64", "64", "--dtype", "bfloat16", "--gpu", "a100"], "unknown GPU"),
     (["explain", "mm", "64", "64", "64", "--dtype", "float8_e4m3fn"], "torch refuses"),
 ])
@@ -553,17 +555,24 @@ def test_torch_facade_without_torch_is_a_one_line_error(monkeypatch):
 
 
 def test_recorded_h100_validation_replays_bit_exact():
-    """The device's validation file (libdev, hwcheck/results/h100_library_validation.json): every call with a
-    recorded plan reproduces its first sampled outputs bit for bit (all samples: python -m tcsmt.library_replay)."""
+    """The device's validation file (hwcheck/results/h100_library_validation.json) against the committed replay
+    summary (hwcheck/results/h100_library_replay.json, python -m tcsmt.library_replay ... --json): exactly the
+    committed calls have no plan; every other call reproduces its first sampled outputs bit for bit, except the
+    calls of the committed findings, which give exactly the committed mismatches on every sample."""
     path = REPO / "hwcheck" / "results" / "h100_library_validation.json"
-    if not path.is_file():
-        pytest.skip("hwcheck/results/h100_library_validation.json not recorded yet")
+    summary = json.loads((REPO / "hwcheck" / "results" / "h100_library_replay.json").read_text())
     library_calls = pytest.importorskip("tcsmt.hwcheck.library_calls")
     results = replay_file(path, library_calls.make_inputs, max_samples=4)
-    replayed = [r for r in results if not r.error]
-    assert replayed, "no call of the validation file has a recorded plan"
-    bad = [(r.label, r.mismatches[:2]) for r in replayed if r.mismatches]
+    without = [n for n, r in enumerate(results) if r.error or r.run_error]
+    assert without == [e["call"] for e in summary["no_plan"]]
+    findings = {f["call"]: f for f in summary["findings"]}
+    bad = [(n, r.label, r.mismatches[:2]) for n, r in enumerate(results) if r.mismatches and n not in findings]
     assert not bad, bad
+    calls = json.loads(path.read_text())["calls"]
+    for n, f in findings.items():
+        r = replay_call(calls[n], library_calls.make_inputs(calls[n], int(calls[n]["seed"])), results[n].plan)
+        assert [list(m) for m in r.mismatches] == f["mismatches"], n
+    assert summary["totals"]["replayed"] == len(results) - len(without) == 246
 
 
 def test_scale_step_without_a_scaled_call_is_refused():

@@ -46,8 +46,9 @@ def test_unknown_shared_entry_is_an_error(tmp_path, extra, msg):
 
 
 def _mk(shape: str) -> tuple[str, str]:
-    """(M, K) of an instruction shape such as m16n8k16 or m64nNk16 (N varies on wgmma)."""
-    m = re.fullmatch(r"m(\d+)n(?:\d+|N)k(\d+)", shape)
+    """(M, K) of an instruction shape such as m16n8k16 or m64nNk16 (N varies on wgmma), after an optional
+    kind (``kind::tf32 m128nNk8``) and before an optional scale vector (``m16n8k32 scale_vec::1X``)."""
+    m = re.fullmatch(r"(?:kind::\w+ )?m(\d+)n(?:\d+|N)k(\d+)(?: scale_vec::\w+)?", shape)
     assert m, shape
     return m.group(1), m.group(2)
 

@@ -117,6 +117,55 @@ def test_schemes_match_independent_reference(arch, algo):
         assert val32(got[i]) == _reference_scheme(algo, p, a[i:i + 1], b[i:i + 1]), i
 
 
+#: the piece products of the vendor schemes, in chain order, written out by hand (independent of
+#: verify_schemes.piece_pairs): bf16x9 least significant first, the 3-product schemes most significant first
+_VENDOR_REFERENCE = {
+    "bf16x9": ("bf16", 3, [(2, 2), (2, 1), (1, 2), (2, 0), (1, 1), (0, 2), (1, 0), (0, 1), (0, 0)]),
+    "bf16x9-large-first": ("bf16", 3, [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (2, 0), (1, 2), (2, 1), (2, 2)]),
+    "bf16x3": ("bf16", 2, [(0, 0), (0, 1), (1, 0)]),
+    "tf32x3": ("tf32", 2, [(0, 0), (0, 1), (1, 0)]),
+}
+
+
+def _reference_vendor(algo: str, p, a_row: np.ndarray, b_row: np.ndarray) -> Fraction:
+    """Pieces by exact rationals (x_0 = fmt(x), x_i = fmt(x - x_0 - ... - x_{i-1}), RNE), each tensor-core
+    instruction by the model's simulate_params, one accumulator chain from +0."""
+    fmt_name, n, pairs = _VENDOR_REFERENCE[algo]
+    fmt = get_format(fmt_name)
+
+    def pieces(bits):
+        rest, out = val32(int(bits)), []
+        for _ in range(n):
+            piece = round_fraction(rest, fmt_name)
+            out.append(fmt.from_fraction(piece))
+            rest -= piece
+        return out
+
+    pa = [pieces(x) for x in a_row]
+    pb = [pieces(y) for y in b_row]
+    acc = np.zeros(1, dtype=np.uint32)
+    for k0 in range(0, len(a_row), p.instr_k):
+        blk = range(k0, min(len(a_row), k0 + p.instr_k))
+        for i, j in pairs:
+            x = np.array([[pa[k][i] for k in blk]], dtype=fmt.dtype)
+            y = np.array([[pb[k][j] for k in blk]], dtype=fmt.dtype)
+            acc = simulate_params(p, x, y, acc)
+    return val32(acc[0])
+
+
+@pytest.mark.parametrize("arch", ["ampere", "hopper"])
+@pytest.mark.parametrize("algo", sorted(_VENDOR_REFERENCE))
+def test_vendor_schemes_match_independent_reference(arch, algo):
+    fmt_name = _VENDOR_REFERENCE[algo][0]
+    p = V.model_for(arch, fmt_name)
+    rng = np.random.default_rng(11)
+    K = p.instr_k + 3  # a full k-block and a partial one
+    a, b = V.random_inputs(rng, 25, K, V.parse_range("2^-30..2^20", fmt_name), "loguniform")
+    got = V.simulate_scheme(algo, p, a, b)
+    for i in range(len(got)):
+        assert val32(got[i]) == _reference_vendor(algo, p, a[i], b[i]), i
+
+
 # ------------------------------------------------- SMT term == simulator
 def _random_patterns(rng, n, K):
     """Mostly fp16-range values, plus any fp32 pattern (huge, tiny, inf, NaN)."""
@@ -128,9 +177,10 @@ def _random_patterns(rng, n, K):
 
 
 @pytest.mark.parametrize("arch,algo,K", [("volta", "markidis", 5), ("volta", "ootomo", 5), ("hopper", "ootomo", 3),
-                                          ("cdna2", "markidis-full", 2), ("turing", "fp32", 3)])
+                                          ("cdna2", "markidis-full", 2), ("turing", "fp32", 3),
+                                          ("hopper", "bf16x9", 2), ("ampere", "tf32x3", 2), ("cdna1", "bf16x3", 2)])
 def test_smt_encoding_agrees_with_simulator(arch, algo, K):
-    p = None if algo == "fp32" else V.model_for(arch)
+    p = V.params_for(algo, arch)
     prob = V.make_problem(K, V.parse_range("2^-14..2^14"))
     term = V.output_pattern(V.scheme_term(algo, p, prob))
     rng = np.random.default_rng(11)
@@ -210,3 +260,51 @@ def test_cli_stats_and_bound():
                                           "--bound", "2^-4", "--timeout", "40"])
     assert res.exit_code == 0, res.output
     assert "PROVEN" in res.output
+
+
+# ------------------------------------------------------------ split lemmas
+def test_split_units_are_exact():
+    """split_units: |x| = sig 2^lsb, x - x_h = sign(x) r 2^lsb, 2^-s lo = sign(x) lo_units 2^lsb, t = r - lo_units."""
+    from tcsmt.verify_schemes import split_units
+
+    rng = np.random.default_rng(5)
+    a, _ = V.random_inputs(rng, 300, 1, V.parse_range("2^-20..2^15"), "loguniform")
+    x = a[:, 0].astype(np.int64)
+    for s in (0, 11):
+        u = split_units(V.NB, x, s)
+        for i in range(len(x)):
+            xv = val32(int(x[i]))
+            sign = -1 if xv < 0 else 1
+            unit = Fraction(2) ** int(u.lsb[i])
+            xh = FP16.to_fraction(int(u.hi[i]))
+            lo = FP16.to_fraction(int(u.lo[i]))
+            assert int(u.sig[i]) * unit == abs(xv)
+            assert sign * int(u.r[i]) * unit == xv - xh
+            assert sign * int(u.lo_units[i]) * unit == lo / 2 ** s
+            assert int(u.t[i]) == int(u.r[i]) - int(u.lo_units[i])
+
+
+def test_split_lemma_rho_and_markidis_theta():
+    """rho: |x - fp16(x)| <= rho |x|; fp16 round-to-nearest has sup u / (1 + u), u = 2^-11 (Higham,
+    Accuracy and Stability of Numerical Algorithms, 2nd ed., Thm 2.2 and the remark after it), attained at
+    x = 1 + 2^-11 (a tie, to even: x_h = 1).  theta (Markidis, s = 0) on 2^-14 <= |x|: at x = 2^-14 (1 + 2^-11)
+    the residual 2^-25 rounds to 0 in fp16 (a tie between 0 and 2^-24), so theta >= u / (1 + u) as well."""
+    from tcsmt.verify_lemmas import split_lemma
+
+    dom = V.parse_range("2^-14..2^14")
+    sup = Fraction(1, 2048) / (1 + Fraction(1, 2048))
+    for which in ("r", "t"):
+        lem = split_lemma(dom, 0, which, timeout=60)
+        assert lem.bound is not None, lem.stopped
+        assert sup <= lem.bound <= Fraction(1, 2048) * (1 + Fraction(1, 16))
+        assert 0 < lem.found <= lem.bound and lem.bound <= lem.found * (1 + Fraction(1, 16))
+
+
+@pytest.mark.slow
+def test_split_lemma_ootomo_theta():
+    """Ootomo-Yokota's scaled residual keeps about 22 significant bits of x (their paper's claim): the tail
+    |x - x_h - 2^-11 dx| stays below 2^-20 |x| on 2^-14 <= |x| <= 2^14, and is not zero."""
+    from tcsmt.verify_lemmas import split_lemma
+
+    lem = split_lemma(V.parse_range("2^-14..2^14"), 11, "t", timeout=60)
+    assert lem.bound is not None and 0 < lem.found <= lem.bound < Fraction(1, 1 << 20)

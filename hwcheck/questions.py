@@ -1,0 +1,136 @@
+"""Run question files (inputs chosen to separate readings) on a device and keep every row.
+
+``python -m tcsmt.hwcheck.questions --out FILE.json [--device cuda] FILE.json[:INSTR,...] ...``
+
+Each FILE is a JSON of inputs as ``tcsmt discriminate`` or :mod:`tcsmt.hwcheck.hopper_vectors`
+writes it (in_fmt, out_fmt, models, inputs); the suffix ``:mma,wgmma`` names the instruction
+families to run it on (default: the file's own, else mma).  Unlike ``tcsmt hwcheck FILE``, which
+keeps counterexamples only, the output keeps the device's output bits of every row (``gpu``, in the
+file's order; the inputs are the file's, padded with +0 products to ``k``, a whole number of
+instructions) with the file's SHA-256, so a test can replay the device's answers through the
+simulator without a GPU.  Exit 0 when the first model of
+every file matches the device on every row, 1 otherwise, 2 on errors.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from .. import files
+from ..errors import TcsmtError
+from .check import ModelRunner, default_jobs, git_commit, hex_bits, load_inputs, resolve_models
+from .device import get_device
+from .paths import pad_k
+from .runner import run_dot
+
+
+def run_question(dev, path: str, instr: str, runner: ModelRunner) -> dict[str, Any]:
+    """One file on one instruction family: every row with the device's and the models' bits."""
+    inputs = load_inputs(path, instr=instr)
+    spec = inputs.spec
+    why = dev.supports(spec)
+    if why:
+        return {"file": path, "path": spec.label, "skipped": why}
+    models = resolve_models(inputs.models, spec)
+    K = max(len(x) for x in inputs.a)
+    Kp = pad_k(K, spec)
+    n = len(inputs.a)
+    a = np.zeros((n, Kp), dtype=spec.fin.dtype)
+    b = np.zeros_like(a)
+    for i in range(n):
+        a[i, :len(inputs.a[i])] = inputs.a[i]
+        b[i, :len(inputs.b[i])] = inputs.b[i]
+    c = inputs.c
+    d = run_dot(spec, a, b, c, device=dev)
+    preds = {label: runner.simulate(p, a, b, c) for label, p in models}
+    fo, fc = spec.fout, spec.c_fmt
+    rows = []
+    for i in range(n):
+        rows.append({"a": [hex_bits(spec.fin, x) for x in a[i]], "b": [hex_bits(spec.fin_b, x) for x in b[i]],
+                     "c": hex_bits(fc, c[i]), "gpu": hex_bits(fo, d[i]),
+                     "models": {label: hex_bits(fo, preds[label][i]) for label, _ in models}})
+    verdict = {label: {"mismatches": int((preds[label] != d).sum()), "rows": n} for label, _ in models}
+    return {"file": path, "path": spec.label, "shape": spec.shape, "k": Kp, "models": [m for m, _ in models],
+            "verdict": verdict, "rows": rows}
+
+
+def compact(doc: dict[str, Any], root: str = "") -> dict[str, Any]:
+    """The document with each question's rows reduced to the device's output bits (``gpu``): the
+    inputs are those of the question file (padded with +0 products to ``k``), named relative to
+    ``root`` with its SHA-256, and every model's bits follow from the simulator."""
+    import hashlib
+    from pathlib import Path
+
+    out = dict(doc)
+    qs = []
+    for q in doc["questions"]:
+        q = dict(q)
+        name = q["file"]
+        if root and name.startswith(root):
+            name = name[len(root):].lstrip("/")
+        q["file"] = name
+        if "rows" in q:
+            try:
+                q["file_sha256"] = hashlib.sha256(Path(doc_path(q, doc, root)).read_bytes()).hexdigest()
+            except OSError:
+                pass
+            q["gpu"] = [r["gpu"] for r in q.pop("rows")]
+        qs.append(q)
+    out["questions"] = qs
+    return out
+
+
+def doc_path(q: dict[str, Any], doc: dict[str, Any], root: str) -> str:
+    """Where a question's file lies now (its name as run, else under ``root``)."""
+    from pathlib import Path
+
+    name = q["file"]
+    return name if Path(name).is_file() else str(Path(root or ".") / name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tcsmt.hwcheck.questions", description=__doc__.split("\n")[0])
+    ap.add_argument("files", nargs="+", help="FILE.json or FILE.json:mma,wgmma")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--root", default="", help="question file names are written relative to this folder")
+    args = ap.parse_args(argv)
+    try:
+        out = files.output(args.out, args.force)
+        dev = get_device(args.device)
+        doc: dict[str, Any] = {"tool": "tcsmt.hwcheck.questions", "tcsmt_commit": git_commit(),
+                               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "device": dev.info(), "questions": []}
+        status = 0
+        with ModelRunner(min(4, default_jobs())) as runner:
+            for item in args.files:
+                path, _, fams = item.partition(":")
+                for instr in (fams.split(",") if fams else [""]):
+                    try:
+                        rec = run_question(dev, path, instr or None, runner)  # type: ignore[arg-type]
+                    except TcsmtError as exc:  # one file's problem (a path or model it lacks): the others run
+                        rec = {"file": path, "instr": instr, "path": "?", "skipped": str(exc)}
+                    doc["questions"].append(rec)
+                    if "skipped" in rec:
+                        print(f"{path} [{rec['path']}]: skipped ({rec['skipped']})", file=sys.stderr)
+                        continue
+                    v = ", ".join(f"{m}: {r['mismatches']}/{r['rows']}" for m, r in rec["verdict"].items())
+                    print(f"{path} [{rec['path']}] {v}", flush=True)
+                    if rec["verdict"][rec["models"][0]]["mismatches"]:
+                        status = 1
+        out.write_json(compact(doc, args.root))
+        return status
+    except TcsmtError as exc:
+        print(f"tcsmt: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        files.release_all()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,390 @@
+"""Small solver lemmas from which :mod:`tcsmt.verify_proof` composes error bounds of whole schemes.
+
+Every lemma is a statement "Q <= c for every input of a stated set", proven by an UNSAT answer of
+the solver to "Q > c"; the constant c is tightened by bisection on short dyadic thresholds, and
+every SAT answer is replayed in the simulator (exact rationals) and kept as a witness (a lower
+bound on the supremum of Q).  The query order depends only on the answers, never on time, so a
+run that hits no time limit gives the same constants on any machine.
+
+Lemmas:
+
+* split lemmas (:func:`split_lemma`): for fp32 x with LO <= |x| <= HI and the fp16 split of
+  :func:`tcsmt.verify_schemes.split_units` with residual scale 2^s: |x - x_h| <= rho |x| and
+  |x - x_h - 2^-s lo| <= theta |x|.  One free input, linear in x's grid units: fast.
+* tensor-core lemma (:func:`tc_lemma`): for one instruction TC(x.y + C) of a model on n free
+  finite fp16 pairs and a free fp32 C that is zero or has 2^-48 <= |C| < 2^45:
+  |TC - (sum x_i y_i + C)| <= gamma (sum |x_i y_i| + |C|).  The set contains every accumulator a
+  scheme's chain can hold (fp16 products are multiples of 2^-48, so are their truncated and
+  rounded sums; their magnitude stays below 64 * 4 * 65504^2 < 2^45 for K <= 64).
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from pysmt.fnode import FNode
+from pysmt.shortcuts import BV, BVULE, And, BVExtract, Equals, Or
+
+from . import semantics as sem
+from .backend_numpy import NumpyBackend
+from .backend_smt import SmtBackend
+from .formats import FP32, get_format
+from .params import ModelParams
+from .solvers import Answer, solve
+from .verify_domain import Domain
+from .verify_schemes import split_units
+
+SB = SmtBackend()
+NB = NumpyBackend()
+FP16 = get_format("fp16")
+
+#: the accumulator set of :func:`tc_lemma`: C = 0 or 2^C_EMIN <= |C| < 2^(C_EMAX + 1)
+C_EMIN, C_EMAX = -48, 44
+
+
+@dataclass
+class Step:
+    """One solver query of a lemma: "Q > threshold" and the answer."""
+
+    threshold: Fraction
+    status: str
+    seconds: float
+
+
+@dataclass
+class Lemma:
+    """A proven constant (``bound``; None when no threshold was proven) and the best witness value."""
+
+    name: str
+    statement: str
+    bound: Fraction | None
+    found: Fraction
+    witness: dict[str, int]
+    steps: list[Step] = field(default_factory=list)
+    stopped: str = ""
+    spurious: int = 0
+    """SAT answers of an abstracted query that the exact replay refutes"""
+    floor: Fraction = Fraction(0)
+    """the largest threshold with a spurious SAT answer (not provable with the abstraction)"""
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.steps)
+
+
+def short_dyadic(x: Fraction, bits: int, up: bool) -> Fraction:
+    """x > 0 rounded up (or down) to ``bits`` significant bits: a short threshold for the solver."""
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    sc = Fraction(2) ** (bits - 1 - e)
+    m = math.ceil(x * sc) if up else math.floor(x * sc)
+    while m >= (1 << bits):
+        sc /= 2
+        m = math.ceil(x * sc) if up else math.floor(x * sc)
+    return Fraction(m) / sc
+
+
+def tighten(name: str, statement: str, ask: Callable[[Fraction, float], Answer],
+            value: Callable[[dict[str, int]], Fraction], start: Fraction, timeout: float,
+            tolerance: Fraction = Fraction(1, 16), max_steps: int = 12, abstracted: bool = False) -> Lemma:
+    """Bisect the smallest proven threshold (UNSAT) above the largest replayed witness (SAT).
+
+    Thresholds: ``start``; while nothing is proven, 8x the larger of the threshold and the witness;
+    then the shortest dyadic (5 to 24 bits) near the geometric mean of the witness and the proven
+    bound, stopping once bound <= witness (1 + tolerance).  A timeout stops the lemma (the proven bound so far stands).
+    """
+    lem = Lemma(name, statement, None, Fraction(0), {})
+    t = start
+    for _ in range(max_steps):
+        ans = ask(t, timeout)
+        lem.steps.append(Step(t, ans.status, ans.seconds))
+        if ans.status == "sat":
+            v = value(ans.model)
+            if not v > t and not abstracted:
+                raise AssertionError(f"lemma {name}: solver witness has value {v} <= {t} when replayed")
+            if v > lem.found:
+                lem.found, lem.witness = v, dict(ans.model)
+            if not v > t:  # a spurious answer of the abstraction: t is not proven, nothing found above it
+                lem.spurious += 1
+                lem.floor = max(lem.floor, t)
+        elif ans.status == "unsat":
+            lem.bound = t
+        else:
+            lem.stopped = f"solver {ans.status} after {ans.seconds:.1f} s at threshold {float(t):.3g}"
+            return lem
+        if lem.bound is None:
+            t = short_dyadic(max(t, lem.found) * 8, 5, True)
+            continue
+        low = max(lem.found, lem.floor)
+        if lem.bound <= low * (1 + tolerance) or lem.bound == 0:
+            lem.stopped = "converged" if lem.floor <= lem.found else "converged (abstraction limit)"
+            return lem
+        lo = low if low > 0 else lem.bound / (1 << 16)
+        gm = Fraction(math.sqrt(float(lo) * float(lem.bound)))
+        mids = [m for m in (short_dyadic(gm, bits, True) for bits in (5, 8, 12, 16, 24)) if lo < m < lem.bound]
+        if not mids:
+            lem.stopped = "no threshold left between witness and bound"
+            return lem
+        t = mids[0]
+    lem.stopped = f"{max_steps} queries"
+    return lem
+
+
+# ------------------------------------------------------------------ split lemmas
+def _domain_symbol(dom: Domain, name: str) -> tuple[object, FNode, FNode]:
+    """A free fp32 input x >= 0 with LO <= x <= HI (the split of -x is the negated split of x)."""
+    x = SB.symbol(name, 32)
+    sym = x.t.arg(0)
+    cons = And(Equals(BVExtract(sym, 31, 31), BV(0, 1)), BVULE(BV(dom.lo_pattern, 31), BVExtract(sym, 0, 30)),
+               BVULE(BVExtract(sym, 0, 30), BV(dom.hi_pattern, 31)))
+    return x, sym, cons
+
+
+def _abs(B, v):
+    return B.ite(B.lt(v, 0), B.neg(v), v)
+
+
+def split_lemma(dom: Domain, residual_log2: int, which: str, timeout: float) -> Lemma:
+    """rho (which = "r": |x - x_h| / |x|) or theta (which = "t": |x - x_h - 2^-s lo| / |x|) on the domain."""
+    x, sym, cons = _domain_symbol(dom, "x")
+    u = split_units(SB, x, residual_log2)
+    q_num = _abs(SB, u.r if which == "r" else u.t)
+
+    def ask(t: Fraction, limit: float) -> Answer:
+        lhs = SB.mul_const(q_num, t.denominator)
+        rhs = SB.mul_const(u.sig, t.numerator)
+        return solve(And(cons, SB.gt(lhs, rhs)), {"x": sym}, "bitwuzla", limit)
+
+    def value(model: dict[str, int]) -> Fraction:
+        un = split_units(NB, np.array([model["x"]], dtype=np.int64), residual_log2)
+        num = abs(int(np.asarray(un.r if which == "r" else un.t)[0]))
+        return Fraction(num, int(np.asarray(un.sig)[0]))
+
+    what = "|x - x_h|" if which == "r" else f"|x - x_h - 2^-{residual_log2} lo|" if residual_log2 else "|x - x_h - lo|"
+    name = ("rho" if which == "r" else "theta") + f"[s={residual_log2}]"
+    stmt = f"{what} <= {name} |x| for fp32 x, {dom.describe()}"
+    return tighten(name, stmt, ask, value, Fraction(1, 1 << 20), timeout)
+
+
+# ------------------------------------------------------------------ tensor-core lemma
+def tc_lemma(p: ModelParams, n: int, timeout: float) -> Lemma:
+    """gamma of one instruction of ``p`` on n product pairs and an accumulator C (module docstring)."""
+    from .verify_smt import fp32_on_grid  # the error-term helpers live with the query encodings
+
+    xs = [SB.symbol(f"x{i}", 16) for i in range(n)]
+    ys = [SB.symbol(f"y{i}", 16) for i in range(n)]
+    c = SB.symbol("c", 32)
+    syms = {f"x{i}": xs[i].t.arg(0) for i in range(n)}
+    syms.update({f"y{i}": ys[i].t.arg(0) for i in range(n)})
+    syms["c"] = c.t.arg(0)
+    cons = [BVULE(BVExtract(v.t.arg(0), 10, 14), BV(30, 5)) for v in xs + ys]  # finite fp16
+    ce = BVExtract(syms["c"], 23, 30)
+    cons.append(Or(Equals(BVExtract(syms["c"], 0, 30), BV(0, 31)),
+                   And(BVULE(BV(C_EMIN + 127, 8), ce), BVULE(ce, BV(C_EMAX + 127, 8)))))
+    D = sem.dot(SB, p, xs, ys, c)
+    L = C_EMIN - FP32.frac_bits  # C's finest bit; products' LSBs are at 2^-48 or above
+    H = C_EMAX + 4
+    terms = [sem.product_term(SB, p, sem.decode(SB, FP16, x), sem.decode(SB, FP16, y))[0] for x, y in zip(xs, ys)]
+    ct = sem.value_term(SB, sem.decode(SB, FP32, c))[0]
+    ct = sem.Term(ct.neg, ct.mag, ct.lsb, ct.top, ct.mag_bits, L, C_EMAX - FP32.frac_bits, C_EMIN, C_EMAX,
+                  ct.gap_min, ct.head)
+    S = N = None
+    for t in [*terms, ct]:
+        m = sem.on_grid(SB, t, L, specials=False)
+        v = SB.ite(t.neg, SB.neg(m), m)
+        S = v if S is None else SB.add(S, v)
+        N = m if N is None else SB.add(N, m)
+    dval, outside, special = fp32_on_grid(D, L, H)
+    err = _abs(SB, SB.sub(dval, S))
+    base = And(cons)
+
+    def ask(t: Fraction, limit: float) -> Answer:
+        worse = SB.gt(SB.mul_const(err, t.denominator), SB.mul_const(N, t.numerator))
+        return solve(And(base, Or(special, outside, worse)), syms, "bitwuzla", limit)
+
+    def value(model: dict[str, int]) -> Fraction:
+        xa = [np.array([model[f"x{i}"]], dtype=np.int64) for i in range(n)]
+        ya = [np.array([model[f"y{i}"]], dtype=np.int64) for i in range(n)]
+        d = FP32.to_fraction(int(np.asarray(sem.dot(NB, p, xa, ya, np.array([model["c"]], dtype=np.int64)))[0]))
+        xv = [FP16.to_fraction(model[f"x{i}"]) for i in range(n)]
+        yv = [FP16.to_fraction(model[f"y{i}"]) for i in range(n)]
+        cv = FP32.to_fraction(model["c"])
+        if isinstance(d, float):
+            return Fraction(1 << 60)  # a non-finite result: no finite gamma (replayed as huge)
+        assert not isinstance(cv, float)
+        exact = sum((Fraction(a) * Fraction(b) for a, b in zip(xv, yv)), Fraction(0)) + cv
+        norm = sum((abs(Fraction(a) * Fraction(b)) for a, b in zip(xv, yv)), Fraction(0)) + abs(cv)
+        return abs(d - exact) / norm if norm else Fraction(0)
+
+    stmt = (f"|TC - (x.y + C)| <= gamma (|x|.|y| + |C|) for one {p.name} instruction on {n} finite fp16 "
+            f"pairs, fp32 C = 0 or 2^{C_EMIN} <= |C| < 2^{C_EMAX + 1}")
+    return tighten(f"gamma[{p.name}, n={n}]", stmt, ask, value, Fraction(1, 1 << 22), timeout)
+
+
+# ------------------------------------------------------------------ product abstraction
+def abstract_products(formula: FNode, prefix: str = "mul") -> tuple[FNode, dict[str, FNode]]:
+    """Replace every product of two non-constant bit-vectors by a fresh variable M, constrained by
+    linear facts the true product satisfies (an over-approximation: UNSAT stays a proof).
+
+    For X, Y >= 0 (the significands the semantics multiplies, zero-extended), with msb the index of
+    the leading one: M = 0 iff X = 0 or Y = 0; X 2^msb(Y) <= M < X 2^(msb(Y)+1) and
+    Y 2^msb(X) <= M < Y 2^(msb(X)+1), because 2^msb(Y) <= Y < 2^(msb(Y)+1).
+    """
+    from pysmt.shortcuts import BVULT, BVAdd, BVLShl, BVZExt, FreshSymbol, Iff, Implies, Not
+    from pysmt.typing import BVType
+
+    from .backend_smt import Bv
+
+    muls: list[FNode] = []
+    seen: set[int] = set()
+    stack = [formula]
+    while stack:
+        f = stack.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        if f.is_bv_mul() and not f.arg(0).is_constant() and not f.arg(1).is_constant():
+            muls.append(f)
+        stack.extend(f.args())
+    subst, facts, fresh = {}, [], {}
+    for f in muls:
+        w = f.bv_width()
+        m = FreshSymbol(BVType(w), prefix + "%d")
+        fresh[m.symbol_name()] = m
+        x, y = f.arg(0), f.arg(1)
+        zero = BV(0, w)
+        facts.append(Iff(Equals(m, zero), Or(Equals(x, zero), Equals(y, zero))))
+        for u, v in ((x, y), (y, x)):
+            mv = SB.msb(Bv(v, w), w).t  # the leading-one index of v (v > 0 where it is used)
+            sh = BVZExt(mv, w - mv.bv_width()) if mv.bv_width() < w else mv
+            lo = BVLShl(u, sh)
+            hi = BVLShl(u, BVAdd(sh, BV(1, w)))
+            facts.append(Implies(Not(Equals(v, zero)), And(BVULE(lo, m), BVULT(m, hi))))
+        subst[f] = m
+    return And(formula.substitute(subst), *facts), fresh
+
+
+# ------------------------------------------------------------------ chain lemmas
+def lo_within(B, lo: Any, hi: Any, residual_log2: int):
+    """|2^-s lo| <= 2^(e(x_h) - 11) for fp16 patterns lo, x_h (e = emin for subnormal x_h).
+
+    As patterns: |lo| <= 2^m with m = e(x_h) - 11 + s, i.e. lo's magnitude pattern is at most the
+    pattern of 2^m (fp16 magnitude patterns are ordered like their values; 2^m below fp16's
+    smallest subnormal allows only lo = 0).
+    """
+    m = B.add(sem.decode(B, FP16, hi).e, residual_log2 - 11)
+    _, expf, frac = B.fields(FP16, lo)
+    mag = B.add(B.mul_const(expf, 1 << FP16.frac_bits), frac)
+    normal = B.mul_const(B.add(m, 1 - FP16.emin), 1 << FP16.frac_bits)
+    sub_shift = B.sub(m, FP16.emin - FP16.frac_bits)
+    sub = B.shl(1, B.min(B.max(sub_shift, 0), FP16.frac_bits), FP16.frac_bits, FP16.frac_bits + 2)
+    limit = B.ite(B.ge(m, FP16.emin), normal, B.ite(B.ge(sub_shift, 0), sub, 0))
+    return B.le(mag, limit)
+
+
+def lo_lemma(dom: Domain, residual_log2: int, timeout: float) -> Lemma:
+    """Prove :func:`lo_within` for the split of every x in the domain (a yes/no lemma: bound 0 = none exceed)."""
+    x, sym, cons = _domain_symbol(dom, "x")
+    u = split_units(SB, x, residual_log2)
+    ans = solve(And(cons, SB.not_(lo_within(SB, u.lo, u.hi, residual_log2))), {"x": sym}, "bitwuzla", timeout)
+    s = f"2^-{residual_log2} lo" if residual_log2 else "lo"
+    lem = Lemma(f"lo[s={residual_log2}]", f"|{s}| <= 2^(e(x_h) - 11) for fp32 x, {dom.describe()}",
+                Fraction(0) if ans.status == "unsat" else None, Fraction(0), dict(ans.model),
+                [Step(Fraction(0), ans.status, ans.seconds)])
+    if ans.status == "sat":
+        raise AssertionError(f"split lemma lo[s={residual_log2}] fails at x = {ans.model['x']:#010x}")
+    lem.stopped = "proven" if ans.status == "unsat" else f"solver {ans.status}"
+    return lem
+
+
+@dataclass
+class ChainSpec:
+    """A tensor-core computation on fp16 pieces: ``build(B, pieces)`` gives (D pattern, product pairs),
+    where pieces maps names (``ah0``, ``al0``, ...) to patterns and each pair names two of them;
+    ``bounded`` lists (lo name, hi name, s) for the :func:`lo_within` constraints."""
+
+    title: str
+    names: list[str]
+    build: Callable[..., tuple[Any, list[tuple[str, str]]]]
+    bounded: list[tuple[str, str, int]]
+    #: names of the x_h pieces and the fp16 magnitude patterns (lo, hi) they lie between:
+    #: fp16(LO) <= |x_h| <= fp16(HI) as RNE is monotone
+    heads: list[str] = field(default_factory=list)
+    head_range: tuple[int, int] = (0, 0x7BFF)
+    #: pairs (x, y) of the products whose lower bounds |x| 2^e(y) <= |x y| (y normal: its significand
+    #: is at least 2^10) sum to A' <= A, the measure Gamma refers to (linear: no multiplication)
+    lower: list[tuple[str, str]] = field(default_factory=list)
+
+
+def chain_lemma(p: ModelParams, spec: ChainSpec, timeout: float, abstract: bool = True) -> Lemma:
+    """Gamma with |D - S| <= Gamma * A for the chain on every admissible set of fp16 pieces.
+
+    S is the exact sum of the chain's products, A the sum of their magnitudes.  Pieces are free
+    finite fp16 values, constrained only by ``spec.bounded`` (each proven for the domain by
+    :func:`lo_lemma`): a superset of what the scheme's splits produce.  Every product is a multiple
+    of 2^-48, hence so is D (truncated and rounded sums of such values).
+    """
+    from .verify_smt import fp32_on_grid
+
+    sv = {n: SB.symbol(n, 16) for n in spec.names}
+    syms = {n: v.t.arg(0) for n, v in sv.items()}
+    cons = [BVULE(BVExtract(v.t.arg(0), 10, 14), BV(30, 5)) for v in sv.values()]
+    cons += [lo_within(SB, sv[lo], sv[hi], s) for lo, hi, s in spec.bounded]
+    for n in spec.heads:
+        m = BVExtract(syms[n], 0, 14)
+        cons += [BVULE(BV(spec.head_range[0], 15), m), BVULE(m, BV(spec.head_range[1], 15))]
+    D, pairs = spec.build(SB, sv)
+    L, H = -48, 48
+    S = A = None
+    for x, y in pairs:
+        t = sem.product_term(SB, p, sem.decode(SB, FP16, sv[x]), sem.decode(SB, FP16, sv[y]))[0]
+        m = sem.on_grid(SB, t, L, specials=False)
+        v = SB.ite(t.neg, SB.neg(m), m)
+        S = v if S is None else SB.add(S, v)
+        A = m if A is None else SB.add(A, m)
+    if spec.lower:
+        if not spec.head_range[0] >= 1 << FP16.frac_bits or not all(y in spec.heads for _, y in spec.lower):
+            raise AssertionError("chain lemma: |x| 2^e(y) <= |x y| needs a normal y (a head with |y| >= 2^-14)")
+        A = None
+        for x, y in spec.lower:
+            dx_, dy_ = sem.decode(SB, FP16, sv[x]), sem.decode(SB, FP16, sv[y])
+            t = sem.Term(SB.false(), dx_.sig, SB.add(SB.sub(dx_.e, FP16.frac_bits), dy_.e), dx_.e,
+                         FP16.frac_bits + 1, FP16.emin - FP16.frac_bits + FP16.emin,
+                         FP16.emax - FP16.frac_bits + FP16.emax, 0, 0, 0, 1)
+            m = sem.on_grid(SB, t, L, specials=False)
+            A = m if A is None else SB.add(A, m)
+    dval, outside, special = fp32_on_grid(D, L, H)
+    err = _abs(SB, SB.sub(dval, S))
+    base = And(cons)
+
+    def ask(t: Fraction, limit: float) -> Answer:
+        worse = SB.gt(SB.mul_const(err, t.denominator), SB.mul_const(A, t.numerator))
+        f = And(base, Or(special, outside, worse))
+        if not abstract:
+            return solve(f, syms, "bitwuzla", limit)
+        g, fresh = abstract_products(f)
+        return solve(g, {**syms, **fresh}, "bitwuzla", limit)
+
+    def value(model: dict[str, int]) -> Fraction:
+        nv = {n: np.array([model[n]], dtype=np.int64) for n in spec.names}
+        d_bits, prs = spec.build(NB, nv)
+        d = FP32.to_fraction(int(np.asarray(d_bits).reshape(-1)[0]))
+        if isinstance(d, float):
+            return Fraction(1 << 60)
+        vals = {n: Fraction(FP16.to_fraction(model[n])) for n in spec.names}
+        exact = sum((vals[x] * vals[y] for x, y in prs), Fraction(0))
+        norm = sum((abs(vals[x] * vals[y]) for x, y in prs), Fraction(0))
+        return abs(d - exact) / norm if norm else Fraction(0)
+
+    stmt = f"|D - S| <= Gamma * A for {spec.title} on {p.name} (free finite fp16 pieces"
+    stmt += ", |2^-s lo| <= 2^(e(x_h) - 11))" if spec.bounded else ")"
+    return tighten(f"Gamma[{spec.title}, {p.name}]", stmt, ask, value, Fraction(1, 1 << 21), timeout,
+                   abstracted=abstract)
+
+
+def now() -> float:
+    return time.perf_counter()

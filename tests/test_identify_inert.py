@@ -1,0 +1,167 @@
+"""The inert-parameter pass (tcsmt.inert) never changes an output: the simulator with and without it agrees.
+
+Every named point of a path and every ring-1 variant of it is simulated as it is and after
+:func:`tcsmt.inert.canonical` on random feature-test rows (tcsmt.identify_search.random_rows), uniform
+random bit patterns (specials included) and adversarial rows built for the facts the pass uses: the
+largest products of one sign with the largest C (carry bits, overflow), cancellations down to the
+least product (zero sign, subnormal results), the least products with a subnormal C, and products
+spread across the whole exponent range (window bits, alignment floor).  Expected values: the
+simulator itself (the pass must be an identity on outputs), no published source needed.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tcsmt.formats import get_format
+from tcsmt.identify_search import random_rows
+from tcsmt.identify_space import HypothesisSpace, PathInfo
+from tcsmt.inert import canonical, inert_parameters
+from tcsmt.params import validate
+from tcsmt.registry import resolve
+from tcsmt.semantics import unread_parameters
+from tcsmt.simulator import simulate_params
+
+PATHS = [
+    PathInfo("e4m3", "fp32", "fp32", "mma", 32, "m16n8k32"),
+    PathInfo("e5m2", "fp32", "fp32", "mma", 32, "m16n8k32"),
+    PathInfo("e4m3", "fp16", "fp16", "mma", 32, "m16n8k32"),
+    PathInfo("e5m2", "fp16", "fp16", "mma", 32, "m16n8k32"),
+    PathInfo("fp16", "fp32", "fp32", "mma", 16, "m16n8k16"),
+    PathInfo("bf16", "fp32", "fp32", "mma", 16, "m16n8k16"),
+]
+
+
+def _adversarial(in_fmt: str, c_fmt: str, K: int, rng: np.random.Generator):
+    fin, fc = get_format(in_fmt), get_format(c_fmt)
+    big = fin.pack_fields(0, fin.emax + fin.bias, (1 << fin.frac_bits) - 1 - (1 if fin.specials == "fn" else 0))
+    tiny = fin.pack_fields(0, 0, 1)
+    cbig = fc.pack_fields(0, fc.emax + fc.bias, (1 << fc.frac_bits) - 1)
+    csub = fc.pack_fields(0, 0, 1)
+    sign_in = 1 << (fin.storage_bits - 1)
+    sign_c = 1 << (fc.storage_bits - 1)
+    rows_a, rows_b, rows_c = [], [], []
+    for n in range(1, K + 1):  # n largest products of one sign, with C 0, largest, least, negative
+        a = [big] * n + [0] * (K - n)
+        for c in (0, cbig, csub, cbig | sign_c, csub | sign_c):
+            rows_a.append(a)
+            rows_b.append(a)
+            rows_c.append(c)
+    for n in range(1, K + 1):  # least products, cancelling pairs, with subnormal C of either sign
+        a = [tiny] * n + [0] * (K - n)
+        b = [tiny if i % 2 == 0 else tiny | sign_in for i in range(K)]
+        for c in (0, csub, csub | sign_c, sign_c):
+            rows_a.append(a)
+            rows_b.append(b)
+            rows_c.append(c)
+    n = 4000  # exponents spread over the whole range, fractions random, signs random
+    e = rng.integers(0, (1 << fin.exp_bits) - 1, size=(2, n, K))
+    fr = rng.integers(0, 1 << fin.frac_bits, size=(2, n, K))
+    sg = rng.integers(0, 2, size=(2, n, K))
+    ab = fin.pack_fields(sg, e, fr)
+    ce = rng.integers(0, (1 << fc.exp_bits) - 1, size=n)
+    cc = fc.pack_fields(rng.integers(0, 2, size=n), ce, rng.integers(0, 1 << fc.frac_bits, size=n))
+    A = np.concatenate([np.array(rows_a, dtype=fin.dtype), ab[0]])
+    B = np.concatenate([np.array(rows_b, dtype=fin.dtype), ab[1]])
+    C = np.concatenate([np.array(rows_c, dtype=fc.dtype), cc.astype(fc.dtype)])
+    return A, B, C
+
+
+def _rows(path: PathInfo, seed: int):
+    rng = np.random.default_rng(seed)
+    fin, fc = get_format(path.in_fmt), get_format(path.c_fmt)
+    parts = [random_rows(path.in_fmt, path.c_fmt, path.instr_k, 6000, rng), _adversarial(path.in_fmt, path.c_fmt,
+                                                                                        path.instr_k, rng)]
+    bits = rng.integers(0, 1 << 62, size=(3000, 2 * path.instr_k + 1), dtype=np.int64)  # uniform patterns
+    parts.append(((bits[:, :path.instr_k] % (1 << fin.storage_bits)).astype(fin.dtype),
+                  (bits[:, path.instr_k:2 * path.instr_k] % (1 << fin.storage_bits)).astype(fin.dtype),
+                  (bits[:, -1] % (1 << fc.storage_bits)).astype(fc.dtype)))
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+
+def _changed(path: PathInfo):
+    """(name, params, canonical params) for every named point and ring-1 variant the pass changes."""
+    space = HypothesisSpace.for_path(path, 1)
+    out, seen = [], set()
+    for name, p in space.points:
+        cands = [(name, p)] + [(f"{name}+{','.join(d)}", q) for q, d in space._variants(p, 1)]
+        for n, q in cands:
+            try:
+                q = validate(q)
+            except Exception:
+                continue
+            key = q.semantic_key()
+            if key in seen:
+                continue
+            seen.add(key)
+            new = set(inert_parameters(q)) - set(unread_parameters(q))  # the range facts of the pass
+            if new:
+                out.append((n, q, canonical(q)))
+    return out
+
+
+def _check(path: PathInfo, every: int, seed: int) -> None:
+    A, B, C = _rows(path, seed)
+    changed = _changed(path)
+    assert changed, "the pass should find inert parameters on every one of these paths"
+    for name, p, c in changed[::every]:
+        d1 = np.asarray(simulate_params(p, A, B, C))
+        d2 = np.asarray(simulate_params(c, A, B, C))
+        bad = np.nonzero(d1 != d2)[0]
+        assert bad.size == 0, (f"{name}: {inert_parameters(p)} changes row {bad[0]} "
+                               f"(a={A[bad[0]].tolist()}, b={B[bad[0]].tolist()}, c={int(C[bad[0]])})")
+
+
+@pytest.mark.parametrize("path", PATHS[:4:3], ids=[f"{p.label}-{p.instr}" for p in PATHS[:4:3]])
+def test_pass_never_changes_an_output_sample(path):
+    """Every 8th changed hypothesis of two fp8 paths (the CI check; the slow test takes them all)."""
+    _check(path, 8, 5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", PATHS, ids=[f"{p.label}-{p.instr}" for p in PATHS])
+def test_pass_never_changes_an_output(path):
+    _check(path, 1, 7)
+
+
+def test_hopper_fp8_mma_facts():
+    """The facts the fp8 identification needs, on the Hopper model (models/hopper.toml)."""
+    # e4m3 products are multiples of 2^-18 and at most 448^2: no fp32 rounding reaches zero, a
+    # subnormal or an overflow, so zero_sign and overflow_result are inert (hopper = blackwell there)
+    p = resolve("hopper", "e4m3", "fp32", "mma")
+    assert inert_parameters(p) == {"zero_sign": "ieee", "overflow_result": "ieee"}
+    # 5 carry bits: 16 products below 3.52 * 2^E and the chained C below 2 * 2^E stay below 2^(E+6)
+    assert inert_parameters(dataclasses.replace(p, carry_bits=5))["carry_bits"] == "unbounded"
+    assert "carry_bits" not in inert_parameters(dataclasses.replace(p, carry_bits=4))
+    # e4m3 values converted to fp16 are never fp16 subnormals: subnormal_in is inert
+    assert inert_parameters(dataclasses.replace(p, subnormal_in=False)).get("subnormal_in") is True
+    # e5m2 subnormals are fp16 subnormals: it matters there
+    q = resolve("hopper", "e5m2", "fp32", "mma")
+    assert "subnormal_in" not in inert_parameters(dataclasses.replace(q, subnormal_in=False))
+    # e5m2 products reach 2^-32 < 2^-24: in fp16 a non-zero sum can round to zero, zero_sign matters
+    r = resolve("hopper", "e5m2", "fp16", "mma")
+    assert "zero_sign" not in inert_parameters(dataclasses.replace(r, zero_sign="positive"))
+
+
+def test_uniform_stage_fills_the_carry_bits():
+    """hopper vs hopper with 4 carry bits on e4m3 -> fp32 mma: they differ only where one block's sum
+    reaches 2^(E+5), i.e. with ten or more of its 16 products near 3.5 * 2^E; the stage with every
+    product equal finds such an input (the full 32-product query took minutes before)."""
+    from tcsmt.identify_separate import Separator
+    from tcsmt.identify_space import Hypothesis
+    from tcsmt.solvers import available
+
+    if not available("bitwuzla"):
+        pytest.skip("bitwuzla not installed")
+    path = PATHS[0]
+    p = resolve("hopper", "e4m3", "fp32", "mma")
+    h1 = Hypothesis(canonical(p), "hopper", (0,), 0)
+    h2 = Hypothesis(canonical(dataclasses.replace(p, carry_bits=4)), "c4", (1,), 1)
+    status, row, k, _ = Separator(path, timeout=30, readable=False).separate(h1, h2)
+    assert status == "sat" and row is not None and k == 32
+    A = np.array([row[0]], dtype=np.uint8)
+    B = np.array([row[1]], dtype=np.uint8)
+    C = np.array([row[2]], dtype=np.uint32)
+    assert simulate_params(h1.params, A, B, C)[0] != simulate_params(h2.params, A, B, C)[0]
