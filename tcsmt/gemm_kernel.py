@@ -56,7 +56,8 @@ _HANDLED = ("in_fmt", "out_fmt", "b_fmt", "c_fmt", "acc_fmt", "operand_fmt", "in
             "reduction", "product_exponent", "c_mode", "extra_bits", "align", "align_floor", "carry_bits",
             "overflow", "block_round", "block_frac_bits", "c_round", "out_round", "subnormal_in", "subnormal_c",
             "subnormal_out", "overflow_result", "zero_sign", "zero_exponent", "product_groups", "sum_frac_bits",
-            "late_align", "c_drop")
+            "late_align", "c_drop", "scale_fmt", "scale_block", "scale_apply", "scale_group_k", "scale_group_bits",
+            "scale_zero_group")
 
 
 def check_supported(p: ModelParams) -> None:
@@ -99,6 +100,8 @@ def check_supported(p: ModelParams) -> None:
         no("zero_exponent", "zeros never join the alignment here")
     if p.product_groups != 1:
         no("product_groups", "one window per block only")
+    if p.scale_fmt:  # the other scale_* fields are read only with a scale format
+        no("scale_fmt", "block scaling is not compiled")
     # sum_frac_bits, late_align and c_drop are read only with c_mode "after_sum", refused below
     if p.c_mode not in ("aligned", "after_instr"):
         no("c_mode", "only aligned and after_instr")
