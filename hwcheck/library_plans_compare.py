@@ -23,6 +23,7 @@ import json
 import os
 import re
 import sys
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from library_calls import CALL_FIELDS
@@ -77,7 +78,7 @@ def compare(a: dict[tuple, dict], b: dict[tuple, dict], name_a: str, name_b: str
     """Counts of agreement, per aspect and per configuration, and the differing calls as rows
     ``[call, kernels_a, S_a, scheme_a, kernels_b, S_b, scheme_b]`` (kernels as indices into ``kernel_names``)."""
     both = [k for k in a if k in b]
-    same = {x: 0 for x in ASPECTS}
+    same = dict.fromkeys(ASPECTS, 0)
     plan_same = 0
     names: dict[str, int] = {}
     per_config: dict[str, list[int]] = {}
@@ -120,18 +121,18 @@ def main() -> None:
     ap.add_argument("--name-b", default="h100")
     ap.add_argument("-o", "--out", default=os.path.join(RESULTS, "h200_vs_h100_plans.json"))
     args = ap.parse_args()
-    files = {}
+    files: dict[str, Any] = {}
     for key in ("a", "b", "val_a", "val_b"):
         with open(getattr(args, key)) as f:
             files[key] = json.load(f)
     pa, pb, va, vb = files["a"], files["b"], files["val_a"], files["val_b"]
-    res = {
+    res: dict[str, Any] = {
         "what": ("cuBLAS plans of the same calls recorded on two GPUs, compared call by call "
                  "(hwcheck/library_plans_compare.py; plan_same = same kernel names, same split-K S, same "
                  "cuBLASLt reductionScheme, same torch refusal)"),
-        "files": {args.name_a: os.path.relpath(args.a, os.getcwd()), args.name_b: os.path.relpath(args.b, os.getcwd()),
-                  "validation_" + args.name_a: os.path.relpath(args.val_a, os.getcwd()),
-                  "validation_" + args.name_b: os.path.relpath(args.val_b, os.getcwd())},
+        "files": {args.name_a: os.path.basename(args.a), args.name_b: os.path.basename(args.b),
+                  "validation_" + args.name_a: os.path.basename(args.val_a),
+                  "validation_" + args.name_b: os.path.basename(args.val_b)},
         "versions": {n: {k: p.get(k) for k in ("gpu", "torch", "cuda", "cublas", "cublaslt", "sm_count")}
                      for n, p in ((args.name_a, pa), (args.name_b, pb))},
         "plans": compare(views(pa["calls"], pa["lt_algos"]), views(pb["calls"], pb["lt_algos"]),
