@@ -286,7 +286,7 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
         chain, why_chain = _chain_for(call, family)
         steps, ep_src = _epilogue(call, family, decided)
         reduce, why_reduce = reduction_of(family, call.get("out_dtype") or call["a_dtype"]) if family else (None, "")
-        differs = _differs(call, lt_tables.get(file_name), ref, file_name) if same_as else ""
+        differs = _differs(call, lt_tables.get(file_name), ref, file_name, rules_gpu) if same_as else ""
         if differs:
             why = differs
         elif S is None:
@@ -376,20 +376,20 @@ def _reference(same_as: Sequence[tuple[str, dict[str, Any]]], raw: dict[str, Any
 
 
 def _differs(call: dict[str, Any], lt_algos: Sequence[str] | None, ref: dict[tuple, set[tuple]],
-             file_name: str) -> str:
+             file_name: str, rules_gpu: str) -> str:
     """Why ``call`` (of a file whose trace table is ``lt_algos``) gets no borrowed plan ('' where the other GPU
     recorded the same one)."""
     theirs = ref.get(tuple(call.get(k) for k in _SAME_KEYS))
     mine = plan_signature(call, lt_algos)
     if not theirs:
-        return "not recorded on the GPU whose split-K rules these plans borrow (--same-as)"
+        return f"not recorded on {rules_gpu}, whose split-K rules these plans borrow"
     if mine in theirs:
         return ""
     t = sorted(theirs, key=str)[0]
     what = [w for w, a, b in zip(("kernels", "split_k", "reductionScheme", "torch refusal"), mine, t) if a != b]
     return (f"this GPU's recorded plan ({file_name}: split_k {mine[1]}, kernels {', '.join(mine[0])}) differs in "
-            f"{', '.join(what)} from the one whose split-K rules were measured (split_k {t[1]}, kernels "
-            f"{', '.join(t[0])}); its own rules are not recorded")
+            f"{', '.join(what)} from {rules_gpu}'s (split_k {t[1]}, kernels {', '.join(t[0])}), whose split-K rules "
+            f"these plans borrow; this GPU's own rules are not recorded")
 
 
 def _toml(v: Any) -> str:
