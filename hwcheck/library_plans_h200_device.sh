@@ -12,6 +12,6 @@ echo "== start $(date -u)"
 wait
 rm -f $OUT/v/probes.json $OUT/v/h100_cublas_plans.json.gz $OUT/g/probes.json
 [ -f $OUT/g/h100_cublas_plans.json.gz ] && rm -f $OUT/g/grid_raw.json.gz
-tail -5 $OUT/v_stdout.txt $OUT/g_stdout.txt
+tail -n 5 $OUT/v_stdout.txt $OUT/g_stdout.txt   # (the run itself had "tail -5", which this tail refused)
 ls -la $OUT $OUT/v $OUT/g
 echo "== end $(date -u)"
