@@ -1,12 +1,14 @@
 """Build the committed plan, probe and validation files of issue 12 from one device run.
 
-    python3 hwcheck/library_plans_build.py DEVICE_OUT_DIR [--results hwcheck/results]
+    python3 hwcheck/library_plans_build.py DEVICE_OUT_DIR [--results hwcheck/results] [--prefix h200]
 
 DEVICE_OUT_DIR holds what ``hwcheck/library_plans_device.py --out`` wrote (``h100_cublas_plans.json.gz``,
 ``probes.json``, ``h100_library_validation.json``).  This script adds nothing measured: it drops the
 profiler's parameter lists from kernel names (``void f<T>(Params)`` -> ``f<T>``), moves cuBLASLt's algorithm
 strings into one table, summarises the slice and reduction probes per kernel family (``families``), and
-writes ``h100_cublas_plans.json``, ``h100_library_probes.json`` and ``h100_library_validation.json``.
+writes ``h100_cublas_plans.json``, ``h100_library_probes.json`` and ``h100_library_validation.json`` (``--prefix
+h200``: ``h200_...``; the device script names its files ``h100_...`` whatever the GPU; the GPU is in the files).
+A run without probes (no ``probes.json``) gets no probe file and an empty ``families``.
 """
 from __future__ import annotations
 
@@ -244,6 +246,8 @@ def main() -> None:
     ap.add_argument("--workspace", type=int, default=None,
                     help="workspace bytes of torch's cuBLAS handle, where the run's own reading is void")
     ap.add_argument("--note", default="")
+    ap.add_argument("--prefix", default="h100", help="file name prefix of the written files (h100, h200)")
+    ap.add_argument("--driver", default=None, help="NVIDIA driver version of the run (nvidia-smi), where known")
     ap.add_argument("--probe-list", action="append", default=[],
                     help="probe_list.json of a --probe-list run (more probes, with their reduce_probe2)")
     ap.add_argument("--reduce2", action="append", default=[],
@@ -252,8 +256,11 @@ def main() -> None:
     args = ap.parse_args()
     with gzip.open(os.path.join(args.device_out, "h100_cublas_plans.json.gz"), "rt") as f:
         plans = json.load(f)
-    with open(os.path.join(args.device_out, "probes.json")) as f:
-        probes = json.load(f)
+    probes_path = os.path.join(args.device_out, "probes.json")
+    probes = []
+    if os.path.exists(probes_path):
+        with open(probes_path) as f:
+            probes = json.load(f)
     with open(os.path.join(args.device_out, "h100_library_validation.json")) as f:
         val = json.load(f)
     for path in args.probe_list:
@@ -295,7 +302,7 @@ def main() -> None:
             e["family"] = call_family({**e, "lt_algo": lt})
     meta = plans["meta"]
     out = {"gpu": plans["gpu"], "torch": plans["torch"], "cuda": plans["cuda"], "cublas": plans["cublas"],
-           "cublaslt": plans["cublaslt"],
+           "cublaslt": plans["cublaslt"], **({"driver": args.driver} if args.driver else {}),
            "workspace_bytes": args.workspace if args.workspace is not None else plans["workspace_bytes"],
            "method": plans["method"] + (" Kernel names: the profiler's, without 'void' and the parameter list. "
                                          "'lt' indexes 'lt_algos': cuBLASLt's trace of the call (entry point, "
@@ -307,7 +314,7 @@ def main() -> None:
            "heuristic_vs_profiler": plans.get("heuristic_vs_profiler"),
            "lt_algos": list(algos), "families": summarise(probes), "calls": calls}
     os.makedirs(args.results, exist_ok=True)
-    with open(os.path.join(args.results, "h100_cublas_plans.json"), "w") as f:
+    with open(os.path.join(args.results, f"{args.prefix}_cublas_plans.json"), "w") as f:
         json.dump(out, f, separators=(",", ":"))
         f.write("\n")
     keep = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
@@ -321,13 +328,14 @@ def main() -> None:
         if p["K"] <= 4096:
             e["group_patterns"] = p.get("group_patterns")
         small.append(e)
-    with open(os.path.join(args.results, "h100_library_probes.json"), "w") as f:
-        json.dump({"gpu": plans["gpu"], "torch": plans["torch"], "cublaslt": plans["cublaslt"],
-                   "what": ("slice and reduction probes of split-K calls (hwcheck/library_plans_device.py: "
-                            "slice_probe, reduce_probe); group_patterns per 16 k positions: L = weight lost "
-                            "(same slice as the L/-L pair), s = survived, after | the previous group's last q"),
-                   "probes": small}, f, separators=(",", ":"))
-        f.write("\n")
+    if small:
+        with open(os.path.join(args.results, f"{args.prefix}_library_probes.json"), "w") as f:
+            json.dump({"gpu": plans["gpu"], "torch": plans["torch"], "cublaslt": plans["cublaslt"],
+                       "what": ("slice and reduction probes of split-K calls (hwcheck/library_plans_device.py: "
+                                "slice_probe, reduce_probe); group_patterns per 16 k positions: L = weight lost "
+                                "(same slice as the L/-L pair), s = survived, after | the previous group's last q"),
+                       "probes": small}, f, separators=(",", ":"))
+            f.write("\n")
     for c in val["calls"]:
         c["kernels"] = [kernel_name(k) for k in c.get("kernels", [])]
         c["lt_algo"] = [lt_text(a) for a in c.get("lt_algo") or []]
@@ -337,7 +345,9 @@ def main() -> None:
     if args.workspace is not None:
         val["workspace_bytes"] = args.workspace
     val["note"] = args.note
-    with open(os.path.join(args.results, "h100_library_validation.json"), "w") as f:
+    if args.driver:
+        val["driver"] = args.driver
+    with open(os.path.join(args.results, f"{args.prefix}_library_validation.json"), "w") as f:
         json.dump(val, f, separators=(",", ":"))
         f.write("\n")
 

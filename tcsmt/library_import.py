@@ -29,6 +29,13 @@ a number or ``"G if K % D == 0 else g"``; its reduction is a name of
 :data:`REDUCE_NAMES`, or the device's summary ``"fp32 out: NAME (...); fp16/bf16
 out: NAME (...)"`` (see :func:`reduction_of`).
 
+A GPU whose own split-K rules were not probed (the H200) can borrow another GPU's rules where it recorded the
+same plan: ``--same-as H100_PLANS.json [--same-as H100_CALLS.json]`` keeps a call only where a call of those
+files with the same fields (op, shape, dtypes, flags) recorded the same kernel names, the same ``split_k`` and
+the same cuBLASLt ``reductionScheme`` (``none`` where its trace has none); that call's family comes from the
+first ``--same-as`` file's families, and ``--decisions`` may then be the other GPU's.  Every other call goes to
+``[[unknown]]``, saying what differs, so a lookup refuses it.
+
 Decisions made from recorded outputs (``--decisions FILE``, written by
 ``hwcheck/library_decide.py``) fill what the plan file cannot say: the fp32 ->
 tf32 input rounding of tf32 calls (``in_round``) and epilogues; each carries
@@ -215,9 +222,11 @@ def _epilogue(call: dict[str, Any], family: dict[str, Any] | None,
 
 def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
             more_calls: Sequence[tuple[str, dict[str, Any]]] = (), decisions: dict[str, Any] | None = None,
-            decisions_name: str = "") -> str:
+            decisions_name: str = "", same_as: Sequence[tuple[str, dict[str, Any]]] = ()) -> str:
     """The plan table (TOML text) for one raw plan file, its calls and those of ``more_calls`` ((name, file)
-    pairs of the same GPU and library), with the ``decisions`` (a decision file's object) applied."""
+    pairs of the same GPU and library), with the ``decisions`` (a decision file's object) applied.  With
+    ``same_as`` ((name, file) pairs of another GPU, the first a plan file): only calls that recorded the same
+    plan there (:func:`plan_signature`) get a plan, with that file's families; the rest are unknown."""
     for key in ("gpu", "calls"):
         if key not in raw:
             raise TcsmtError(f"{source_name}: not a recorded plan file (no {key!r})")
@@ -227,23 +236,33 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
         for key in ("gpu", "cublas", "cublaslt", "torch"):
             if other.get(key) != raw.get(key):
                 raise TcsmtError(f"{name}: {key} {other.get(key)!r} differs from {source_name}'s {raw.get(key)!r}")
+    ref = _reference(same_as, raw)
+    rules_gpu = same_as[0][1]["gpu"] if same_as else raw["gpu"]
     decided: list[dict[str, Any]] = []
     if decisions is not None:
-        if decisions.get("gpu") != raw["gpu"] or not isinstance(decisions.get("decisions"), list):
-            raise TcsmtError(f"{decisions_name}: not a decision file for {raw['gpu']} (gpu and a 'decisions' list)")
+        if decisions.get("gpu") != rules_gpu or not isinstance(decisions.get("decisions"), list):
+            raise TcsmtError(f"{decisions_name}: not a decision file for {rules_gpu} (gpu and a 'decisions' list)")
         decided = decisions["decisions"]
     gpu = (gpu or _gpu_short(raw["gpu"])).lower()
     arch = find_arch(gpu)
-    families = raw.get("families") or {}
+    families_name, families = (same_as[0][0], same_as[0][1].get("families")) if same_as else \
+        (source_name, raw.get("families"))
+    families = families or {}
     method = raw.get("method")
     lib = f"cuBLAS {raw.get('cublas')}, cuBLASLt {raw.get('cublaslt')}, torch {raw.get('torch')}, CUDA {raw.get('cuda')}"
-    made_from = ", ".join([source_name] + [n for n, _ in more_calls] + ([decisions_name] if decisions else []))
+    made_from = ", ".join([source_name] + [n for n, _ in more_calls] + ([decisions_name] if decisions else []) +
+                          [f"{n} (--same-as)" for n, _ in same_as])
     header = [f"# Converted by python -m tcsmt.library_import from {made_from}; do not edit by hand.",
               f"gpu = {json.dumps(gpu)}", f"arch = {json.dumps(arch.name)}", f"device = {json.dumps(raw['gpu'])}",
               f"library = {json.dumps(lib)}",
-              "sources = " + json.dumps([f"{source_name}: method {method}, workspace_bytes {raw.get('workspace_bytes')}"])]
+              "sources = " + json.dumps([f"{source_name}: method {method}, workspace_bytes {raw.get('workspace_bytes')}"]
+                                        + ([f"plans only where {raw['gpu']} recorded the same kernels, split_k and "
+                                            f"reductionScheme as {rules_gpu} in {', '.join(n for n, _ in same_as)}; "
+                                            f"slice rules, reductions and decisions are {rules_gpu}'s"]
+                                           if same_as else []))]
     plans: dict[str, dict[str, Any]] = {}
     unknown: dict[str, dict[str, Any]] = {}
+    lt_tables = {name: f.get("lt_algos") for name, f in [(source_name, raw), *more_calls]}
     for file_name, n, call in [(source_name, n, c) for n, c in enumerate(raw["calls"])] + \
             [(name, n, c) for name, other in more_calls for n, c in enumerate(other["calls"])]:
         where = f"{file_name}: call {n}"
@@ -267,14 +286,17 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
         chain, why_chain = _chain_for(call, family)
         steps, ep_src = _epilogue(call, family, decided)
         reduce, why_reduce = reduction_of(family, call.get("out_dtype") or call["a_dtype"]) if family else (None, "")
-        if S is None:
+        differs = _differs(call, lt_tables.get(file_name), ref, file_name, rules_gpu) if same_as else ""
+        if differs:
+            why = differs
+        elif S is None:
             why = f"split-K unknown (split_k not recorded in {file_name})"
         elif chain is None:
             why = why_chain
         elif steps is None:
             why = ep_src
         elif int(S) > 1 and family is None:
-            why = f"slice rule unknown (no family of {source_name} covers kernels {kernels})"
+            why = f"slice rule unknown (no family of {families_name} covers kernels {kernels})"
         elif family is not None and int(S) > 1 and reduce is None:
             why = f"family {fam_name}: {why_reduce}"
         else:
@@ -287,9 +309,12 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
             fields["chain"] = {"arch": arch.name, **chain}
             srcs = [f"{file_name} (method: the table's sources): split_k {S} from {call.get('split_k_source')}"
                     + (f"; kernels {', '.join(kernels)}" if kernels else "")]
+            if same_as:
+                srcs.append(f"the same kernels, split_k and reductionScheme as {rules_gpu} recorded for this call "
+                            f"({', '.join(n for n, _ in same_as)}): its rules apply")
             if family is not None and int(S) > 1:
                 srcs.append(f"family {fam_name}: slices (grain {family.get('grain')!r}) and reduction "
-                            f"({fields['reduce']}) read from its record in {source_name} (families.{fam_name}: "
+                            f"({fields['reduce']}) read from its record in {families_name} (families.{fam_name}: "
                             f"rule, reduce and evidence)")
             if ep_src:
                 srcs.append(ep_src)
@@ -323,6 +348,50 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
     return "\n".join(out) + "\n"
 
 
+def plan_signature(call: dict[str, Any], lt_algos: Sequence[str] | None = None) -> tuple:
+    """What two GPUs must both record for a call to share a plan: kernel names, split_k, cuBLASLt's
+    reductionScheme (from ``lt`` indices into ``lt_algos``, or the trace text ``lt_algo``; ``none`` where the
+    trace names none) and whether torch refused it."""
+    trace = [lt_algos[i] for i in call.get("lt", [])] if lt_algos is not None else list(call.get("lt_algo") or [])
+    m = [x.group(1) for a in trace for x in [re.search(r"reductionScheme=(\w+)", a)] if x]
+    return (tuple(call.get("kernels") or []), call.get("split_k"), m[0] if m else "none", bool(call.get("torch_error")))
+
+
+_SAME_KEYS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
+              "scale", "fast_accum")
+
+
+def _reference(same_as: Sequence[tuple[str, dict[str, Any]]], raw: dict[str, Any]) -> dict[tuple, set[tuple]]:
+    """Call fields -> the plan signatures another GPU recorded for them (``--same-as`` files)."""
+    ref: dict[tuple, set[tuple]] = {}
+    for n, (name, other) in enumerate(same_as):
+        if not isinstance(other, dict) or "calls" not in other or (n == 0 and "families" not in other):
+            raise TcsmtError(f"{name}: not a recorded {'plan' if n == 0 else 'call'} file for --same-as")
+        for key in ("cublas", "cublaslt", "torch"):
+            if other.get(key) != raw.get(key):
+                raise TcsmtError(f"{name}: {key} {other.get(key)!r} differs from the recorded {raw.get(key)!r}")
+        for c in other["calls"]:
+            ref.setdefault(tuple(c.get(k) for k in _SAME_KEYS), set()).add(plan_signature(c, other.get("lt_algos")))
+    return ref
+
+
+def _differs(call: dict[str, Any], lt_algos: Sequence[str] | None, ref: dict[tuple, set[tuple]],
+             file_name: str, rules_gpu: str) -> str:
+    """Why ``call`` (of a file whose trace table is ``lt_algos``) gets no borrowed plan ('' where the other GPU
+    recorded the same one)."""
+    theirs = ref.get(tuple(call.get(k) for k in _SAME_KEYS))
+    mine = plan_signature(call, lt_algos)
+    if not theirs:
+        return f"not recorded on {rules_gpu}, whose split-K rules these plans borrow"
+    if mine in theirs:
+        return ""
+    t = sorted(theirs, key=str)[0]
+    what = [w for w, a, b in zip(("kernels", "split_k", "reductionScheme", "torch refusal"), mine, t) if a != b]
+    return (f"this GPU's recorded plan ({file_name}: split_k {mine[1]}, kernels {', '.join(mine[0])}) differs in "
+            f"{', '.join(what)} from {rules_gpu}'s (split_k {t[1]}, kernels {', '.join(t[0])}), whose split-K rules "
+            f"these plans borrow; this GPU's own rules are not recorded")
+
+
 def _toml(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -346,13 +415,15 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
 
 
 def convert_file(raw_path: Path, out_path: Path | None = None, gpu: str | None = None, force: bool = False,
-                 calls: Sequence[Path] = (), decisions: Path | None = None) -> Path:
+                 calls: Sequence[Path] = (), decisions: Path | None = None, same_as: Sequence[Path] = ()) -> Path:
     """Convert ``raw_path`` (with the calls of ``calls`` and the ``decisions`` file); write the table (refusing
     to overwrite unless ``force``) and check it loads."""
     raw = _read_json(raw_path, "recorded plan file")
     more = [(Path(c).name, _read_json(c, "recorded call file")) for c in calls]
     dec = _read_json(decisions, "decision file") if decisions is not None else None
-    text = convert(raw, Path(raw_path).name, gpu, more, dec, Path(decisions).name if decisions is not None else "")
+    ref = [(Path(c).name, _read_json(c, "recorded plan or call file")) for c in same_as]
+    text = convert(raw, Path(raw_path).name, gpu, more, dec, Path(decisions).name if decisions is not None else "",
+                   ref)
     if out_path is None:
         m = re.search(r'^gpu = "([^"]+)"', text, re.M)
         assert m is not None  # convert() writes gpu = "<name>" for a name that find_arch accepted
@@ -383,9 +454,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--out", type=Path, default=None, help="plan table to write (default models/library/...)")
     ap.add_argument("--gpu", default=None, help="GPU name of the table (default: from the file's gpu field)")
     ap.add_argument("--force", action="store_true", help="replace an existing table")
+    ap.add_argument("--same-as", type=Path, action="append", default=[],
+                    help="another GPU's plan file (first) and call files: keep only calls that recorded the same "
+                         "plan there, with its split-K rules; repeatable")
     args = ap.parse_args(argv)
     try:
-        path = convert_file(args.raw, args.out, args.gpu, args.force, args.calls, args.decisions)
+        path = convert_file(args.raw, args.out, args.gpu, args.force, args.calls, args.decisions, args.same_as)
     except TcsmtError as exc:
         print(f"tcsmt: error: {exc}", file=sys.stderr)
         return 2

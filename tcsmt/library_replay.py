@@ -142,8 +142,9 @@ def _suspect(call: dict[str, Any], r: CallReplay) -> str:
     return f"the K-chain {p.chain_spec}" + (f" with inputs rounded {p.in_round}" if p.in_round else "")
 
 
-def report(path: Path, results: list[CallReplay], tables: list[str]) -> dict[str, Any]:
-    """The replay summary (counts per call group, calls without a plan, the findings) as a JSON object."""
+def report(path: Path, results: list[CallReplay], tables: list[str], gpu: str = "h100") -> dict[str, Any]:
+    """The replay summary (counts per call group, calls without a plan, the findings) as a JSON object;
+    ``gpu``: the GPU whose plan tables were used (named in ``what`` and ``command`` where it is not the H100)."""
     data = json.loads(Path(path).read_text())
     calls = data.get("calls", [])
     groups: dict[str, dict[str, int]] = {}
@@ -164,10 +165,14 @@ def report(path: Path, results: list[CallReplay], tables: list[str]) -> dict[str
                              "differ": len(r.mismatches), "checked": r.checked,
                              "mismatches": [[m[0], m[1], m[2], m[3], m[4]] for m in r.mismatches],
                              "suspect": _suspect(call, r)})
-    return {"what": ("replay of the recorded H100 validation calls under the recorded plans: every sampled output "
+    own = gpu == "h100" and "H100" in str(data.get("gpu"))
+    whose = "H100" if own else f"{data.get('gpu')} ({Path(path).name})"
+    under = "the recorded plans" if own else f"the plan tables of gpu {gpu!r}"
+    return {"what": (f"replay of the recorded {whose} validation calls under {under}: every sampled output "
                      "of every call with a plan, inputs rebuilt by make_inputs(call, seed); mismatches are "
                      "[batch, row, col, GPU bits, model bits]"),
-            "command": f"python -m tcsmt.library_replay {path} --json OUT", "validation": Path(path).name,
+            "command": f"python -m tcsmt.library_replay {path}{'' if gpu == 'h100' else f' --gpu {gpu}'} --json OUT",
+            "validation": Path(path).name,
             "gpu": data.get("gpu"), "torch": data.get("torch"), "cublas": data.get("cublas"),
             "plan_tables": tables,
             "totals": {"calls": len(calls), "replayed": sum(g["replayed"] for g in groups.values()),
@@ -219,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"total: {checked} outputs checked, {wrong} differ, "
           f"{sum(1 for r in results if r.error or r.run_error)} calls without a plan (or refused)")
     if out is not None:
-        doc = report(args.file, results, sorted({Path(t.path).name for t in tables() if t.gpu == args.gpu}))
+        doc = report(args.file, results, sorted({Path(t.path).name for t in tables() if t.gpu == args.gpu}), args.gpu)
         if args.max_samples is not None:
             doc["max_samples"] = args.max_samples
         out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -1,0 +1,105 @@
+"""The H200 cuBLAS plans of issue 12 item 2 (hwcheck/results/README_library_plans.md, "H200"): the committed
+files carry their versions and the whole grid; the call-by-call comparison with the H100 table
+(hwcheck/results/h200_vs_h100_plans.json) is what hwcheck/library_plans_compare.py computes from the committed
+plan files; the h200 plan table gives a plan only where the H200 recorded the H100's plan, and a one-line error
+elsewhere.
+
+Expected values: the recorded files hwcheck/results/h200_cublas_plans.json and h100_cublas_plans.json (cuBLAS
+13.1.0 through torch 2.11.0+cu130 on each GPU); e.g. ``mm`` bf16 1x512x16384 traced numSplitsK=11 on the H200
+and 9 on the H100, ``mm`` bf16 1024x1024x1024 the same kernel and no split on both.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import REPO
+from tcsmt.hwcheck import library_plans_compare as CMP
+
+from tcsmt import TcsmtError
+from tcsmt import library as L
+from tcsmt.library_import import convert
+
+RESULTS = REPO / "hwcheck" / "results"
+
+
+def _load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def test_h200_files_carry_versions_and_the_grid() -> None:
+    plans, val = _load("h200_cublas_plans.json"), _load("h200_library_validation.json")
+    for d in (plans, val):
+        assert d["gpu"] == "NVIDIA H200"
+        assert (d["torch"], d["cuda"], d["cublas"], d["cublaslt"]) == ("2.11.0+cu130", "13.0", "130100", "130100")
+        assert d["driver"] == "580.159.04"
+    sizes = [1 << i for i in range(15)]
+    grid = {(c["M"], c["N"], c["K"]) for c in plans["calls"]
+            if c["op"] == "mm" and c["a_dtype"] == "bfloat16" and c["out_dtype"] == "bfloat16"}
+    assert all((m, n, k) in grid for m in sizes for n in sizes for k in sizes)
+    assert all(c["split_k"] is not None or "torch_error" in c for c in plans["calls"])
+    assert len(val["calls"]) == 308 and all(c["deterministic"] for c in val["calls"])
+
+
+def test_comparison_file_is_recomputed_from_the_plan_files() -> None:
+    a, b = _load("h200_cublas_plans.json"), _load("h100_cublas_plans.json")
+    mine = CMP.compare(CMP.views(a["calls"], a["lt_algos"]), CMP.views(b["calls"], b["lt_algos"]), "h200", "h100")
+    committed = _load("h200_vs_h100_plans.json")["plans"]
+    for k in ("calls_in_both", "plan_same", "plan_differs", "same_per_aspect", "differs_in"):
+        assert mine[k] == committed[k], k
+    assert committed["plan_same"] == 22148 and committed["calls_in_both"] == 26470
+    rows = {r[0]: r for r in committed["differing_calls"]}
+    r = rows["mm bfloat16->bfloat16 1x512x16384"]
+    assert (r[2], r[5]) == (11, 9)
+
+
+def test_h200_table_is_the_converters_output() -> None:
+    """models/library/h200_cublas13_recorded.toml: the H200 calls that recorded the H100's plan, with the H100's
+    split-K rules and decisions (library_import --same-as), nothing edited by hand."""
+    names = ("h200_cublas_plans.json", "h200_library_validation.json", "h100_library_decisions.json",
+             "h100_cublas_plans.json", "h100_library_validation.json")
+    raw, val, dec, p100, v100 = (_load(n) for n in names)
+    text = convert(raw, names[0], "h200", [(names[1], val)], dec, names[2], [(names[3], p100), (names[4], v100)])
+    assert text == (REPO / "models" / "library" / "h200_cublas13_recorded.toml").read_text()
+
+
+def test_h200_plan_where_the_h200_recorded_the_h100_plan() -> None:
+    kw = {"a_dtype": "bfloat16"}
+    p200, p100 = L.plan("mm", 1024, 1024, 1024, gpu="h200", **kw), L.plan("mm", 1024, 1024, 1024, gpu="h100", **kw)
+    assert p200.gpu == "h200" and p200.split_k == p100.split_k and p200.kernels == p100.kernels
+    assert any("same kernels, split_k and reductionScheme" in s for s in p200.sources)
+
+
+@pytest.mark.parametrize("args, what", [
+    (("mm", 1, 512, 16384), "differs in split_k"),     # H200 S = 11, H100 S = 9
+    (("mm", 3, 5, 7), "no recorded cuBLAS plan"),      # recorded on neither GPU
+])
+def test_h200_refuses_where_its_plan_differs_or_was_not_recorded(args, what) -> None:
+    with pytest.raises(TcsmtError, match=what) as exc:
+        L.plan(*args, gpu="h200", a_dtype="bfloat16")
+    assert "\n" not in str(exc.value)
+
+
+def test_h200_replays_as_committed() -> None:
+    """The committed replays (python -m tcsmt.library_replay on h200_library_validation.json): under the h200
+    table every replayed output is bit-exact; under the H100 table every differing output lies in a call whose
+    H200 trace has another numSplitsK than the H100's for the same call and inputs."""
+    own = _load("h200_library_replay.json")
+    assert own["plan_tables"] == ["h200_cublas13_recorded.toml"]
+    assert own["totals"]["checked"] == 49488 and own["totals"]["differ"] == 0
+    h100 = _load("h200_library_replay_h100_plans.json")
+    assert h100["totals"]["checked"] == 68816 and h100["totals"]["differ"] == 2076
+    v200, v100 = _load("h200_library_validation.json")["calls"], _load("h100_library_validation.json")["calls"]
+    assert all(v200[n]["seed"] == v100[n]["seed"] for n in range(len(v200)))
+    assert {f["call"] for f in h100["findings"]} <= {n for n in range(len(v200))
+                                                     if v200[n]["split_k"] != v100[n]["split_k"]}
+
+
+def test_h100_rules_at_the_h200_own_plans_as_committed() -> None:
+    """hwcheck/results/h200_library_replay_own_plans.json (python -m tcsmt.hwcheck.library_h200_own_plans): the
+    H200 validation calls whose plan differs, under their own kernels and S with the H100 families: no output
+    differs, and the calls with another S than the H100's are among them."""
+    own = _load("h200_library_replay_own_plans.json")
+    assert own["totals"]["replayed"] == 70 and own["totals"]["checked"] == 19328 and own["totals"]["differ"] == 0
+    other_s = [n for n, (s200, s100) in own["split_k_h200_h100"].items() if s200 != s100]
+    assert len(other_s) == 21
