@@ -211,7 +211,7 @@ def test_verify_worst_search_cut_by_timeouts_is_exit_2(runner):
 def test_discriminate_count_cut_by_time_limit_says_so(runner, tmp_path):
     with _cwd(tmp_path):
         r = runner.invoke(main, ["discriminate", "volta", "ampere", "--k", "4", "--count", "100000",
-                                 "--timeout", "3", "--output", "d.json"])
+                                 "--timeout", "8", "--output", "d.json"])
         assert r.exit_code == 2, r.output
         n = len(json.load(open("d.json"))["inputs"])
     assert 1 <= n < 100000

@@ -135,9 +135,11 @@ def test_timeout_is_reported_as_exit_2(tmp_path):
 def test_every_solver_answers(solver):
     if solver != "portfolio" and not available(solver):
         pytest.skip(f"{solver} not installed")
-    o = discriminate(["volta", "ampere"], "fp16", "fp32", K=1, solver=solver, timeout=120)
+    # volta (truncating, 23-bit window) against one exact rounding: a small circuit every solver answers in
+    # seconds (volta vs ampere took cvc5 50 s on a loaded 2-core machine)
+    o = discriminate(["volta", "exact"], "fp16", "fp32", K=1, solver=solver, timeout=120)
     assert o.status == "found"
-    assert _sim("volta", o.cases[0]) != _sim("ampere", o.cases[0])
+    assert _sim("volta", o.cases[0]) != _sim("exact", o.cases[0])
 
 
 def test_query_carry_bits_names_volta_hypothesis(tmp_path):
