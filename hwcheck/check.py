@@ -46,7 +46,7 @@ def exact_value(fmt: Format, bits: int) -> str:
     return format_value(fmt.to_fraction(int(bits)))
 
 
-def exact_dot(fin: Format, fc: Format, a: np.ndarray, b: np.ndarray, c: int, fin_b: Format | None = None) -> str:
+def exact_dot_text(fin: Format, fc: Format, a: np.ndarray, b: np.ndarray, c: int, fin_b: Format | None = None) -> str:
     """The exact (unrounded) a.b + c, or NaN/Inf when a special value is involved."""
     fb = fin_b or fin
     vals = [fin.to_fraction(int(x)) for x in a] + [fb.to_fraction(int(x)) for x in b] + [fc.to_fraction(int(c))]
@@ -171,7 +171,7 @@ def counterexample(spec: PathSpec, a: np.ndarray, b: np.ndarray, c: int, gpu: in
         "index": int(index),
         "a": [hex_bits(fin, x) for x in a], "b": [hex_bits(fb, x) for x in b], "c": hex_bits(fc, c),
         "a_values": [exact_value(fin, x) for x in a], "b_values": [exact_value(fb, x) for x in b],
-        "c_value": exact_value(fc, c), "exact": exact_dot(fin, fc, a, b, c, fb),
+        "c_value": exact_value(fc, c), "exact": exact_dot_text(fin, fc, a, b, c, fb),
         "gpu": hex_bits(fo, gpu), "gpu_value": exact_value(fo, gpu),
         "model": hex_bits(fo, model), "model_value": exact_value(fo, model),
     }

@@ -74,7 +74,7 @@ def config(key: tuple) -> str:
         (f" {c['scale']}{' fast' if c['fast_accum'] else ''}" if c["op"] == "scaled_mm" else "")
 
 
-def compare(a: dict[tuple, dict], b: dict[tuple, dict], name_a: str, name_b: str) -> dict:
+def compare_tables(a: dict[tuple, dict], b: dict[tuple, dict], name_a: str, name_b: str) -> dict:
     """Counts of agreement, per aspect and per configuration, and the differing calls as rows
     ``[call, kernels_a, S_a, scheme_a, kernels_b, S_b, scheme_b]`` (kernels as indices into ``kernel_names``)."""
     both = [k for k in a if k in b]
@@ -135,9 +135,9 @@ def main() -> None:
                   "validation_" + args.name_b: os.path.basename(args.val_b)},
         "versions": {n: {k: p.get(k) for k in ("gpu", "torch", "cuda", "cublas", "cublaslt", "sm_count")}
                      for n, p in ((args.name_a, pa), (args.name_b, pb))},
-        "plans": compare(views(pa["calls"], pa["lt_algos"]), views(pb["calls"], pb["lt_algos"]),
+        "plans": compare_tables(views(pa["calls"], pa["lt_algos"]), views(pb["calls"], pb["lt_algos"]),
                          args.name_a, args.name_b),
-        "validation": compare(views(va["calls"], None), views(vb["calls"], None), args.name_a, args.name_b),
+        "validation": compare_tables(views(va["calls"], None), views(vb["calls"], None), args.name_a, args.name_b),
     }
     with open(args.out, "w") as f:
         json.dump(res, f, separators=(",", ":"))

@@ -13,7 +13,7 @@ hypothesis that differs from some named point in exactly r factors.  A search
 with ``radius = R`` covers rings 0..R; ``radius = None`` walks the whole product
 (still lazily).  Hypotheses are canonicalised first (parameters that the
 semantics provably never reads in that configuration are set to one fixed
-value, see :func:`canonical`) and deduplicated by their semantic key, so two
+value, see :func:`tcsmt.inert.canonical`) and deduplicated by their semantic key, so two
 hypotheses of the space never differ only syntactically.
 """
 from __future__ import annotations
@@ -145,13 +145,6 @@ def default_factors(path: PathInfo) -> dict[str, list[Any]]:
     return out
 
 
-def canonical(p: ModelParams) -> ModelParams:
-    """``p`` with every parameter that no output of one instruction depends on set to a fixed value
-    (:func:`tcsmt.inert.inert_parameters`: the parameters the semantics never reads in this
-    configuration, and those no reachable value lets matter)."""
-    return inert.canonical(p)
-
-
 def admissible(p: ModelParams) -> bool:
     """False for parameter sets the space leaves out: runs of an interleave longer than a block
     (some blocks would hold more than block_k products and others none)."""
@@ -266,7 +259,7 @@ class HypothesisSpace:
             merged: dict[tuple, tuple[int, list[str], ModelParams]] = {}
             for idx, (pname, p) in enumerate(self.points):
                 try:
-                    q = canonical(validate(p))
+                    q = inert.canonical(validate(p))
                 except TcsmtError:
                     continue
                 key = q.semantic_key()
@@ -284,7 +277,7 @@ class HypothesisSpace:
         for idx, (pname, p) in enumerate(self.points):
             for q, diff in self._variants(p, ring):
                 try:
-                    q = canonical(validate(q))
+                    q = inert.canonical(validate(q))
                 except TcsmtError:
                     continue
                 if not admissible(q):

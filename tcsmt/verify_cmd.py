@@ -18,7 +18,7 @@ from .errors import TcsmtError
 from .formats import FP32
 from .progress import NO_PROGRESS, Progress
 from .values import format_value, parse_value
-from .verify_schemes import ALGOS, canonical, input_format, tensor_core_calls
+from .verify_schemes import ALGOS, input_format, scheme_key, tensor_core_calls
 
 
 def _num(v: Fraction | float | None) -> str:
@@ -255,7 +255,7 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
         wanted = [a.strip() for a in algo.split(",") if a.strip()] if algo else ["markidis", "ootomo", "fp32"]
     else:
         wanted = [algo] if algo else []
-    fmts = sorted({input_format(a) for a in wanted if canonical(a) != "fp32"}) or ["fp16"]
+    fmts = sorted({input_format(a) for a in wanted if scheme_key(a) != "fp32"}) or ["fp16"]
     piece_fmt = "fp16" if "fp16" in fmts else fmts[0]  # the narrowest range among the schemes' pieces
     if arch:
         for f in fmts:  # an unknown spec or one without the scheme's path is a user error
@@ -268,7 +268,7 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
     if compare and do_stats:
         raise TcsmtError("choose one of --compare and --stats")
     if do_stats:
-        algos = [canonical(a) for a in wanted]
+        algos = [scheme_key(a) for a in wanted]
         if bound_text:
             raise TcsmtError("--bound does not apply to --stats")
         dom = V.parse_range(range_text or V.DEFAULT_RANGE, piece_fmt)
@@ -279,7 +279,7 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
     if K < 1 or K > 64:
         raise TcsmtError("--k must be between 1 and 64")
     if compare:
-        a1, a2 = canonical(compare[0]), canonical(compare[1])
+        a1, a2 = scheme_key(compare[0]), scheme_key(compare[1])
         if a1 == a2:
             raise TcsmtError("--compare needs two different algorithms")
         if bound_text:
@@ -289,7 +289,7 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
         return
     if modes == 0 or algo is None:
         raise TcsmtError(f"give --algo ({', '.join(ALGOS)}), --compare ALGO1 ALGO2, or --stats")
-    algo = canonical(algo)
+    algo = scheme_key(algo)
     dom = V.parse_range(range_text or V.DEFAULT_RANGE, piece_fmt)
     if algo == "fp32":
         archs = archs[:1]

@@ -19,7 +19,7 @@ from .formats import FP32
 from .params import ModelParams
 from .registry import architectures, resolve
 from .verify_domain import Domain
-from .verify_schemes import canonical, check_path, input_format, scheme
+from .verify_schemes import check_path, input_format, scheme, scheme_key
 
 NB = NumpyBackend()
 CHUNK = 1 << 14
@@ -136,4 +136,4 @@ def model_for(arch: str, in_fmt: str = "fp16") -> ModelParams:
 def params_for(algo: str, arch: str) -> ModelParams | None:
     """The model a scheme runs on: the architecture's path for the scheme's input format (fp16 for
     Markidis and Ootomo-Yokota, bf16 or tf32 for the vendor schemes; None for plain fp32 FMAs)."""
-    return None if canonical(algo) == "fp32" else model_for(arch, input_format(algo))
+    return None if scheme_key(algo) == "fp32" else model_for(arch, input_format(algo))

@@ -336,7 +336,7 @@ VENDOR = {
 
 def input_format(name: str) -> str:
     """The tensor-core input format a scheme needs (fp16 for Markidis and Ootomo-Yokota)."""
-    key = canonical(name)
+    key = scheme_key(name)
     return VENDOR[key][0].name if key in VENDOR else "fp16"
 
 
@@ -362,7 +362,7 @@ def scheme(name: str) -> Callable[..., V]:
     raise TcsmtError(f"unknown algorithm {name!r} (known: {', '.join(ALGOS)})")
 
 
-def canonical(name: str) -> str:
+def scheme_key(name: str) -> str:
     """The canonical algorithm name (raises TcsmtError for an unknown one)."""
     scheme(name)
     key = name.strip().lower()
@@ -372,7 +372,7 @@ def canonical(name: str) -> str:
 def tensor_core_calls(name: str, K: int, p: ModelParams) -> int:
     """How many tensor-core instructions the scheme issues for one dot product of length K."""
     nb = len(kblocks(K, p))
-    key = canonical(name)
+    key = scheme_key(name)
     if key in VENDOR:
         _, n, full, order = VENDOR[key]
         return len(piece_pairs(n, full, order)) * nb

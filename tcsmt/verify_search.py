@@ -20,7 +20,7 @@ from .values import format_value
 from .verify_domain import Domain
 from .verify_eval import errors_fp64, params_for, random_inputs, simulate_scheme
 from .verify_results import BoundResult, CompareResult, Query, Witness, WorstResult, _model_inputs, replay
-from .verify_schemes import canonical
+from .verify_schemes import scheme_key
 from .verify_smt import error_terms, exceeds, make_problem, scheme_term, symmetry, worse
 
 
@@ -33,7 +33,7 @@ def check_eps(eps: Fraction) -> Fraction:
 def prove_bound(algo: str, arch: str, K: int, dom: Domain, eps: Fraction, relative: bool = True,
                 solver: str = "auto", timeout: float = 60.0) -> BoundResult:
     """Prove error <= eps on the whole domain (unsat) or return a replayed counterexample."""
-    algo = canonical(algo)
+    algo = scheme_key(algo)
     check_eps(eps)
     p = params_for(algo, arch)
     t0 = time.perf_counter()
@@ -133,7 +133,7 @@ def search_worst(algo: str, arch: str, K: int, dom: Domain, relative: bool = Tru
     ``budget`` (seconds per model, None by default) adds a wall-clock limit:
     where it stops the search, the result depends on the machine's speed.
     """
-    algo = canonical(algo)
+    algo = scheme_key(algo)
     p = params_for(algo, arch)
     t0 = time.perf_counter()
     prob = make_problem(K, dom)
@@ -196,7 +196,7 @@ def search_worst(algo: str, arch: str, K: int, dom: Domain, relative: bool = Tru
 def compare(algo1: str, algo2: str, arch: str, K: int, dom: Domain, solver: str = "auto",
             timeout: float = 60.0) -> CompareResult:
     """Find inputs where algo1's absolute error exceeds algo2's, or prove there are none."""
-    a1, a2 = canonical(algo1), canonical(algo2)
+    a1, a2 = scheme_key(algo1), scheme_key(algo2)
     if a1 == a2:
         raise TcsmtError("--compare needs two different algorithms")
     p1, p2 = params_for(a1, arch), params_for(a2, arch)

@@ -20,7 +20,7 @@ from .errors import InternalError, TcsmtError
 from .formats import FP32
 from .params import ModelParams
 from .verify_domain import Domain
-from .verify_schemes import canonical, scheme
+from .verify_schemes import scheme, scheme_key
 
 SB = SmtBackend()
 
@@ -96,7 +96,7 @@ def symmetry(prob: SmtProblem, algos: Sequence[str], params: ModelParams | Seque
     if all(_sign_symmetric(p) for p in ps):
         cons.append(_sign_bit_clear(prob.symbols["b0"]))
     if all(p is not None and K <= (p.block_k or p.instr_k or K) for p in ps) and \
-            all(canonical(a) != "fp32" for a in algos):
+            all(scheme_key(a) != "fp32" for a in algos):
         cons += [BVULE(prob.symbols[f"a{i}"], prob.symbols[f"a{i + 1}"]) for i in range(K - 1)]
     return And(cons)
 

@@ -11,7 +11,7 @@ from . import files
 from .errors import TcsmtError
 from .verify_domain import Domain
 from .verify_eval import errors_fp64, params_for, random_inputs, simulate_scheme
-from .verify_schemes import canonical
+from .verify_schemes import scheme_key
 
 
 @dataclass
@@ -39,7 +39,7 @@ def stats(arch: str, algos: Sequence[str], K: int, n: int, dom: Domain, dist: st
     a, b = random_inputs(rng, n, K, dom, dist)
     out = []
     for algo in algos:
-        algo = canonical(algo)
+        algo = scheme_key(algo)
         p = params_for(algo, arch)
         t0 = time.perf_counter()
         d = simulate_scheme(algo, p, a, b)

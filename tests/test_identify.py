@@ -14,7 +14,8 @@ from tcsmt.errors import TcsmtError
 from tcsmt.identify import Separator, feature_table, identify, replay, summary_lines, toml_entry
 from tcsmt.identify_cmd import identify_cmd
 from tcsmt.identify_search import random_rows, random_separating
-from tcsmt.identify_space import FACTOR_NAMES, Hypothesis, HypothesisSpace, PathInfo, canonical, parse_path
+from tcsmt.identify_space import FACTOR_NAMES, Hypothesis, HypothesisSpace, PathInfo, parse_path
+from tcsmt.inert import canonical
 from tcsmt.identify_target import ModelTarget
 from tcsmt.params import validate
 from tcsmt.simulator import simulate_params

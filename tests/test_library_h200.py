@@ -43,7 +43,7 @@ def test_h200_files_carry_versions_and_the_grid() -> None:
 
 def test_comparison_file_is_recomputed_from_the_plan_files() -> None:
     a, b = _load("h200_cublas_plans.json"), _load("h100_cublas_plans.json")
-    mine = CMP.compare(CMP.views(a["calls"], a["lt_algos"]), CMP.views(b["calls"], b["lt_algos"]), "h200", "h100")
+    mine = CMP.compare_tables(CMP.views(a["calls"], a["lt_algos"]), CMP.views(b["calls"], b["lt_algos"]), "h200", "h100")
     committed = _load("h200_vs_h100_plans.json")["plans"]
     for k in ("calls_in_both", "plan_same", "plan_differs", "same_per_aspect", "differs_in"):
         assert mine[k] == committed[k], k
