@@ -25,6 +25,10 @@ FORMATS = {
     "bf16": (8, 7, "ieee", 0),
     "e4m3": (4, 3, "fn", 0),
     "e5m2": (5, 2, "ieee", 0),
+    # OCP MX v1.0 fp4/fp6: no inf, no NaN (every pattern finite); read as inputs only
+    "e2m1": (2, 1, "none", 0),
+    "e3m2": (3, 2, "none", 0),
+    "e2m3": (2, 3, "none", 0),
 }
 
 

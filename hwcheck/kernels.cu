@@ -36,6 +36,23 @@ static __device__ __forceinline__ u32 pack4(const u8* p) {
     const long long units = ((long long)gridDim.x * blockDim.x) >> 5;                          \
     for (long long tile = unit0; tile < T; tile += units)
 
+// The f32 accumulator fragment of an m16n8 tile held by lane (g, t4): rows g and g + 8, columns 2*t4 and
+// 2*t4 + 1 of tile `tile` (C and D are stored tile after tile, 128 raw fp32 patterns each).
+#define C_FRAG_F32_LOAD                                                                         \
+    const u32* c = C + tile * 128;                                                              \
+    float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                              \
+    float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                          \
+    float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                        \
+    float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1])
+#define D_FRAG_F32_STORE                                                                        \
+    do {                                                                                        \
+        u32* d = D + tile * 128;                                                                \
+        d[g * 8 + 2 * t4] = __float_as_uint(d0);                                                \
+        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);                                            \
+        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);                                          \
+        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);                                      \
+    } while (0)
+
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 
 // ---------------------------------------------------------------- f16 / bf16 -> f32, m16n8k16
@@ -47,11 +64,7 @@ extern "C" __global__ void NAME(const u16* __restrict__ A, const u16* __restrict
         const u16* a0 = A + (tile * 16 + g) * (long long)K;                                    \
         const u16* a1 = a0 + 8LL * K;                                                          \
         const u16* b = B + (tile * 8 + g) * (long long)K;                                      \
-        const u32* c = C + tile * 128;                                                         \
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                         \
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                     \
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                   \
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);                               \
+        C_FRAG_F32_LOAD;                                                               \
         for (int k0 = 0; k0 < K; k0 += 16) {                                                   \
             const int k = k0 + 2 * t4;                                                         \
             u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);                  \
@@ -62,11 +75,7 @@ extern "C" __global__ void NAME(const u16* __restrict__ A, const u16* __restrict
                          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
         }                                                                                      \
-        u32* d = D + tile * 128;                                                               \
-        d[g * 8 + 2 * t4] = __float_as_uint(d0);                                               \
-        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);                                           \
-        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);                                         \
-        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);                                     \
+        D_FRAG_F32_STORE;                                                              \
     }                                                                                          \
 }
 
@@ -166,11 +175,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
         const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
         const u8* a1 = a0 + 8LL * K;                                                           \
         const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
-        const u32* c = C + tile * 128;                                                         \
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                         \
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                     \
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                   \
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);                               \
+        C_FRAG_F32_LOAD;                                                               \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
             u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
@@ -181,11 +186,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
         }                                                                                      \
-        u32* d = D + tile * 128;                                                               \
-        d[g * 8 + 2 * t4] = __float_as_uint(d0);                                               \
-        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);                                           \
-        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);                                         \
-        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);                                     \
+        D_FRAG_F32_STORE;                                                              \
     }                                                                                          \
 }
 
@@ -470,11 +471,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
         const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
         const u8* a1 = a0 + 8LL * K;                                                           \
         const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
-        const u32* c = C + tile * 128;                                                         \
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                         \
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                     \
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                   \
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);                               \
+        C_FRAG_F32_LOAD;                                                               \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
             u32 ra0 = pack4s(a0 + k, SHIFT_A), ra1 = pack4s(a1 + k, SHIFT_A);                  \
@@ -485,11 +482,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
         }                                                                                      \
-        u32* d = D + tile * 128;                                                               \
-        d[g * 8 + 2 * t4] = __float_as_uint(d0);                                               \
-        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);                                           \
-        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);                                         \
-        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);                                     \
+        D_FRAG_F32_STORE;                                                              \
     }                                                                                          \
 }
 
@@ -541,11 +534,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1),         \
                            "r"(sa), "h"((u16)0), "h"((u16)0), "r"(sb), "h"((u16)0), "h"((u16)0)); \
         }                                                                                      \
-        u32* d = D + tile * 128;                                                               \
-        d[g * 8 + 2 * t4] = __float_as_uint(d0);                                               \
-        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);                                           \
-        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);                                         \
-        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);                                     \
+        D_FRAG_F32_STORE;                                                              \
     }                                                                                          \
 }
 
@@ -591,11 +580,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1),         \
                            "r"(sa), "h"((u16)0), "h"((u16)0), "r"(sb), "h"((u16)0), "h"((u16)0)); \
         }                                                                                      \
-        u32* d = D + tile * 128;                                                               \
-        d[g * 8 + 2 * t4] = __float_as_uint(d0);                                               \
-        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);                                           \
-        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);                                         \
-        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);                                     \
+        D_FRAG_F32_STORE;                                                              \
     }                                                                                          \
 }
 

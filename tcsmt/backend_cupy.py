@@ -146,6 +146,9 @@ def simulate_on_gpu(p, a, b, c, chunk: int = 1 << 20, xp=None):
     from . import semantics as sem
     from .formats import get_format
 
+    if p.scale_fmt:
+        raise TcsmtError(f"{p.name}: the GPU simulator does not run block-scaled paths "
+                         "(use the CPU simulator)")
     B = CupyBackend(xp)
     xp = B.xp
     fout = get_format(p.out_fmt)

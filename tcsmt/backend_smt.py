@@ -96,6 +96,8 @@ class SmtBackend:
         total = x.w
 
         def field(start: int, n: int) -> Bv:
+            if n == 0:  # an absent field (ue8m0 has no fraction bits): the constant 0
+                return Bv(BV(0, 1), 1)
             if start + n > total:
                 raise ValueError("bit field beyond the term")
             return Bv(BVZExt(BVExtract(x.t, start, start + n - 1), 1), n + 1)

@@ -30,6 +30,8 @@ def models_cmd(arch: str | None) -> None:
     if arch is None:
         for a in architectures().values():
             paths = ", ".join(f"{p.params.in_fmt}->{p.params.out_fmt}" + (f" ({p.params.instr})" if p.params.instr != "mma" else "") for p in a.paths)
+            if a.mixed_paths:
+                paths += f"; and {len(a.mixed_paths)} mixed-format or block-scaled paths (tcsmt models {a.name})"
             click.echo(f"{a.name:10} {a.title}  [aliases: {', '.join(a.aliases)}]")
             click.echo(f"{'':10} paths: {paths}")
         click.echo(f"references: {', '.join(REFERENCES)}")
@@ -38,7 +40,7 @@ def models_cmd(arch: str | None) -> None:
     click.echo(f"{a.name}: {a.title}  (GPUs: {', '.join(a.gpus)}; aliases: {', '.join(a.aliases)})")
     for s in a.sources:
         click.echo(f"  source: {s}")
-    for path in a.paths:
+    for path in a.every_path():
         p = path.params
         click.echo(f"\n  {p.in_fmt} -> {p.out_fmt}  ({p.instr} {p.instr_shape})")
         for k, v in p.describe().items():
@@ -72,14 +74,18 @@ def simulate_cmd(arch, in_fmt, out_fmt, instr, force, progress, infile, outfile)
 
     a, b and c hold float values (float16, float32, float64) or the formats' bit
     patterns as unsigned integers of their width (uint16 for fp16/bf16, uint32
-    for fp32/tf32, uint8 for fp8).
+    for fp32/tf32, uint8 for fp8, fp6, fp4).  A block-scaled path also reads the
+    scale factors sa and sb (n x ceil(K / block): uint8 patterns or values).
     """
-    from .inputs import read_dot_npz
+    from .block_scale import scale_patterns
+    from .inputs import read_dot_npz, read_npz
 
     p = resolve(arch, in_fmt, out_fmt, instr)
-    a, b, c = read_dot_npz(infile, get_format(p.in_fmt), get_format(p.c_fmt))
+    a, b, c = read_dot_npz(infile, get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.b_format))
+    data = read_npz(infile)
+    sa, sb = scale_patterns(p, data.get("sa"), data.get("sb"), a.shape[0], a.shape[1], source=str(infile))
     out = files.output(outfile, force)  # claimed (or checked replaceable) before the work
-    d = _simulate_with_progress(p, a, b, c, Progress.for_cli(progress))
+    d = _simulate_with_progress(p, a, b, c, Progress.for_cli(progress), sa, sb)
     out.write_with(lambda fh: np.savez(fh, d=d))
     click.echo(f"{p.name}: {len(d)} dot products of length {a.shape[-1]} -> {outfile}")
 
@@ -88,17 +94,19 @@ SIMULATE_PROGRESS_ROWS = 1 << 18
 """With progress on, ``simulate`` runs inputs of more rows than this in chunks of this many, one line each."""
 
 
-def _simulate_with_progress(p, a, b, c, progress: Progress) -> np.ndarray:
+def _simulate_with_progress(p, a, b, c, progress: Progress, sa=None, sb=None) -> np.ndarray:
     """``simulate_params(p, a, b, c)``; in chunks with a progress line each when progress is on and n is large."""
     from .simulator import simulate_params
 
     a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
     n, step = len(c) if c.ndim == 1 else 0, SIMULATE_PROGRESS_ROWS
     if not progress.enabled or n <= step or a.ndim != 2 or a.shape != b.shape or a.shape[0] != n:
-        return simulate_params(p, a, b, c)
+        return simulate_params(p, a, b, c, sa=sa, sb=sb)
     parts = []
     for i in range(0, n, step):
-        parts.append(simulate_params(p, a[i:i + step], b[i:i + step], c[i:i + step]))
+        rows = slice(i, i + step)
+        parts.append(simulate_params(p, a[rows], b[rows], c[rows], sa=None if sa is None else sa[rows],
+                                     sb=None if sb is None else sb[rows]))
         progress(f"simulated {min(i + step, n):,} of {n:,} dot products")
     return np.concatenate(parts)
 
@@ -111,13 +119,16 @@ def _simulate_with_progress(p, a, b, c, progress: Progress) -> np.ndarray:
 @click.option("--out", "out_fmt", default=None, help="output format")
 @click.option("--instr", default=None)
 @click.option("--c", "c_text", default="0", help="the addend C, e.g. 1-2^-24")
+@click.option("--sa", "sa_text", default=None, help="block-scaled paths: A's scale factors, one per block (2^-3,1)")
+@click.option("--sb", "sb_text", default=None, help="block-scaled paths: B's scale factors, one per block")
 @click.argument("a_text")
 @click.argument("b_text")
-def dot_cmd(arch, in_fmt, out_fmt, instr, c_text, a_text, b_text) -> None:
+def dot_cmd(arch, in_fmt, out_fmt, instr, c_text, sa_text, sb_text, a_text, b_text) -> None:
     """One dot product a.b + c with values written as in the papers (1-2^-24, 3*2^-5, 0.75)."""
     from .dot import dot
 
-    for line in dot(arch, a_text, b_text, c_text, in_fmt=in_fmt, out_fmt=out_fmt, instr=instr).lines():
+    for line in dot(arch, a_text, b_text, c_text, in_fmt=in_fmt, out_fmt=out_fmt, instr=instr,
+                    sa_text=sa_text, sb_text=sb_text).lines():
         click.echo(line)
 
 

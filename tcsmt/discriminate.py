@@ -21,7 +21,7 @@ from .formats import Format, get_format
 from .params import ModelParams
 from .registry import REFERENCES, check_instr, find_arch, resolve, split_spec
 from .simulator import simulate_params
-from .smt_encode import Inputs, domain, make_inputs, output_term
+from .smt_encode import Inputs, domain, inputs_for, output_term
 from .solvers import solve
 from .where import parse_where
 
@@ -34,6 +34,9 @@ class Case:
     b: list[int]
     c: int
     outputs: dict[str, int]
+    sa: list[int] = field(default_factory=list)
+    """Scale factors of A (one per scale block) on a block-scaled path; empty elsewhere."""
+    sb: list[int] = field(default_factory=list)
 
 
 OutcomeStatus = Literal["found", "equivalent", "timeout"]
@@ -64,13 +67,20 @@ class Outcome:
     """How many inputs were asked for."""
     stopped: StopReason = ""
     """Why fewer than ``count`` inputs were found: "" (all found), "time limit", or "no more exist" (unsat)."""
+    scale_fmt: Format | None = None
+    """The scale factors' format on a block-scaled path."""
+    scale_block: int = 0
+
+    @property
+    def b_format(self) -> Format:
+        return self.b_fmt or self.in_fmt
 
 
 def _paths_of(spec: str) -> list[tuple[str, str, str]]:
     base = split_spec(spec)[0]
     if base.lower() in REFERENCES:
         return []
-    return [(p.params.in_fmt, p.params.out_fmt, p.params.instr) for p in find_arch(base).paths]
+    return [(p.params.in_fmt, p.params.out_fmt, p.params.instr) for p in find_arch(base).every_path()]
 
 
 def choose_path(specs: list[str], in_fmt: str | None, out_fmt: str | None) -> tuple[str, str]:
@@ -120,9 +130,7 @@ def takes_no_c(spec: str, p: ModelParams) -> bool:
 def build(params: list[ModelParams], K: int, where: str | None, allow_subnormal: bool = True,
           c_zero: bool = False):
     """Inputs, the constraint on the domain, and each model's output term (``c_zero``: C is +0)."""
-    if len({p.b_fmt for p in params}) > 1:
-        raise TcsmtError("the models read B in different formats")
-    inp = make_inputs(params[0].in_fmt, params[0].c_fmt, K, b_fmt=params[0].b_fmt)
+    inp = inputs_for(params[0], K)
     dom = And(domain(inp, allow_subnormal), parse_where(where, inp))
     if c_zero:
         dom = And(dom, Equals(inp.symbol_of("c"), BV(0, get_format(params[0].c_fmt).storage_bits)))
@@ -147,23 +155,30 @@ def _block(inp: Inputs, model: dict[str, int]):
     return Not(And([Equals(inp.symbol_of(n), BV(v, inp.symbol_of(n).bv_width())) for n, v in model.items()]))
 
 
-def simulate_case(params: list[ModelParams], specs: list[str], a: list[int], b: list[int], c: int) -> dict[str, int]:
-    """Each model's output on one input, from the simulator."""
-    fin, fc = get_format(params[0].in_fmt), get_format(params[0].c_fmt)
+def simulate_case(params: list[ModelParams], specs: list[str], a: list[int], b: list[int], c: int,
+           sa: list[int] | None = None, sb: list[int] | None = None) -> dict[str, int]:
+    """Each model's output on one input, from the simulator (``sa``, ``sb``: scale factors, if any)."""
+    fin, fb, fc = get_format(params[0].in_fmt), get_format(params[0].b_format), get_format(params[0].c_fmt)
     av = np.array([a], dtype=fin.dtype)
-    bv = np.array([b], dtype=get_format(params[0].b_fmt or params[0].in_fmt).dtype)
+    bv = np.array([b], dtype=fb.dtype)
     cv = np.array([c], dtype=fc.dtype)
-    return {s: int(simulate_params(p, av, bv, cv)[0]) for s, p in zip(specs, params)}
+    scales: dict = {}
+    if params[0].scale_fmt:
+        fs = get_format(params[0].scale_fmt)
+        scales = {"sa": np.array([sa or []], dtype=fs.dtype), "sb": np.array([sb or []], dtype=fs.dtype)}
+    return {s: int(simulate_params(p, av, bv, cv, **scales)[0]) for s, p in zip(specs, params)}
 
 
 def _case(inp: Inputs, model: dict[str, int], params, specs) -> Case:
     a = [model[f"a{i}"] for i in range(inp.K)]
     b = [model[f"b{i}"] for i in range(inp.K)]
-    outputs = simulate_case(params, specs, a, b, model["c"])
+    sa = [model[f"sa{j}"] for j in range(len(inp.sa))]
+    sb = [model[f"sb{j}"] for j in range(len(inp.sb))]
+    outputs = simulate_case(params, specs, a, b, model["c"], sa, sb)
     if len(set(outputs.values())) == 1:
         raise InternalError("the solver's input does not discriminate in the simulator "
-                            f"(a={a}, b={b}, c={model['c']})")
-    return Case(a, b, model["c"], outputs)
+                            f"(a={a}, b={b}, c={model['c']}, sa={sa}, sb={sb})")
+    return Case(a, b, model["c"], outputs, sa, sb)
 
 
 def check_satisfiable(dom, inp: Inputs, solver: str, timeout: float) -> None:
@@ -191,9 +206,15 @@ def discriminate(specs: list[str], in_fmt: str | None = None, out_fmt: str | Non
     if any(k < 1 or k > 256 for k in ks):
         raise TcsmtError("--k must be between 1 and 256")
     t0 = time.perf_counter()
+    layouts = {(p.b_format, p.scale_fmt, p.scale_block) for p in params}
+    if len(layouts) > 1:
+        raise TcsmtError("the models read different B formats or scale factors: "
+                         + "; ".join(f"{p.name}: B {p.b_format}, scales {p.scale_fmt or 'none'}" for p in params))
     out = Outcome("equivalent", specs, params, get_format(fin), get_format(params[0].c_fmt), get_format(fout), ks[-1],
                   where=where or "", count=count,
-                  b_fmt=get_format(params[0].b_fmt) if params[0].b_fmt else None)
+                  b_fmt=get_format(params[0].b_fmt) if params[0].b_fmt else None,
+                  scale_fmt=get_format(params[0].scale_fmt) if params[0].scale_fmt else None,
+                  scale_block=params[0].scale_block)
     checked_where = False
     for k in ks:
         left = timeout - (time.perf_counter() - t0)
@@ -291,11 +312,11 @@ def minimize_model(query, inp: Inputs, model: dict[str, int], budget: float, sol
             return True
         return False
 
-    nz = [i for i in range(inp.K) if best[f"a{i}"] & _mag_mask(inp.in_fmt) and best[f"b{i}"] & _mag_mask(inp.fmt_of(f"b{i}"))]
+    nz = [i for i in range(inp.K) if best[f"a{i}"] & _mag_mask(inp.in_fmt) and best[f"b{i}"] & _mag_mask(inp.fmt_of("b0"))]
     for j in range(len(nz)):
         if attempt(And([_zero_product(inp, i) for i in range(inp.K) if i >= j])):
             break
-    live = [n for n in inp.names if best[n] & _mag_mask(inp.fmt_of(n))]
+    live = [n for n in inp.names if not n.startswith("s") and best[n] & _mag_mask(inp.fmt_of(n))]
     for make in (_pow2, _unit, _positive):
         names = [n for n in live if make is not _unit or n.startswith("b")]
         if not names or attempt(And([make(inp, n) for n in names])):

@@ -12,6 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .block_scale import scale_patterns
 from .errors import TcsmtError
 from .formats import get_format
 from .params import ModelParams
@@ -71,10 +72,24 @@ def describe_bits(fmt_name: str, bits: int) -> str:
     return f"0x{bits:0{fmt.hex_digits}x}  = {format_value(fmt.to_fraction(bits))}"
 
 
+def _scale_patterns_of(p: ModelParams, values: list[Fraction] | None, option: str) -> list[list[int]] | None:
+    """The scale-format patterns of ``--sa``/``--sb`` values (one row); None if not given."""
+    if values is None or not p.scale_fmt:
+        return None if values is None else [[0] * len(values)]  # (refused by scale_patterns: no scales here)
+    fs = get_format(p.scale_fmt)
+    try:
+        return [[fs.from_fraction(x) for x in values]]
+    except TcsmtError as exc:
+        raise TcsmtError(f"{option}: {exc}") from None
+
+
 def dot(arch: str, a_text: str, b_text: str, c_text: str = "0", *, in_fmt: str | None = None,
-        out_fmt: str | None = None, instr: str | None = None) -> DotResult:
+        out_fmt: str | None = None, instr: str | None = None, sa_text: str | None = None,
+        sb_text: str | None = None) -> DotResult:
     """a.b + c on the model ``arch`` (a spec: ``volta``, ``hopper:carry_bits=5``, ``exact``, ...);
-    ``a_text`` and ``b_text`` are comma-separated values of equal, non-zero length."""
+    ``a_text`` and ``b_text`` are comma-separated values of equal, non-zero length; on a block-scaled
+    path ``sa_text``/``sb_text`` the scale factors, one per scale block (the exact value then scales
+    each product by its block's two factors)."""
     in_fmt, out_fmt = default_path(arch, in_fmt, out_fmt)
     p = resolve(arch, in_fmt, out_fmt, instr)
     a, b = parse_vector(a_text), parse_vector(b_text)
@@ -85,6 +100,15 @@ def dot(arch: str, a_text: str, b_text: str, c_text: str = "0", *, in_fmt: str |
     ab = np.array([[fin.from_fraction(x) for x in a]], dtype=fin.dtype)
     bb = np.array([[fb.from_fraction(x) for x in b]], dtype=fb.dtype)
     cb = np.array([fc.from_fraction(c)], dtype=fc.dtype)
-    d = int(simulate_params(p, ab, bb, cb)[0])
-    exact = sum((x * y for x, y in zip(a, b)), Fraction(0)) + c
+    sa_v = None if sa_text is None else parse_vector(sa_text)
+    sb_v = None if sb_text is None else parse_vector(sb_text)
+    sa, sb = scale_patterns(p, _scale_patterns_of(p, sa_v, "--sa"), _scale_patterns_of(p, sb_v, "--sb"), 1, len(a),
+                            bits=True)
+    d = int(simulate_params(p, ab, bb, cb, sa=sa, sb=sb)[0])
+    exact = c
+    for k, (x, y) in enumerate(zip(a, b)):
+        scale = Fraction(1)
+        if sa_v is not None and sb_v is not None:  # (scale_patterns checked their number)
+            scale = sa_v[k // p.scale_block] * sb_v[k // p.scale_block]
+        exact += x * y * scale
     return DotResult(p, tuple(a), tuple(b), c, d, exact)

@@ -56,7 +56,8 @@ _HANDLED = ("in_fmt", "out_fmt", "b_fmt", "c_fmt", "acc_fmt", "operand_fmt", "in
             "reduction", "product_exponent", "c_mode", "extra_bits", "align", "align_floor", "carry_bits",
             "overflow", "block_round", "block_frac_bits", "c_round", "out_round", "subnormal_in", "subnormal_c",
             "subnormal_out", "overflow_result", "zero_sign", "zero_exponent", "product_groups", "sum_frac_bits",
-            "late_align", "c_drop")
+            "late_align", "c_drop", "scale_fmt", "scale_block", "scale_apply", "scale_group_k", "scale_group_bits",
+            "scale_zero_group")
 
 
 def check_supported(p: ModelParams) -> None:
@@ -99,6 +100,8 @@ def check_supported(p: ModelParams) -> None:
         no("zero_exponent", "zeros never join the alignment here")
     if p.product_groups != 1:
         no("product_groups", "one window per block only")
+    if p.scale_fmt:  # the other scale_* fields are read only with a scale format
+        no("scale_fmt", "block scaling is not compiled")
     # sum_frac_bits, late_align and c_drop are read only with c_mode "after_sum", refused below
     if p.c_mode not in ("aligned", "after_instr"):
         no("c_mode", "only aligned and after_instr")
@@ -205,33 +208,10 @@ def gemm(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads
     ``threads`` caps the numba threads (default: all).  Raises TcsmtError for
     parameters outside :func:`check_supported`, bad shapes, or without numba.
     """
-    check_supported(params)
-    A = np.asarray(A_bits)
-    Bm = np.asarray(B_bits)
+    A, Bm = np.asarray(A_bits), np.asarray(B_bits)
     if A.ndim != 2 or Bm.ndim != 2 or A.shape[1] != Bm.shape[0]:
         raise TcsmtError(f"gemm: A must be (r, K) and B (K, c) with the same K; got {A.shape} and {Bm.shape}")
-    r, K = A.shape
-    c = Bm.shape[1]
-    if K == 0:
-        raise TcsmtError("K must be at least 1")
-    fin, fout = get_format(params.in_fmt), get_format(params.out_fmt)
-    g = _load_numba()
-    cfg = _config(params, K, g)
-    import numba
-    a_bits = to_bits(A, fin, "A")
-    b_bits = to_bits(Bm, fin, "B")
-    out = np.empty((r, c), dtype=np.int64)
-    if r and c:
-        old = numba.get_num_threads()
-        n = old if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]  # set from the environment at import; absent from numba's stubs
-        numba.set_num_threads(n)
-        try:
-            ae, am, an, asp, aw = _decode(g, fin, a_bits, params.subnormal_in)
-            be, bm, bn, bsp, bw = _decode(g, fin, b_bits.T, params.subnormal_in)
-            g.gemm_core(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1), cfg, out)
-        finally:
-            numba.set_num_threads(old)
-    return out.astype(fout.dtype)
+    return _run(params, A, Bm, (A.shape[0], Bm.shape[1]), "gemm_core", threads)
 
 
 def pairs(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads: int | None = None) -> np.ndarray:
@@ -239,30 +219,35 @@ def pairs(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, thread
 
     As :func:`gemm` (same checks and arithmetic), for A (n, K) and B (K, n) paired column by row.
     """
-    check_supported(params)
-    A = np.asarray(A_bits)
-    Bm = np.asarray(B_bits)
+    A, Bm = np.asarray(A_bits), np.asarray(B_bits)
     if A.ndim != 2 or Bm.ndim != 2 or A.shape[1] != Bm.shape[0] or A.shape[0] != Bm.shape[1]:
         raise TcsmtError(f"pairs: A must be (n, K) and B (K, n); got {A.shape} and {Bm.shape}")
-    n, K = A.shape
-    if K == 0:
+    return _run(params, A, Bm, (A.shape[0],), "pairs_core", threads)
+
+
+def _run(params: ModelParams, A: np.ndarray, Bm: np.ndarray, shape: tuple[int, ...], core: str,
+         threads: int | None) -> np.ndarray:
+    """Decode A (rows) and B (columns) and run the compiled ``core`` (gemm_core or pairs_core) into an
+    int64 array of ``shape`` on at most ``threads`` numba threads; the output format's patterns."""
+    check_supported(params)
+    if A.shape[1] == 0:
         raise TcsmtError("K must be at least 1")
     fin, fout = get_format(params.in_fmt), get_format(params.out_fmt)
     g = _load_numba()
-    cfg = _config(params, K, g)
+    cfg = _config(params, A.shape[1], g)
     import numba
     a_bits = to_bits(A, fin, "A")
     b_bits = to_bits(Bm, fin, "B")
-    out = np.empty(n, dtype=np.int64)
-    if n:
+    out = np.empty(shape, dtype=np.int64)
+    if out.size:
         old = numba.get_num_threads()
-        m = old if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]  # as in gemm
-        numba.set_num_threads(m)
+        n = old if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]  # set from the environment at import; absent from numba's stubs
+        numba.set_num_threads(n)
         try:
             ae, am, an, asp, aw = _decode(g, fin, a_bits, params.subnormal_in)
             be, bm, bn, bsp, bw = _decode(g, fin, np.ascontiguousarray(b_bits.T), params.subnormal_in)
-            g.pairs_core(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1),
-                         cfg, out)
+            getattr(g, core)(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1),
+                             cfg, out)
         finally:
             numba.set_num_threads(old)
     return out.astype(fout.dtype)

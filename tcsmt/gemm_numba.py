@@ -370,18 +370,21 @@ def _chain(ae, am, an, asp, aw, be, bm, bn, bsp, bw, special, cfg, K):
     return cur
 
 
+@njit(cache=True, inline="always")
+def _to_output(bits, cfg):
+    """An accumulator (fp32) result in the output format (``convert_from_acc``) where the two differ."""
+    if cfg[CFG_CONVERT_OUT] != 0:
+        return convert_from_acc(bits, cfg[CFG_OUT_EXP_BITS], cfg[CFG_OUT_FRAC], cfg[CFG_OUT_BIAS],
+                                cfg[CFG_OUT_ROUND], cfg[CFG_SUB_OUT] != 0)
+    return bits
+
+
 @njit(parallel=True, cache=True, fastmath=False)
 def gemm_core(ae, am, an, asp, aw, a_special, be, bm, bn, bsp, bw, b_special, cfg, out):
     """out[i, j] = the chain of row i of A with column j of B (B given transposed: (c, K))."""
     r = ae.shape[0]
     c = be.shape[0]
     K = ae.shape[1]
-    convert_out = cfg[CFG_CONVERT_OUT] != 0
-    oexp = cfg[CFG_OUT_EXP_BITS]
-    ofrac = cfg[CFG_OUT_FRAC]
-    obias = cfg[CFG_OUT_BIAS]
-    oround = cfg[CFG_OUT_ROUND]
-    sub_out = cfg[CFG_SUB_OUT] != 0
     # tiles of TILE x TILE outputs, in parallel: skinny shapes (one row, one column) still use every core,
     # and a tile's rows and columns are reused from cache
     nti = (r + TILE - 1) // TILE
@@ -391,11 +394,8 @@ def gemm_core(ae, am, an, asp, aw, a_special, be, bm, bn, bsp, bw, b_special, cf
         j0 = (t % ntj) * TILE
         for i in range(i0, min(r, i0 + TILE)):
             for j in range(j0, min(c, j0 + TILE)):
-                bits = _chain(ae[i], am[i], an[i], asp[i], aw[i], be[j], bm[j], bn[j], bsp[j], bw[j],
-                              a_special[i] or b_special[j], cfg, K)
-                if convert_out:
-                    bits = convert_from_acc(bits, oexp, ofrac, obias, oround, sub_out)
-                out[i, j] = bits
+                out[i, j] = _to_output(_chain(ae[i], am[i], an[i], asp[i], aw[i], be[j], bm[j], bn[j], bsp[j],
+                                              bw[j], a_special[i] or b_special[j], cfg, K), cfg)
 
 
 @njit(parallel=True, cache=True, fastmath=False)
@@ -403,18 +403,9 @@ def pairs_core(ae, am, an, asp, aw, a_special, be, bm, bn, bsp, bw, b_special, c
     """out[i] = the chain of row i of A with column i of B (B given transposed: (n, K)); one output per pair."""
     n = ae.shape[0]
     K = ae.shape[1]
-    convert_out = cfg[CFG_CONVERT_OUT] != 0
-    oexp = cfg[CFG_OUT_EXP_BITS]
-    ofrac = cfg[CFG_OUT_FRAC]
-    obias = cfg[CFG_OUT_BIAS]
-    oround = cfg[CFG_OUT_ROUND]
-    sub_out = cfg[CFG_SUB_OUT] != 0
     for i in prange(n):
-        bits = _chain(ae[i], am[i], an[i], asp[i], aw[i], be[i], bm[i], bn[i], bsp[i], bw[i],
-                      a_special[i] or b_special[i], cfg, K)
-        if convert_out:
-            bits = convert_from_acc(bits, oexp, ofrac, obias, oround, sub_out)
-        out[i] = bits
+        out[i] = _to_output(_chain(ae[i], am[i], an[i], asp[i], aw[i], be[i], bm[i], bn[i], bsp[i], bw[i],
+                                   a_special[i] or b_special[i], cfg, K), cfg)
 
 
 @njit(cache=True)

@@ -131,8 +131,8 @@ def _round(f: _Facts, s: Span, fmt: Format, fb: int, mode: str, keep_sub: bool) 
 def _block_window(f: _Facts, p: ModelParams, n: int, c_span: Span | None, c_fmt: Format, c_zero: bool,
                   with_c: bool) -> Span:
     """The window sum of ``n`` products (and C unless ``with_c`` is False): carry, floor, window facts."""
-    fin = get_format(p.in_fmt)
-    prod = Span(2 * (fin.emin - fin.frac_bits), fin.max_finite ** 2)
+    fin, fb = get_format(p.in_fmt), get_format(p.b_fmt or p.in_fmt)  # B's own format on mixed paths
+    prod = Span(fin.emin - fin.frac_bits + fb.emin - fb.frac_bits, fin.max_finite * fb.max_finite)
     z = np.zeros(1, dtype=np.int64)
     pterms, c_term, _ = sem.block_terms(_NP, p, [z] * n, [z] * n, 0 if c_zero else z, c_fmt)
     terms = [*pterms, c_term] if with_c else list(pterms)
@@ -161,6 +161,8 @@ def _block_window(f: _Facts, p: ModelParams, n: int, c_span: Span | None, c_fmt:
 def _facts(p: ModelParams) -> _Facts | None:
     """Walk one instruction's stages (None: a reduction this pass does not analyse)."""
     if p.reduction != "chain" or not p.instr_k:  # library chains (instr_k 0) have no instruction bound
+        return None
+    if p.scale_fmt:  # block-scaled: the scales move every addend; this pass does not analyse them
         return None
     f = _Facts()
     acc, out, fc = get_format(p.acc_fmt), get_format(p.out_fmt), get_format(p.c_fmt)

@@ -231,10 +231,11 @@ def dot_patterns(a: Any, b: Any, c: Any, in_fmt: Format, c_fmt: Format, bits: bo
         raise TcsmtError(f"{source}: {exc}") from None
 
 
-def read_dot_npz(path: str | Path, in_fmt: Format, c_fmt: Format) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def read_dot_npz(path: str | Path, in_fmt: Format, c_fmt: Format,
+                 b_fmt: Format | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Patterns of the arrays a (n, K), b (n, K), c (n,) of the .npz file at ``path``."""
     data = read_npz(path, ("a", "b", "c"))
-    return dot_patterns(data["a"], data["b"], data["c"], in_fmt, c_fmt, source=str(path))
+    return dot_patterns(data["a"], data["b"], data["c"], in_fmt, c_fmt, source=str(path), b_fmt=b_fmt)
 
 
 def _shown(fmt: Format, pattern: int) -> str:

@@ -166,6 +166,36 @@ class ModelParams:
                two zeros) and a zero C's is z, and both join the maximum E
                (MMA-Sim gives every zero the exponent -126, whatever its
                format).  Only the windowed block sum reads it.
+
+    Block scaling (tcgen05 / sm_120 mxf8f6f4, mxf4nvf4)
+      scale_fmt  "" (no block scaling), "ue8m0" or "ue4m3": the format of the
+               scale factors; every ``scale_block`` consecutive products of a
+               row of A (column of B) share one factor of A (of B), given as
+               extra inputs (shape (n, K / scale_block) each).
+      scale_block  products per scale factor (32 for mxf8f6f4 and
+               scale_vec::2X, 16 for scale_vec::4X); divides instr_k.  With
+               scale_fmt it names the path (never overridden).
+      scale_apply  where the two block scales enter:
+               "products": each exact product is multiplied exactly by its
+               block's two scales before the alignment (its alignment
+               exponent e(a)+e(b)+e(sa)+e(sb) with product_exponent "raw");
+               "groups": the products of each group of ``scale_group_k``
+               (one scale block or part of one) are first summed exactly, and
+               that group sum, multiplied exactly by the two scales, is one
+               addend of the block; with product_exponent "raw" its alignment
+               exponent is e(sa)+e(sb), the scales' exponents only, whatever
+               the size of the group sum ("normalized": the exponent of its
+               leading bit).  The block then aligns these addends (and C) to
+               the largest exponent with F = 23 + extra_bits fraction bits,
+               as for products.
+      scale_group_k  products per group sum with scale_apply "groups"
+               (16 in MMA-Sim's mxf4nvf4); divides scale_block.
+      scale_group_bits  significant bits the group sum keeps before it is
+               scaled: "exact" (every bit: MMA-Sim), or n (1..64): the
+               exact sum truncated toward zero to its n leading bits.
+      scale_zero_group  with "groups": "aligns" (a group whose exact sum is 0
+               still puts its scale exponent into the alignment maximum E) or
+               "skipped" (zero addends take no part in E, as everywhere else).
     """
 
     in_fmt: str = _param(dataclasses.MISSING, "path")
@@ -201,6 +231,12 @@ class ModelParams:
     sum_frac_bits: int = _param(0, "int")
     late_align: str = _param("floor", "choice", choices=ALIGN_LOSS)
     c_drop: int | None = _param(None, "int_or_none")
+    scale_fmt: str = _param("", "path")
+    scale_block: int = _param(0, "int")
+    scale_apply: str = _param("products", "choice", choices=("products", "groups"))
+    scale_group_k: int = _param(0, "int")
+    scale_group_bits: int | str = _param("exact", "int_or_word", word="exact")
+    scale_zero_group: str = _param("skipped", "choice", choices=("aligns", "skipped"))
     name: str = _param("", "label")
     sources: tuple[str, ...] = _param((), "label", compare=False)
     notes: str = _param("", "label", compare=False)
@@ -209,6 +245,11 @@ class ModelParams:
     @property
     def path_id(self) -> str:
         return f"{self.in_fmt}.{self.out_fmt}"
+
+    @property
+    def b_format(self) -> str:
+        """B's format: ``b_fmt`` where set, else ``in_fmt``."""
+        return self.b_fmt or self.in_fmt
 
     @property
     def window_frac_bits(self) -> int | None:
@@ -243,7 +284,7 @@ def _role(name: str) -> str:
 
 _FIELDS = {f.name: f for f in dataclasses.fields(ModelParams)}
 PARAM_NAMES = tuple(_FIELDS)
-PATH_FIELDS = tuple(n for n in PARAM_NAMES if _role(n) == "path")
+PATH_FIELDS = (*(n for n in PARAM_NAMES if _role(n) == "path"), "scale_block")
 """Fields that identify a path of an architecture: never overridden in a model spec."""
 LABEL_FIELDS = tuple(n for n in PARAM_NAMES if _role(n) == "label")
 """The name, sources and notes: no arithmetic, never overridden."""
@@ -372,6 +413,7 @@ def validate(p: ModelParams) -> ModelParams:
          "c_mode after_sum needs a window (extra_bits not exact), chain reduction and sum_frac_bits >= F"),
         (p.c_drop is None or 0 <= p.c_drop <= 1100, "c_drop must be 0..1100 or none"),
     ]
+    checks += _scale_checks(p)
     if p.align_floor is not None:
         lo, hi = floor_range(p)
         checks.append((lo <= p.align_floor <= hi,
@@ -381,3 +423,27 @@ def validate(p: ModelParams) -> ModelParams:
         if not ok:
             raise TcsmtError(f"invalid model parameters{' for ' + p.name if p.name else ''}: {msg}")
     return p
+
+
+def _scale_checks(p: ModelParams) -> list[tuple[bool, str]]:
+    """The checks of the block-scaling parameters (formats looked up first)."""
+    from .formats import SCALE_FORMATS
+
+    if p.scale_fmt:
+        get_format(p.scale_fmt)
+    for key in ("in_fmt", "b_fmt", "out_fmt", "c_fmt", "acc_fmt", "operand_fmt"):
+        if getattr(p, key) and get_format(getattr(p, key)).name in SCALE_FORMATS:
+            return [(False, f"{key} {getattr(p, key)} is a scale format (only scale_fmt takes one)")]
+    checks = [(p.scale_group_bits == "exact" or 1 <= int(p.scale_group_bits) <= 64,
+               "scale_group_bits must be 1..64 or exact")]
+    if not p.scale_fmt:
+        return [*checks, (p.scale_block == 0, "scale_block needs a scale_fmt")]
+    return [*checks,
+            (get_format(p.scale_fmt).name in SCALE_FORMATS, f"scale_fmt must be one of {SCALE_FORMATS}"),
+            (p.instr_k > 0 and p.scale_block > 0 and p.instr_k % p.scale_block == 0,
+             "a block-scaled path needs instr_k > 0 and a scale_block that divides it"),
+            (p.block_k in (0, p.instr_k) and p.reduction == "chain" and not p.operand_fmt and p.c_mode == "aligned",
+             "a block-scaled path sums one instruction in one block with C aligned (block_k = instr_k, "
+             "reduction chain, no operand_fmt, c_mode aligned)"),
+            (p.scale_apply == "products" or (p.scale_group_k > 0 and p.scale_block % p.scale_group_k == 0),
+             "scale_apply groups needs a scale_group_k that divides scale_block")]

@@ -23,7 +23,7 @@ from .discriminate import Outcome, choose_path, discriminate, resolve_for, simul
 from .errors import InternalError, TcsmtError
 from .formats import get_format
 from .registry import check_instr, instructions, models_dir
-from .smt_encode import domain, make_inputs, output_term
+from .smt_encode import domain, inputs_for, output_term
 from .solvers import solve
 from .where import parse_where
 
@@ -164,8 +164,8 @@ def run_monotonicity(q: QuerySpec, model: str | None, solver: str, timeout: floa
     p = resolve_for(base, fin, fout, q.instr)
     K = q.k or p.block_k or p.instr_k or 4
     fo = get_format(p.out_fmt)
-    x = make_inputs(p.in_fmt, p.c_fmt, K, prefix="x_")
-    y = make_inputs(p.in_fmt, p.c_fmt, K, prefix="y_")
+    x = inputs_for(p, K, prefix="x_")
+    y = inputs_for(p, K, prefix="y_")
     cons = [domain(x), domain(y), parse_where(q.where or "positive", x), parse_where("positive", y)]
     for name in x.names:
         sx, sy = x.symbol_of(name), y.symbol_of(name)
@@ -185,7 +185,8 @@ def run_monotonicity(q: QuerySpec, model: str | None, solver: str, timeout: floa
         res.y = {n: m[f"y.{n}"] for n in y.names}
         for tag in ("x", "y"):
             v = getattr(res, tag)
-            out = simulate_case([p], [base], [v[f"a{i}"] for i in range(K)], [v[f"b{i}"] for i in range(K)], v["c"])[base]
+            out = simulate_case([p], [base], [v[f"a{i}"] for i in range(K)], [v[f"b{i}"] for i in range(K)], v["c"],
+                                [v[f"sa{j}"] for j in range(len(x.sa))], [v[f"sb{j}"] for j in range(len(x.sb))])[base]
             setattr(res, "d" + tag, out)
         if not res.dx > res.dy:
             raise InternalError("the monotonicity answer does not replay in the simulator")

@@ -59,10 +59,20 @@ class Arch:
     paths: list[ModelPath]
     sources: list[str]
     notes: str = ""
+    mixed_paths: list[ModelPath] = field(default_factory=list)
+    """Paths whose B has a format of its own (``b_fmt``) or that read block scales (``scale_fmt``).
+
+    Kept apart from ``paths`` because identify's hypothesis space (``identify_space.named_points``)
+    reads ``paths`` as paths with one input format and no scale inputs; every other reader goes
+    through :meth:`every_path`.  (Merge the two once identify generates B formats and scales.)"""
+
+    def every_path(self) -> list[ModelPath]:
+        """``paths`` and ``mixed_paths``, in the model file's order within each."""
+        return [*self.paths, *self.mixed_paths]
 
     def find_paths(self, in_fmt: str | None, out_fmt: str | None, instr: str | None) -> list[ModelPath]:
         out = []
-        for p in self.paths:
+        for p in self.every_path():
             if in_fmt and p.params.in_fmt != get_format(in_fmt).name:
                 continue
             if out_fmt and p.params.out_fmt != get_format(out_fmt).name:
@@ -98,6 +108,26 @@ def _shared_hypotheses(path: Path, shared: dict, names: list[str]) -> dict[str, 
     return out
 
 
+def _expand_b_fmts(path: Path, raws: list[dict]) -> list[dict]:
+    """Paths with ``b_fmts = [...]`` (instructions that take any B format of a list with the A format,
+    as kind::f8f6f4) become one path per B format, each with the instruction name
+    ``INSTR.A.B`` in PTX's order of types (``tcgen05.mma.kind::f8f6f4.e4m3.e2m1``)."""
+    out = []
+    for raw in raws:
+        if "b_fmts" not in raw:
+            out.append(raw)
+            continue
+        raw = dict(raw)
+        b_fmts = raw.pop("b_fmts")
+        if not isinstance(b_fmts, list) or not b_fmts or "instr" not in raw or "in_fmt" not in raw:
+            raise TcsmtError(f"model file {path}: b_fmts must be a non-empty list on a path with in_fmt and instr")
+        a = get_format(raw["in_fmt"]).name
+        for b in b_fmts:
+            b = get_format(b).name
+            out.append({**raw, "b_fmt": "" if b == a else b, "instr": f"{raw['instr']}.{a}.{b}"})
+    return out
+
+
 def _load_arch(path: Path) -> Arch:
     try:
         data = tomllib.loads(path.read_text())
@@ -106,7 +136,7 @@ def _load_arch(path: Path) -> Arch:
     defaults = data.get("defaults", {})
     shared = data.get("shared", {})
     paths = []
-    for raw in data.get("paths", []):
+    for raw in _expand_b_fmts(path, data.get("paths", [])):
         merged = {**defaults, **raw}
         hyps = dict(merged.pop("hypotheses", {}))
         for hname, hval in _shared_hypotheses(path, shared, merged.pop("shared_hypotheses", [])).items():
@@ -125,10 +155,12 @@ def _load_arch(path: Path) -> Arch:
                 coerce(k, v)
             hyp_over[hname] = hval
         paths.append(ModelPath(params, hyp_over, hyp_src, library))
+    plain = [q for q in paths if not (q.params.b_fmt or q.params.scale_fmt)]
+    mixed = [q for q in paths if q.params.b_fmt or q.params.scale_fmt]
     return Arch(
         name=data["name"], title=data.get("title", ""), gpus=list(data.get("gpus", [])),
-        aliases=list(data.get("aliases", [])), sm=str(data.get("sm", "")), paths=paths,
-        sources=list(data.get("sources", [])), notes=data.get("notes", ""),
+        aliases=list(data.get("aliases", [])), sm=str(data.get("sm", "")), paths=plain,
+        sources=list(data.get("sources", [])), notes=data.get("notes", ""), mixed_paths=mixed,
     )
 
 
@@ -210,7 +242,7 @@ def resolve(spec: str, in_fmt: str | None = None, out_fmt: str | None = None,
         check_instr(instr, [spec], in_fmt, out_fmt)
         cands = arch.find_paths(in_fmt, out_fmt, instr)
         if not cands:
-            have = ", ".join(f"{q.params.in_fmt}->{q.params.out_fmt} ({q.params.instr})" for q in arch.paths)
+            have = ", ".join(f"{q.params.in_fmt}->{q.params.out_fmt} ({q.params.instr})" for q in arch.every_path())
             want = f"{in_fmt or '*'}->{out_fmt or '*'}" + (f" ({instr})" if instr else "")
             raise TcsmtError(f"{arch.name} has no path {want} (it has: {have})")
         path = cands[0]
@@ -253,4 +285,4 @@ def check_instr(instr: str | None, specs: list[str], in_fmt: str | None = None, 
 
 
 def all_paths() -> list[tuple[Arch, ModelPath]]:
-    return [(a, p) for a in architectures().values() for p in a.paths]
+    return [(a, p) for a in architectures().values() for p in a.every_path()]

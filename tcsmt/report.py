@@ -33,10 +33,15 @@ def _finite(fmt: Format, bits: int) -> Fraction:
 
 
 def exact_value(o: Outcome, case: Case) -> Fraction:
-    fin, fc = o.in_fmt, o.c_fmt
+    """sum_k a_k b_k (times the scales of k's block on a block-scaled path) + c, exactly."""
+    fin, fb, fc = o.in_fmt, o.b_format, o.c_fmt
     s = Fraction(0)
-    for x, y in zip(case.a, case.b):
-        s += _finite(fin, x) * _finite(o.b_fmt or fin, y)
+    for k, (x, y) in enumerate(zip(case.a, case.b)):
+        term = _finite(fin, x) * _finite(fb, y)
+        if o.scale_fmt is not None:
+            j = k // o.scale_block
+            term *= _finite(o.scale_fmt, case.sa[j]) * _finite(o.scale_fmt, case.sb[j])
+        s += term
     return s + _finite(fc, case.c)
 
 
@@ -79,6 +84,8 @@ def bit_diagram(o: Outcome, case: Case, width: int = 56) -> list[str]:
     computes them for this input) and drops the rest.
     """
     fin, fc = o.in_fmt, o.c_fmt
+    if o.scale_fmt is not None:
+        return []  # (the diagram reads unscaled products)
     terms = [("c", _finite(fc, case.c))]
     for i, (x, y) in enumerate(zip(case.a, case.b)):
         terms.append((f"a{i}*b{i}", _finite(fin, x) * _finite(o.b_fmt or fin, y)))
@@ -128,12 +135,20 @@ def format_outcome(o: Outcome, explain: bool = True) -> str:
     for n, case in enumerate(o.cases, 1):
         lines.append(f"\ninput {n}:")
         lines.append("  a = [" + ", ".join(val(o.in_fmt, x) for x in case.a) + "]")
-        lines.append("  b = [" + ", ".join(val(o.b_fmt or o.in_fmt, x) for x in case.b) + "]")
+        lines.append("  b = [" + ", ".join(val(o.b_format, x) for x in case.b) + "]")
         lines.append(f"  c = {val(o.c_fmt, case.c)}")
+        if o.scale_fmt is not None:
+            fs = o.scale_fmt
+            lines.append(f"  scales ({fs.name}, one per {o.scale_block} products): sa = ["
+                         + ", ".join(val(fs, x) for x in case.sa) + "], sb = [" + ", ".join(val(fs, x) for x in case.sb) + "]")
         lines.append("  hex a = [" + ", ".join(hexpat(o.in_fmt, x) for x in case.a) + "]")
-        lines.append("  hex b = [" + ", ".join(hexpat(o.b_fmt or o.in_fmt, x) for x in case.b) + f"], c = {hexpat(o.c_fmt, case.c)}")
+        lines.append("  hex b = [" + ", ".join(hexpat(o.b_format, x) for x in case.b) + f"], c = {hexpat(o.c_fmt, case.c)}")
+        if o.scale_fmt is not None:
+            lines.append("  hex sa = [" + ", ".join(hexpat(o.scale_fmt, x) for x in case.sa) + "], sb = ["
+                         + ", ".join(hexpat(o.scale_fmt, x) for x in case.sb) + "]")
         exact = exact_value(o, case)
-        lines.append(f"  exact a.b + c = {format_value(exact)}")
+        lines.append(f"  exact a.b + c = {format_value(exact)}" if o.scale_fmt is None else
+                     f"  exact sum_k a_k b_k sa_(k/{o.scale_block}) sb_(k/{o.scale_block}) + c = {format_value(exact)}")
         for spec, bits in case.outputs.items():
             v = o.out_fmt.to_fraction(bits)
             err = f"   error {format_value(v - exact)}" if isinstance(v, Fraction) else ""
@@ -158,9 +173,21 @@ def default_filename(o: Outcome) -> str:
     return default_name(o.specs, o.in_fmt.name, o.out_fmt.name)
 
 
+def _scale_record(o: Outcome, c: Case) -> dict:
+    """The scale factors of one input (block-scaled paths) for its JSON record."""
+    if o.scale_fmt is None:
+        return {}
+    fs = o.scale_fmt
+    return {"sa": [hexpat(fs, x) for x in c.sa], "sb": [hexpat(fs, x) for x in c.sb],
+            "sa_values": [val(fs, x) for x in c.sa], "sb_values": [val(fs, x) for x in c.sb]}
+
+
 def outcome_json(o: Outcome, command: str) -> dict:
     from . import __version__
 
+    extra: dict[str, str | int] = {}
+    if o.scale_fmt is not None:
+        extra.update(scale_fmt=o.scale_fmt.name, scale_block=o.scale_block)
     return {
         "schema": SCHEMA,
         "tcsmt_version": __version__,
@@ -173,6 +200,7 @@ def outcome_json(o: Outcome, command: str) -> dict:
         **({"b_fmt": o.b_fmt.name} if o.b_fmt else {}),
         "c_fmt": o.c_fmt.name,
         "out_fmt": o.out_fmt.name,
+        **extra,
         "instr": sorted({p.instr for p in o.params}),
         "K": o.K,
         "where": o.where,
@@ -181,10 +209,11 @@ def outcome_json(o: Outcome, command: str) -> dict:
         "inputs": [
             {
                 "a": [hexpat(o.in_fmt, x) for x in c.a],
-                "b": [hexpat(o.b_fmt or o.in_fmt, x) for x in c.b],
+                "b": [hexpat(o.b_format, x) for x in c.b],
                 "c": hexpat(o.c_fmt, c.c),
                 "a_values": [val(o.in_fmt, x) for x in c.a],
-                "b_values": [val(o.b_fmt or o.in_fmt, x) for x in c.b],
+                "b_values": [val(o.b_format, x) for x in c.b],
+                **_scale_record(o, c),
                 "c_value": val(o.c_fmt, c.c),
                 "exact": format_value(exact_value(o, c)),
                 "outputs": {s: hexpat(o.out_fmt, v) for s, v in c.outputs.items()},

@@ -530,9 +530,11 @@ def after_sum_block(B: Backend, p: ModelParams, pterms: Sequence[Term], c_term: 
 
 # --------------------------------------------------------------- block FMA
 def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V,
-                c_fmt: Format) -> tuple[list[Term], Term, Flags]:
+                c_fmt: Format, sa_bits: Sequence[V] = (), sb_bits: Sequence[V] = ()) -> tuple[list[Term], Term, Flags]:
     """A block's addends: the exact products (operands first converted to ``operand_fmt`` where the
-    model has one) and C, with the special-value flags of all of them."""
+    model has one; on a block-scaled path multiplied by their scales, :func:`scaled_terms`, with
+    ``sa_bits``/``sb_bits`` the scale pattern of each product) and C, with the special-value flags
+    of all of them."""
     fin = get_format(p.in_fmt)
     fbin = get_format(p.b_fmt) if p.b_fmt else fin  # B's format (mixed paths)
     precision, precision_b = fin.frac_bits, fbin.frac_bits
@@ -550,7 +552,103 @@ def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequenc
     if p.zero_exponent is not None:  # a zero C has exponent zero_exponent and joins the alignment
         z = p.zero_exponent
         c_term = _zero_top(B, c_term, z, z, z)
+    if p.scale_fmt:
+        terms, flags = scaled_terms(B, p, prods, sa_bits, sb_bits, fin, fbin)
+        return terms, c_term, merge_flags(B, [*flags, c_flags])
     return [t for t, _ in prods], c_term, merge_flags(B, [fl for _, fl in prods] + [c_flags])
+
+
+# ------------------------------------------------------------ block scaling
+def _scale_flags(B: Backend, fl: Flags, sa: Decoded, sb: Decoded) -> Flags:
+    """A scaled addend's flags: a NaN scale makes NaN (MMA-Sim: NaN in a scale gives NaN); an infinite
+    addend times a zero scale (ue4m3 0x00) is NaN, as inf * 0."""
+    nan = B.or_(fl.nan, B.or_(sa.nan, sb.nan))
+    zero = B.or_(B.and_(B.eq(sa.sig, 0), B.not_(sa.nan)), B.and_(B.eq(sb.sig, 0), B.not_(sb.nan)))
+    nan = B.or_(nan, B.and_(B.or_(fl.pinf, fl.ninf), zero))
+    return Flags(nan, B.and_(fl.pinf, B.not_(nan)), B.and_(fl.ninf, B.not_(nan)))
+
+
+def _scaled(B: Backend, p: ModelParams, t: Term, sa: Decoded, sb: Decoded, raw_top: V, raw_range: tuple[int, int],
+            raw_gap: int, raw_head: int, raw_peak: Fraction | None, zero_joins: bool = False) -> Term:
+    """``t`` (an exact product or an exact group sum) multiplied exactly by the scales ``sa`` and ``sb``.
+
+    Magnitude ``t.mag * sig(sa) * sig(sb)`` (ue8m0 significands are 1: no multiplication), LSB weight
+    ``2^(t.lsb + e(sa) + e(sb) - 2 fs)``.  Alignment exponent: ``raw_top`` (built by the caller from the
+    scales' exponents) with ``product_exponent = "raw"``, the leading bit's with "normalized".
+    """
+    fs = sa.fmt.frac_bits
+    smin, smax = sa.fmt.emin, sa.fmt.emax
+    mag, mag_bits = t.mag, t.mag_bits
+    if fs:
+        mag = B.mul(B.mul(mag, sa.sig, mag_bits + fs + 1), sb.sig, mag_bits + 2 * fs + 2)
+        mag_bits += 2 * fs + 2
+    lsb = B.add(t.lsb, B.sub(B.add(sa.e, sb.e), 2 * fs))
+    lsb_min, lsb_max = t.lsb_min + 2 * (smin - fs), t.lsb_max + 2 * (smax - fs)
+    if p.product_exponent == "raw":
+        return Term(t.neg, mag, lsb, raw_top, mag_bits, lsb_min, lsb_max, raw_range[0], raw_range[1], raw_gap,
+                    raw_head, peak=raw_peak, zero_joins=zero_joins)
+    top = B.add(lsb, B.msb(mag, mag_bits))
+    return Term(t.neg, mag, lsb, top, mag_bits, lsb_min, lsb_max, lsb_min, lsb_max + mag_bits, 0, 1,
+                zero_joins=zero_joins)
+
+
+def _head(peak: Fraction) -> int:
+    """The least h with peak < 2^h."""
+    h = max(0, peak.numerator.bit_length() - peak.denominator.bit_length())
+    while Fraction(1 << h) <= peak:
+        h += 1
+    while h > 0 and Fraction(1 << (h - 1)) > peak:
+        h -= 1
+    return h
+
+
+def scaled_terms(B: Backend, p: ModelParams, prods: Sequence[tuple[Term, Flags]], sa_bits: Sequence[V],
+                 sb_bits: Sequence[V], fa: Format, fb: Format) -> tuple[list[Term], list[Flags]]:
+    """A block-scaled block's addends (``p.scale_fmt`` set): ``prods`` are the block's exact products in
+    k order, ``sa_bits[i]``/``sb_bits[i]`` the scale patterns of product i's block.
+
+    ``scale_apply = "products"``: each product times its two scales (alignment exponent
+    e(a)+e(b)+e(sa)+e(sb), raw).  ``"groups"``: each run of ``scale_group_k`` products (inside one
+    scale block) summed exactly first (then truncated toward zero to ``scale_group_bits`` leading bits
+    where that is a number); the group sum times the two scales is one addend whose raw
+    alignment exponent is e(sa)+e(sb) (MMA-Sim's mxf4nvf4: the group's value is its significand);
+    with ``scale_zero_group = "aligns"`` that exponent joins E even when the group sum is 0.
+    """
+    fs = get_format(p.scale_fmt)
+    sig_peak = (2 - Fraction(1, 1 << fs.frac_bits)) ** 2
+    terms: list[Term] = []
+    flags: list[Flags] = []
+    if p.scale_apply == "products":
+        for (t, fl), sa_b, sb_b in zip(prods, sa_bits, sb_bits):
+            sa, sb = decode(B, fs, sa_b), decode(B, fs, sb_b)
+            raw_top = B.add(t.top, B.add(sa.e, sb.e))
+            peak = t.peak * sig_peak if t.peak is not None else None
+            terms.append(_scaled(B, p, t, sa, sb, raw_top, (t.top_min + 2 * fs.emin, t.top_max + 2 * fs.emax),
+                                 t.gap_min + 2 * fs.frac_bits, t.head + (2 if fs.frac_bits else 0), peak))
+            flags.append(_scale_flags(B, fl, sa, sb))
+        return terms, flags
+    gk = p.scale_group_k
+    for g in range(0, len(prods), gk):
+        grp = list(prods[g:g + gk])
+        gsum = block_sum(B, [t for t, _ in grp], None, p)  # exact: F = None keeps every bit
+        L = min(t.lsb_min for t, _ in grp)
+        gmag = gsum.mag
+        if p.scale_group_bits != "exact" and int(p.scale_group_bits) < gsum.mag_bits:
+            # keep the n leading bits of the exact sum (truncation toward zero)
+            n = int(p.scale_group_bits)
+            cut = B.max(B.sub(B.msb(gmag, gsum.mag_bits), n - 1), 0)
+            gmag = B.shl(B.shr(gmag, cut), cut, gsum.mag_bits - n, gsum.mag_bits)
+        gterm = Term(gsum.neg, gmag, gsum.lsb, gsum.lsb, gsum.mag_bits, L, L, L, L, 0, 0)
+        sa, sb = decode(B, fs, sa_bits[g]), decode(B, fs, sb_bits[g])
+        # |group sum| <= len * max|a| * max|b|: the bound of the group's significand
+        v_max = len(grp) * fa.max_finite * fb.max_finite
+        peak = v_max * sig_peak
+        raw_top = B.add(sa.e, sb.e)
+        term = _scaled(B, p, gterm, sa, sb, raw_top, (2 * fs.emin, 2 * fs.emax), 2 * fs.frac_bits - L, _head(peak),
+                       peak, zero_joins=p.scale_zero_group == "aligns")
+        terms.append(term)
+        flags.append(_scale_flags(B, merge_flags(B, [fl for _, fl in grp]), sa, sb))
+    return terms, flags
 
 
 def first_block_cut(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V) -> V | None:
@@ -562,7 +660,7 @@ def first_block_cut(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Seq
     exactly what :func:`dot` aligns first.  For explanations (the bit diagram of ``tcsmt discriminate``).
     """
     F = p.window_frac_bits
-    if F is None or p.reduction != "chain":
+    if F is None or p.reduction != "chain" or p.scale_fmt:  # (no diagram of scaled blocks yet)
         return None
     ks = groups(len(a_bits), p)[0][0]
     pterms, c_term, _ = block_terms(B, p, [a_bits[k] for k in ks], [b_bits[k] for k in ks], c_bits,
@@ -571,10 +669,12 @@ def first_block_cut(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Seq
     return block_sum(B, [*pterms, c_term] if with_c else pterms, F, p).lsb
 
 
-def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V, c_fmt: Format) -> V:
-    """One block FMA: the products of ``a_bits``/``b_bits`` plus C, in acc_fmt bits."""
+def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V, c_fmt: Format,
+              sa_bits: Sequence[V] = (), sb_bits: Sequence[V] = ()) -> V:
+    """One block FMA: the products of ``a_bits``/``b_bits`` (scaled by ``sa_bits``/``sb_bits`` on a
+    block-scaled path) plus C, in acc_fmt bits."""
     acc = get_format(p.acc_fmt)
-    pterms, c_term, flags = block_terms(B, p, a_bits, b_bits, c_bits, c_fmt)
+    pterms, c_term, flags = block_terms(B, p, a_bits, b_bits, c_bits, c_fmt, sa_bits, sb_bits)
     F = p.window_frac_bits
     if p.reduction == "pairwise":
         # every partial is rounded into acc; one that overflows there is an infinity, which
@@ -636,6 +736,10 @@ def unread_parameters(p: ModelParams) -> dict[str, Any]:
         ch["overflow"] = "wrap"
     if p.out_fmt == p.acc_fmt:
         ch["out_round"] = "rne"
+    if not p.scale_fmt:
+        ch.update(scale_apply="products", scale_group_k=0, scale_zero_group="skipped", scale_group_bits="exact")
+    elif p.scale_apply == "products":
+        ch.update(scale_group_k=0, scale_zero_group="skipped", scale_group_bits="exact")
     nblocks = (p.instr_k // p.block_k) if p.block_k and p.instr_k else 1
     if p.block_interleave and (nblocks <= 1 or p.block_interleave == p.block_k):
         ch["block_interleave"] = 0  # one block, or runs of a whole block: the contiguous blocks
@@ -679,8 +783,13 @@ def add_rounded(B: Backend, p: ModelParams, x_bits: V, x_fmt: Format, y_bits: V,
     return apply_flags(B, fmt, merge_flags(B, [x_flags, y_flags]), bits)
 
 
-def dot(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V) -> V:
+def dot(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V,
+        sa_bits: Sequence[V] = (), sb_bits: Sequence[V] = ()) -> V:
     """D = sum_k a_k b_k + c as the model computes it, in out_fmt bits.
+
+    On a block-scaled path (``p.scale_fmt``) ``sa_bits``/``sb_bits`` hold one scale pattern per
+    ``scale_block`` products (K / scale_block each; the caller checks the count): product k is
+    scaled by ``sa_bits[k // scale_block]`` and ``sb_bits[k // scale_block]`` (:func:`scaled_terms`).
 
     The products are consumed instruction by instruction (``instr_k``
     products each), and inside an instruction block by block (``block_k``
@@ -700,7 +809,9 @@ def dot(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_
             held, held_fmt = cur, cur_fmt
             cur, cur_fmt = 0, acc
         for ks in instr:
-            cur = block_fma(B, p, [a_bits[k] for k in ks], [b_bits[k] for k in ks], cur, cur_fmt)
+            sa = [sa_bits[k // p.scale_block] for k in ks] if p.scale_fmt else []
+            sb = [sb_bits[k // p.scale_block] for k in ks] if p.scale_fmt else []
+            cur = block_fma(B, p, [a_bits[k] for k in ks], [b_bits[k] for k in ks], cur, cur_fmt, sa, sb)
             cur_fmt = acc
         if p.c_mode == "after_instr":
             cur = add_rounded(B, p, cur, acc, held, held_fmt, acc, p.c_round)

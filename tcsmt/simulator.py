@@ -5,6 +5,7 @@ import numpy as np
 
 from . import semantics as sem
 from .backend_numpy import NumpyBackend
+from .block_scale import scale_patterns
 from .errors import TcsmtError
 from .formats import Format, get_format
 from .inputs import as_patterns, dot_patterns
@@ -27,7 +28,8 @@ def to_bits(x: np.ndarray, fmt: Format, what: str, bits: bool = False) -> np.nda
     return as_patterns(x, fmt, what, bits)
 
 
-def simulate_params(p: ModelParams, a: np.ndarray, b: np.ndarray, c: np.ndarray, *, bits: bool = False) -> np.ndarray:
+def simulate_params(p: ModelParams, a: np.ndarray, b: np.ndarray, c: np.ndarray, *, bits: bool = False,
+                    sa: np.ndarray | None = None, sb: np.ndarray | None = None) -> np.ndarray:
     """D = A.B + C row by row under model ``p``.
 
     ``a`` and ``b`` have shape (n, K), ``c`` shape (n,) (one row may be given
@@ -38,27 +40,34 @@ def simulate_params(p: ModelParams, a: np.ndarray, b: np.ndarray, c: np.ndarray,
     for fp8, uint64 for fp64); with ``bits=True`` integers of any width are
     bit patterns (float arrays stay values).  Other integer arrays are refused as ambiguous (see
     :mod:`tcsmt.inputs`).  Returns the output format's bit patterns, shape (n,).
+    On a path with a B format of its own (``b_fmt``) ``b`` holds that format.  A block-scaled path
+    (``scale_fmt``) also needs the scale factors ``sa`` and ``sb``, shape (n, ceil(K / scale_block))
+    (:mod:`tcsmt.block_scale`); any other path refuses them.
     """
     if not isinstance(p, ModelParams):
         raise TcsmtError(f"simulate_params needs ModelParams (from tcsmt.resolve), not {type(p).__name__}")
     fin, fc, fout = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
-    ab, bb, cb = dot_patterns(a, b, c, fin, fc, bits, b_fmt=get_format(p.b_fmt) if p.b_fmt else None)
+    ab, bb, cb = dot_patterns(a, b, c, fin, fc, bits, b_fmt=get_format(p.b_format))
     n, K = ab.shape
+    sap, sbp = scale_patterns(p, sa, sb, n, K, bits)
     out = np.empty(n, dtype=fout.dtype)
     for s in range(0, n, CHUNK):
         e = min(n, s + CHUNK)
         a_cols = [ab[s:e, k] for k in range(K)]
         b_cols = [bb[s:e, k] for k in range(K)]
-        d = sem.dot(_B, p, a_cols, b_cols, cb[s:e])
+        sa_cols = [sap[s:e, j] for j in range(sap.shape[1])] if sap is not None else []
+        sb_cols = [sbp[s:e, j] for j in range(sbp.shape[1])] if sbp is not None else []
+        d = sem.dot(_B, p, a_cols, b_cols, cb[s:e], sa_cols, sb_cols)
         out[s:e] = np.asarray(d).astype(fout.dtype)
     return out
 
 
 def simulate(arch: str, a, b, c, in_fmt: str, out_fmt: str, instr: str | None = None, *,
-             bits: bool = False) -> np.ndarray:
+             bits: bool = False, sa=None, sb=None) -> np.ndarray:
     """Simulate ``arch`` (a model spec: ``volta``, ``volta:carry_bits=2``, ``exact`` ...) on one path.
 
-    Inputs as :func:`simulate_params` describes (``bits=True``: integer arrays are bit patterns).
+    Inputs as :func:`simulate_params` describes (``bits=True``: integer arrays are bit patterns;
+    ``sa``, ``sb``: the scale factors of a block-scaled path).
     """
     p = resolve(arch, in_fmt, out_fmt, instr)
-    return simulate_params(p, a, b, c, bits=bits)
+    return simulate_params(p, a, b, c, bits=bits, sa=sa, sb=sb)

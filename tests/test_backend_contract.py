@@ -37,17 +37,25 @@ def _cases():
 
 
 def _inputs(p: ModelParams, K: int):
-    fin, fc = get_format(p.in_fmt), get_format(p.c_fmt)
+    fin, fb, fc = get_format(p.in_fmt), get_format(p.b_format), get_format(p.c_fmt)
     rng = np.random.default_rng(zlib.crc32(p.name.encode()))
     a = [_random_patterns(rng, fin, (N_EACH, K), m) for m in ("bits", "narrow", "wide")]
-    b = [_random_patterns(rng, fin, (N_EACH, K), m) for m in ("bits", "narrow", "wide")]
+    b = [_random_patterns(rng, fb, (N_EACH, K), m) for m in ("bits", "narrow", "wide")]
     c = [_random_patterns(rng, fc, (N_EACH,), m) for m in ("bits", "narrow", "wide")]
-    ea, ec = _edge_patterns(fin), _edge_patterns(fc)
+    ea, eb, ec = _edge_patterns(fin), _edge_patterns(fb), _edge_patterns(fc)
     a.append(ea[rng.integers(0, len(ea), size=(N_EACH, K))])
-    b.append(ea[rng.integers(0, len(ea), size=(N_EACH, K))])
+    b.append(eb[rng.integers(0, len(eb), size=(N_EACH, K))])
     c.append(ec[rng.integers(0, len(ec), size=N_EACH)])
-    return (np.concatenate(a).astype(fin.dtype), np.concatenate(b).astype(fin.dtype),
-            np.concatenate(c).astype(fc.dtype))
+    scales = {}
+    if p.scale_fmt:  # block-scaled: every scale pattern (NaN included), a third of them 1.0 .. 2^+-3
+        fs = get_format(p.scale_fmt)
+        shape = (4 * N_EACH, -(-K // p.scale_block))
+        for name in ("sa", "sb"):
+            near = (rng.integers(fs.bias - 3, fs.bias + 4, size=shape) << fs.frac_bits)
+            scales[name] = np.where(rng.random(shape) < 0.3, near,
+                                    rng.integers(0, 1 << fs.storage_bits, size=shape)).astype(np.uint8)
+    return (np.concatenate(a).astype(fin.dtype), np.concatenate(b).astype(fb.dtype),
+            np.concatenate(c).astype(fc.dtype), scales)
 
 
 @pytest.mark.parametrize("p", _cases())
@@ -55,9 +63,11 @@ def test_semantics_bounds_hold(p):
     K = p.instr_k or 2 * (p.block_k or 2)  # library chains: two blocks through the accumulator
     if p.in_fmt == "fp64":
         K = 2
-    a, b, c = _inputs(p, K)
-    d = sem.dot(CheckedNumpyBackend(), p, [a[:, k] for k in range(K)], [b[:, k] for k in range(K)], c)
-    expect = simulate_params(p, a, b, c)
+    a, b, c, scales = _inputs(p, K)
+    cols = {k: [v[:, j] for j in range(v.shape[1])] for k, v in scales.items()}
+    d = sem.dot(CheckedNumpyBackend(), p, [a[:, k] for k in range(K)], [b[:, k] for k in range(K)], c,
+                cols.get("sa", []), cols.get("sb", []))
+    expect = simulate_params(p, a, b, c, **scales)
     assert np.array_equal(np.asarray(d).astype(expect.dtype), expect)
 
 

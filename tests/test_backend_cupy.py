@@ -19,8 +19,8 @@ def _gpu_paths():
     for arch, path in all_paths():
         p = path.params
         if p.window_frac_bits is None or p.c_mode in ("after", "after_instr", "after_sum") or p.in_fmt == "fp64" \
-                or p.reduction != "chain":
-            continue  # needs integers wider than 62 bits: CPU only
+                or p.reduction != "chain" or p.scale_fmt:
+            continue  # needs integers wider than 62 bits, or block scales: CPU only
         out.append(pytest.param(p, id=p.name))
     return out
 
@@ -30,9 +30,10 @@ def _random(p, n, seed=3):
     fin, fc = get_format(p.in_fmt), get_format(p.c_fmt)
     K = 2 * (p.instr_k or p.block_k)  # two instructions, or two blocks of a library chain
     a = rng.integers(0, 1 << (fin.storage_bits - fin.pad_bits), (n, K)).astype(np.uint64) << np.uint64(fin.pad_bits)
-    b = rng.integers(0, 1 << (fin.storage_bits - fin.pad_bits), (n, K)).astype(np.uint64) << np.uint64(fin.pad_bits)
+    fb = get_format(p.b_format)
+    b = rng.integers(0, 1 << (fb.storage_bits - fb.pad_bits), (n, K)).astype(np.uint64) << np.uint64(fb.pad_bits)
     c = rng.integers(0, 1 << fc.storage_bits, n).astype(np.uint64)
-    return a.astype(fin.dtype), b.astype(fin.dtype), c.astype(fc.dtype)
+    return a.astype(fin.dtype), b.astype(fb.dtype), c.astype(fc.dtype)
 
 
 @pytest.mark.parametrize("p", _gpu_paths())

@@ -20,7 +20,7 @@ from pysmt.shortcuts import Solver
 from tcsmt.formats import Format, get_format
 from tcsmt.registry import REFERENCES, all_paths, reference_params, resolve
 from tcsmt.simulator import simulate_params
-from tcsmt.smt_encode import make_inputs, output_term
+from tcsmt.smt_encode import inputs_for, make_inputs, output_term
 from tcsmt.smt_eval import evaluate
 
 N_RANDOM = 10_000
@@ -53,28 +53,39 @@ def _random_patterns(rng, fmt: Format, shape, mode: str) -> np.ndarray:
     return (x << np.uint64(fmt.pad_bits)).astype(np.uint64)
 
 
-def _inputs(rng, fin: Format, fc: Format, K: int):
+def _inputs(rng, fin: Format, fc: Format, K: int, fb: Format | None = None):
+    fb = fb or fin
     parts_a, parts_b, parts_c = [], [], []
     n_each = N_RANDOM // 3 + 1
     for mode in ("bits", "narrow", "wide"):
         parts_a.append(_random_patterns(rng, fin, (n_each, K), mode))
-        parts_b.append(_random_patterns(rng, fin, (n_each, K), mode))
+        parts_b.append(_random_patterns(rng, fb, (n_each, K), mode))
         parts_c.append(_random_patterns(rng, fc, (n_each,), mode))
-    ea, ec = _edge_patterns(fin), _edge_patterns(fc)
+    ea, eb, ec = _edge_patterns(fin), _edge_patterns(fb), _edge_patterns(fc)
     m = 2000  # edge cases mixed with each other
     parts_a.append(ea[rng.integers(0, len(ea), size=(m, K))])
-    parts_b.append(ea[rng.integers(0, len(ea), size=(m, K))])
+    parts_b.append(eb[rng.integers(0, len(eb), size=(m, K))])
     parts_c.append(ec[rng.integers(0, len(ec), size=m)])
     return np.concatenate(parts_a), np.concatenate(parts_b), np.concatenate(parts_c)
 
 
-def _env(inp, a, b, c):
+def _scales(rng, fs: Format, shape) -> np.ndarray:
+    """Scale patterns: any pattern (NaN included), or near 1 (exponent field within +-3 of the bias)."""
+    any_ = rng.integers(0, 1 << fs.storage_bits, size=shape)
+    near = (rng.integers(fs.bias - 3, fs.bias + 4, size=shape) << fs.frac_bits) | rng.integers(0, 1 << fs.frac_bits, size=shape)
+    return np.where(rng.random(shape) < 0.5, any_, near).astype(np.uint64)
+
+
+def _env(inp, a, b, c, sa=None, sb=None):
     def col(x):
         return x.astype(object) if x.dtype == np.uint64 and int(x.max(initial=0)) >> 62 else x.astype(np.int64)
 
     env = {inp.symbol_of(f"a{i}"): col(a[:, i]) for i in range(inp.K)}
     env.update({inp.symbol_of(f"b{i}"): col(b[:, i]) for i in range(inp.K)})
     env[inp.symbol_of("c")] = col(c)
+    for j in range(len(inp.sa)):
+        env[inp.symbol_of(f"sa{j}")] = col(sa[:, j])
+        env[inp.symbol_of(f"sb{j}")] = col(sb[:, j])
     return env
 
 
@@ -100,15 +111,18 @@ def test_smt_term_equals_simulator(p):
     K = p.instr_k or 2 * (p.block_k or 2)  # library chains (instr_k = 0): two blocks through the accumulator
     if fin.name == "fp64":
         K = 2  # fp64 FMAs need Python integers; two instructions' worth of chaining still shows
+    fb = get_format(p.b_format)
     rng = np.random.default_rng(zlib.crc32(p.name.encode()))
-    a, b, c = _inputs(rng, fin, fc, K)
-    fb = get_format(p.b_fmt) if p.b_fmt else fin  # a mixed path: B drawn in its own format
-    if p.b_fmt:
-        b = _inputs(rng, fb, fc, K)[1]
-    expect = simulate_params(p, a.astype(fin.dtype), b.astype(fb.dtype), c.astype(fc.dtype)).astype(np.uint64)
-    inp = make_inputs(p.in_fmt, p.c_fmt, K, b_fmt=p.b_fmt)
+    a, b, c = _inputs(rng, fin, fc, K, fb)
+    inp = inputs_for(p, K)
+    scales = {}
+    if p.scale_fmt:  # block-scaled: scale factors too
+        fs = get_format(p.scale_fmt)
+        scales = {"sa": _scales(rng, fs, (len(a), len(inp.sa))), "sb": _scales(rng, fs, (len(a), len(inp.sb)))}
+    expect = simulate_params(p, a.astype(fin.dtype), b.astype(fb.dtype), c.astype(fc.dtype),
+                             **{k: v.astype(np.uint8) for k, v in scales.items()}).astype(np.uint64)
     term = output_term(p, inp)
-    got = np.asarray(evaluate(term, _env(inp, a, b, c))).astype(np.uint64)
+    got = np.asarray(evaluate(term, _env(inp, a, b, c, **scales))).astype(np.uint64)
     bad = np.nonzero(got != expect)[0]
     assert len(a) >= 10_000
     assert bad.size == 0, (
