@@ -85,7 +85,7 @@ def _nv(arch: str, *, bf16: bool = True, tf32: bool = True, carry: str = "", flo
         q.append(Question("zero-operands", arch, f"{arch}:zero_exp126", "tf32", "fp32", "mma", k8))
     q.append(Question("overflow", arch, f"{arch}:overflow_max", wide, "fp32", "mma", kw))
     q.append(Question("zero-sign", arch, f"{arch}:zero_ieee", wide, "fp32", "mma", kw, where=zero_hint))
-    q.append(Question("zero-sign", arch, f"{arch}:zero_plus", "fp16", "fp32", "mma", kw))
+    q.append(Question("zero-sign", arch, f"{arch}:zero_positive", "fp16", "fp32", "mma", kw))
     if carry:
         q.append(Question("carry-bits", arch, f"{arch}:{carry}", "fp16", "fp32", "mma", kw))
     tiny = ",".join(x for x in (first, _TINY) if x)
@@ -100,7 +100,7 @@ def _nv(arch: str, *, bf16: bool = True, tf32: bool = True, carry: str = "", flo
 
 QUESTIONS: dict[str, list[Question]] = {
     "volta": [
-        Question("zero-sign", "volta", "volta:zero_plus", "fp16", "fp32", "mma", 16),
+        Question("zero-sign", "volta", "volta:zero_positive", "fp16", "fp32", "mma", 16),
         Question("carry-bits", "volta", "volta:carry_unbounded", "fp16", "fp32", "mma", 16),
         # one m8n8k4 instruction: +0 products padded after it leave an fp16 result unchanged (checked on build)
         Question("floor", "volta", "volta:no_floor", "fp16", "fp16", "mma", 4),
@@ -109,7 +109,7 @@ QUESTIONS: dict[str, list[Question]] = {
         Question("turing-block", "turing", "turing:blocks4", "fp16", "fp32", "mma", 16, where=_zero_from(8, 16)),
         Question("turing-block", "turing", "turing:blocks4", "fp16", "fp16", "mma", 16, where=_zero_from(8, 16)),
         Question("carry-bits", "turing", "turing:carry3", "fp16", "fp32", "mma", 16),
-        Question("zero-sign", "turing", "turing:zero_plus", "fp16", "fp32", "mma", 16),
+        Question("zero-sign", "turing", "turing:zero_positive", "fp16", "fp32", "mma", 16),
     ],
     "ampere": _nv("ampere", carry="carry3", zero_hint=_TWO_BLOCK_UNDERFLOW),
     "ada": _nv("ada", carry="carry3", zero_hint=_TWO_BLOCK_UNDERFLOW, extra=(
@@ -120,7 +120,7 @@ QUESTIONS: dict[str, list[Question]] = {
         Question("zero-operands", "blackwell", "blackwell:zero_exp126", "bf16", "fp32", "tcgen05", 16),
         Question("floor", "blackwell", "blackwell:no_floor", "bf16", "fp32", "tcgen05", 16, where=_TINY),
         Question("overflow", "blackwell", "blackwell:overflow_max", "bf16", "fp32", "tcgen05", 16),
-        Question("zero-sign", "blackwell", "blackwell:zero_plus", "fp16", "fp32", "tcgen05", 16),
+        Question("zero-sign", "blackwell", "blackwell:zero_positive", "fp16", "fp32", "tcgen05", 16),
     )),
     "cdna1": [
         Question("cdna-reduction", "cdna1", "cdna1:pairwise4", "fp16", "fp32", "mfma", 8, where=_zero_from(4, 8)),

@@ -30,9 +30,15 @@ Proof sketch, fact by fact (``S`` is a stage's exact sum, ``r`` its rounded resu
   format's largest value with ``fb`` fraction bits, and at most ``S``'s peak rounded up.  An
   infinite or NaN result reaches the next stage as a special (significand 0, a flag), which adds
   nothing to the finite sums.
-* ``zero_sign``: :func:`tcsmt.semantics.sum_and_round` reads it only for a non-zero ``S`` whose
-  rounded result is zero.  With ``|S| >= 2^g`` and ``g >= emin - fb`` (subnormals kept; ``g >= emin``
-  when they are flushed) no stage rounds a non-zero sum to zero: inert.
+* ``zero_sign``: :func:`tcsmt.semantics.sum_and_round` reads it for a non-zero ``S`` whose rounded
+  result is zero (``positive`` and ``plus`` give +0, ``ieee`` the sign of ``S``), and ``plus`` also for
+  a zero ``S`` whose IEEE sign is negative: every addend a -0 (a product is -0 whenever one factor is a
+  zero and the signs differ, so a block of products alone, or with a C that may be -0, can be), or an
+  exact cancellation rounded toward -inf.  With ``|S| >= 2^g`` and ``g >= emin - fb`` (subnormals kept;
+  ``g >= emin`` when they are flushed) no stage rounds a non-zero sum to zero, so ``positive`` is the
+  same function as ``ieee``: inert; ``plus`` is so only where, besides, no stage can sum -0 addends
+  only and none rounds with ``rd`` (``after_instr``, whose blocks start from a known +0: +0 + -0 is
+  +0).
 * ``overflow_result``: read only where a rounding overflows with a mode other than RNE (RNE gives inf
   with both values).  A stage whose ``S`` peak is at most the largest finite value with ``fb``
   fraction bits never overflows (rounding is monotone and that value is representable): inert when
@@ -75,10 +81,12 @@ _NP = NumpyBackend()
 
 @dataclass(frozen=True)
 class Span:
-    """What a stage's value can be: every non-zero value is a multiple of 2^grid and at most peak."""
+    """What a stage's value can be: every non-zero value is a multiple of 2^grid and at most peak; ``neg_zero``:
+    it may be -0 (by IEEE sign rules, as ``zero_sign = ieee`` computes it)."""
 
     grid: int
     peak: Fraction
+    neg_zero: bool = True
 
 
 def _values_of(fmt: Format) -> Span:
@@ -95,6 +103,7 @@ class _Facts:
     """What the stages of one instruction can do (True: the parameter may matter)."""
 
     zero: bool = False        # a non-zero sum may round to zero (zero_sign read)
+    neg_zero: bool = False    # a zero sum may carry a -0 by IEEE rules (zero_sign = plus read)
     overflow: bool = False    # a directed rounding may overflow (overflow_result read)
     subnormal: bool = False   # a rounding result may be subnormal (subnormal_out read)
     carry: bool = False       # some block's sum may reach the carry bits
@@ -104,15 +113,19 @@ class _Facts:
 
 def _round(f: _Facts, s: Span, fmt: Format, fb: int, mode: str, keep_sub: bool) -> Span:
     """A rounding stage (:func:`tcsmt.semantics.round_to` of S into ``fmt`` with ``fb`` bits)."""
-    if s.grid < (fmt.emin - fb if keep_sub else fmt.emin):
+    underflow = s.grid < (fmt.emin - fb if keep_sub else fmt.emin)
+    if underflow:
         f.zero = True
+    neg_zero = s.neg_zero or mode == "rd" or underflow  # all -0 addends, an rd cancellation, a negative underflow
+    if neg_zero:
+        f.neg_zero = True
     if s.grid < fmt.emin:
         f.subnormal = True
     top = _largest(fmt, fb)
     if s.peak > top and mode != "rne":
         f.overflow = True
     up = s.peak * (1 + Fraction(1, 1 << fb)) + Fraction(2) ** (fmt.emin - fb)
-    return Span(max(s.grid, fmt.emin - fb), min(up, top))
+    return Span(max(s.grid, fmt.emin - fb), min(up, top), neg_zero)
 
 
 def _block_window(f: _Facts, p: ModelParams, n: int, c_span: Span | None, c_fmt: Format, c_zero: bool,
@@ -140,7 +153,9 @@ def _block_window(f: _Facts, p: ModelParams, n: int, c_span: Span | None, c_fmt:
         if p.align != "trunc":
             peak += len(spans) * Fraction(2) ** (e_max - F)
     grid = min((s.grid for s in spans), default=0)
-    return Span(grid, peak)
+    # every product may be -0 (a zero factor, signs differing); C: a known +0 never, else as its span says
+    neg_zero = not (with_c and (c_zero or (c_span is not None and not c_span.neg_zero)))
+    return Span(grid, peak, neg_zero)
 
 
 def _facts(p: ModelParams) -> _Facts | None:
@@ -162,7 +177,8 @@ def _facts(p: ModelParams) -> _Facts | None:
             part = _round(f, _block_window(f, p, n, None, cur_fmt, False, False), acc, p.block_frac_bits,
                           p.block_round, p.subnormal_out)
             spans = [part] + ([cur] if cur is not None else [])
-            s = Span(min(x.grid for x in spans), sum((x.peak for x in spans), Fraction(0)))
+            s = Span(min(x.grid for x in spans), sum((x.peak for x in spans), Fraction(0)),
+                     all(x.neg_zero for x in spans))
             cur = _round(f, s, acc, acc.frac_bits, p.c_round, p.subnormal_out)
         else:
             s = _block_window(f, p, n, cur, cur_fmt, cur_zero, True)
@@ -170,7 +186,7 @@ def _facts(p: ModelParams) -> _Facts | None:
         cur_fmt, cur_zero = acc, False
     assert cur is not None
     if p.c_mode == "after_instr":  # + the instruction's C, exact and rounded once
-        s = Span(min(cur.grid, c_span.grid), cur.peak + c_span.peak)
+        s = Span(min(cur.grid, c_span.grid), cur.peak + c_span.peak, cur.neg_zero and c_span.neg_zero)
         cur = _round(f, s, acc, acc.frac_bits, p.c_round, p.subnormal_out)
     if out != acc:
         _round(f, cur, out, out.frac_bits, p.out_round, p.subnormal_out)
@@ -189,7 +205,7 @@ def inert_parameters(p: ModelParams) -> dict[str, Any]:
         ch = dict(sem.unread_parameters(q))
         f = _facts(q)
         if f is not None:
-            if not f.zero:
+            if not f.zero and (q.zero_sign != "plus" or not f.neg_zero):
                 ch["zero_sign"] = "ieee"
             if not f.overflow:
                 ch["overflow_result"] = "ieee"

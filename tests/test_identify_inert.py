@@ -165,3 +165,26 @@ def test_uniform_stage_fills_the_carry_bits():
     B = np.array([row[1]], dtype=np.uint8)
     C = np.array([row[2]], dtype=np.uint32)
     assert simulate_params(h1.params, A, B, C)[0] != simulate_params(h2.params, A, B, C)[0]
+
+
+@pytest.mark.parametrize("spec,in_fmt,out_fmt,instr,inert", [
+    ("ampere", "fp16", "fp32", "mma", False),     # C joins the block: a block of -0 products and C = -0
+    ("hopper", "e4m3", "fp16", "wgmma", False),
+    ("hopper", "e4m3", "fp32", "mma", True),       # after_instr: the blocks start from +0, +0 + -0 = +0
+    ("blackwell", "e5m2", "fp32", "mma", True),
+])
+def test_plus_is_inert_only_without_all_negative_zero_sums(spec, in_fmt, out_fmt, instr, inert):
+    """zero_sign = plus (every zero +0) differs from ieee on a sum of -0 terms only, which IEEE 754 (sec. 6.3)
+    makes -0: -0 * 1 on every product and C = -0.  Where a block can sum -0 terms only the pass must keep
+    plus; on the after_instr paths no stage can, and plus is inert (the simulator agrees either way)."""
+    p = dataclasses.replace(resolve(spec, in_fmt, out_fmt, instr), zero_sign="plus")
+    assert ("zero_sign" in inert_parameters(p)) is inert
+    fin, fc = get_format(p.in_fmt), get_format(p.c_fmt)
+    fb = get_format(p.b_fmt or p.in_fmt)
+    A = np.full((1, p.instr_k), 1 << (fin.storage_bits - 1), dtype=fin.dtype)  # -0
+    B = np.full((1, p.instr_k), fb.pack_fields(0, fb.bias, 0), dtype=fb.dtype)  # 1.0
+    C = np.array([1 << (fc.storage_bits - 1)], dtype=fc.dtype)  # -0
+    assert int(simulate_params(p, A, B, C)[0]) == 0
+    ieee = int(simulate_params(dataclasses.replace(p, zero_sign="ieee"), A, B, C)[0])
+    assert ieee == (0 if inert else 1 << (get_format(p.out_fmt).storage_bits - 1))
+    assert int(simulate_params(canonical(p), A, B, C)[0]) == 0

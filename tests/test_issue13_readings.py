@@ -33,12 +33,24 @@ def test_zero_product_joins_the_alignment_at_minus_126():
     assert _hex("ampere:zero_exp126", a, b, [0.0], "bf16", "fp32") == 0
 
 
-def test_all_negative_zero_sum_sign():
-    """IEEE 754 (sec. 6.3): a sum of -0 terms is -0 (the primary reading); MMA-Sim (arithmetic.py L182-193)
-    returns +0 for every zero sum (zero_sign = plus)."""
+@pytest.mark.parametrize("arch", ["volta", "turing", "ampere", "ada", "blackwell"])
+def test_all_negative_zero_sum_sign(arch):
+    """Products -0 * 1 and 0 * -1 and C = -0: every addend is -0.  The primary reading gives +0 (zero_sign =
+    plus): MMA-Sim returns +0 for every zero sum (arithmetic.py L182-193) and the H100 gives +0 for every
+    all-(-0) block (hwcheck/results/h100_issue13_questions.json); IEEE 754 (sec. 6.3) gives -0, the reading
+    replaced (ARCH:zero_positive)."""
     a, b = [[-0.0, 0.0]], [[1.0, -1.0]]
-    assert _hex("ampere", a, b, [-0.0], "bf16", "fp32") == 0x80000000
-    assert _hex("ampere:zero_plus", a, b, [-0.0], "bf16", "fp32") == 0
+    assert _hex(arch, a, b, [-0.0], "fp16", "fp32") == 0
+    assert _hex(f"{arch}:zero_positive", a, b, [-0.0], "fp16", "fp32") == 0x80000000
+    if arch != "volta" and arch != "turing":
+        assert _hex(arch, a, b, [-0.0], "bf16", "fp32") == 0
+
+
+def test_fp64_keeps_ieee_zero_signs():
+    """Ampere's fp64 path is a chain of IEEE FMAs (seed 001 Table IV): -0 * 1 + -0 = -0 (IEEE 754 sec. 6.3);
+    zero_sign = plus is for the non-fp64 paths only (the H200 pins IEEE signs on Hopper's fp64 path,
+    models/hopper.toml)."""
+    assert _hex("ampere", [[-0.0]], [[1.0]], [-0.0], "fp64", "fp64") == 0x8000000000000000
 
 
 def test_three_wrapping_carry_bits_break_ordinary_sums():

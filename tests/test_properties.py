@@ -178,10 +178,14 @@ def test_nan_and_inf(arch):
 
 
 def test_zero_signs():
-    """A zero result is -0 only when every addend is a (negative) zero (ModelParams docstring)."""
-    assert _one("volta", [-0.0, 0, 0, 0], [1, 0, 0, 0], -0.0)[0] == 0  # +0 products among the addends
-    assert _one("volta", [-0.0] * 4, [1] * 4, -0.0)[0] == 0x80000000
-    assert _one("volta", [1, 0, 0, 0], [1, 0, 0, 0], -1.0)[0] == 0  # exact cancellation: +0
+    """zero_sign = ieee / positive: a zero result is -0 only when every addend is a (negative) zero (IEEE 754
+    sec. 6.3; ModelParams docstring); zero_sign = plus (Volta's primary reading, MMA-Sim's): always +0."""
+    for spec in ("volta:zero_positive", "volta:zero_ieee"):
+        assert _one(spec, [-0.0, 0, 0, 0], [1, 0, 0, 0], -0.0)[0] == 0  # +0 products among the addends
+        assert _one(spec, [-0.0] * 4, [1] * 4, -0.0)[0] == 0x80000000
+        assert _one(spec, [1, 0, 0, 0], [1, 0, 0, 0], -1.0)[0] == 0  # exact cancellation: +0
+    assert _one("volta", [-0.0] * 4, [1] * 4, -0.0)[0] == 0
+    assert _one("volta", [1, 0, 0, 0], [1, 0, 0, 0], -1.0)[0] == 0
 
 
 # ------------------------------------------------------------ bad inputs

@@ -49,7 +49,7 @@ EXTRA = [  # hypotheses and overrides that exercise other parameter values
     "volta:carry2", "volta:rne_inside", "turing:like_volta", "ampere:carry4", "cdna2:pairwise", "cdna1:fttn3",
     "hopper:carry_bits=3,overflow=saturate", "ampere:align=floor", "ampere:product_exponent=normalized",
     "hopper:block_round=ru", "hopper:block_round=rd", "volta:align_floor=-5", "ada:subnormal_in=false,subnormal_out=false",
-    "blackwell:paper25", "ampere:zero_exp126", "volta:zero_plus", "turing:blocks4", "hopper:zero_exponent=-126",
+    "blackwell:paper25", "ampere:zero_exp126", "volta:zero_positive", "turing:blocks4", "hopper:zero_exponent=-126",
     "ampere:zero_exponent=-100,zero_sign=plus", "cdna3:c_drop=3,late_align=trunc", "cdna3:product_groups=2,sum_frac_bits=26",
     "cdna3:zeros_left_out,late_align=rne",
 ]
