@@ -28,6 +28,19 @@ from .paths import pad_k
 from .runner import run_dot
 
 
+def padded_rows(inputs) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of A and B of an input file, zero-padded to a whole number of the path's instructions
+    (``pad_k``; a zero product changes no output)."""
+    spec = inputs.spec
+    n, Kp = len(inputs.a), pad_k(max(len(x) for x in inputs.a), spec)
+    a = np.zeros((n, Kp), dtype=spec.fin.dtype)
+    b = np.zeros_like(a)
+    for i in range(n):
+        a[i, :len(inputs.a[i])] = inputs.a[i]
+        b[i, :len(inputs.b[i])] = inputs.b[i]
+    return a, b
+
+
 def run_question(dev, path: str, instr: str, runner: ModelRunner) -> dict[str, Any]:
     """One file on one instruction family: every row with the device's and the models' bits."""
     inputs = load_inputs(path, instr=instr)
@@ -36,14 +49,8 @@ def run_question(dev, path: str, instr: str, runner: ModelRunner) -> dict[str, A
     if why:
         return {"file": path, "path": spec.label, "skipped": why}
     models = resolve_models(inputs.models, spec)
-    K = max(len(x) for x in inputs.a)
-    Kp = pad_k(K, spec)
-    n = len(inputs.a)
-    a = np.zeros((n, Kp), dtype=spec.fin.dtype)
-    b = np.zeros_like(a)
-    for i in range(n):
-        a[i, :len(inputs.a[i])] = inputs.a[i]
-        b[i, :len(inputs.b[i])] = inputs.b[i]
+    a, b = padded_rows(inputs)
+    n, Kp = a.shape
     c = inputs.c
     d = run_dot(spec, a, b, c, device=dev)
     preds = {label: runner.simulate(p, a, b, c) for label, p in models}

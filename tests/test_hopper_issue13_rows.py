@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tcsmt.hwcheck.check import load_inputs, resolve_models
-from tcsmt.hwcheck.paths import find_path, pad_k
+from tcsmt.hwcheck.paths import find_path
+from tcsmt.hwcheck.questions import padded_rows
 
 from tcsmt.simulator import simulate_params
 
@@ -36,14 +37,8 @@ def _questions() -> list[dict]:
 def _padded(q: dict):
     inputs = load_inputs(str(REPO / q["file"]), instr=q["path"].split("/")[1])
     spec = inputs.spec
-    Kp = pad_k(max(len(x) for x in inputs.a), spec)
-    assert Kp == q["k"]
-    n = len(inputs.a)
-    a = np.zeros((n, Kp), dtype=spec.fin.dtype)
-    b = np.zeros_like(a)
-    for i in range(n):
-        a[i, :len(inputs.a[i])] = inputs.a[i]
-        b[i, :len(inputs.b[i])] = inputs.b[i]
+    a, b = padded_rows(inputs)
+    assert a.shape[1] == q["k"]
     gpu = np.array([int(x, 16) for x in q["gpu"]], dtype=spec.fout.dtype)
     return spec, a, b, inputs.c, gpu
 
