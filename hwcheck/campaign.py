@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import files
+from ..cli_errors import script_errors
 from ..cli_options import NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_INT, argparse_type
 from ..errors import TcsmtError
 from .check import ModelRunner, default_jobs, git_commit, resolve_models, result_json, run_random, summary_table
@@ -29,6 +30,7 @@ from .paths import PATHS
 from .runner import check_layout
 
 
+@script_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tcsmt.hwcheck.campaign", description=__doc__.split("\n")[0])
     ap.add_argument("--arch", required=True)
@@ -48,13 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dump-tiles", type=argparse_type(POSITIVE_INT), default=256, help="tiles per path and distribution in --dump")
     ap.add_argument("--force", action="store_true", help="overwrite --out and --dump (regular files only)")
     args = ap.parse_args(argv)
-    try:
-        return _run(args)
-    except TcsmtError as exc:
-        print(f"tcsmt: error: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        files.release_all()  # --out / --dump claimed but never written
+    return _run(args)
 
 
 def _run(args) -> int:

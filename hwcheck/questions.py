@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import files
+from ..cli_errors import script_errors
 from ..errors import TcsmtError
 from .check import ModelRunner, default_jobs, git_commit, hex_bits, load_inputs, resolve_models
 from .device import get_device
@@ -99,6 +100,7 @@ def doc_path(q: dict[str, Any], doc: dict[str, Any], root: str) -> str:
     return name if Path(name).is_file() else str(Path(root or ".") / name)
 
 
+@script_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tcsmt.hwcheck.questions", description=__doc__.split("\n")[0])
     ap.add_argument("files", nargs="+", help="FILE.json or FILE.json:mma,wgmma")
@@ -107,36 +109,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--root", default="", help="question file names are written relative to this folder")
     args = ap.parse_args(argv)
-    try:
-        out = files.output(args.out, args.force)
-        dev = get_device(args.device)
-        doc: dict[str, Any] = {"tool": "tcsmt.hwcheck.questions", "tcsmt_commit": git_commit(),
-                               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                               "device": dev.info(), "questions": []}
-        status = 0
-        with ModelRunner(min(4, default_jobs())) as runner:
-            for item in args.files:
-                path, _, fams = item.partition(":")
-                for instr in (fams.split(",") if fams else [""]):
-                    try:
-                        rec = run_question(dev, path, instr or None, runner)  # type: ignore[arg-type]
-                    except TcsmtError as exc:  # one file's problem (a path or model it lacks): the others run
-                        rec = {"file": path, "instr": instr, "path": "?", "skipped": str(exc)}
-                    doc["questions"].append(rec)
-                    if "skipped" in rec:
-                        print(f"{path} [{rec['path']}]: skipped ({rec['skipped']})", file=sys.stderr)
-                        continue
-                    v = ", ".join(f"{m}: {r['mismatches']}/{r['rows']}" for m, r in rec["verdict"].items())
-                    print(f"{path} [{rec['path']}] {v}", flush=True)
-                    if rec["verdict"][rec["models"][0]]["mismatches"]:
-                        status = 1
-        out.write_json(compact(doc, args.root))
-        return status
-    except TcsmtError as exc:
-        print(f"tcsmt: error: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        files.release_all()
+    out = files.output(args.out, args.force)
+    dev = get_device(args.device)
+    doc: dict[str, Any] = {"tool": "tcsmt.hwcheck.questions", "tcsmt_commit": git_commit(),
+                           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "device": dev.info(), "questions": []}
+    status = 0
+    with ModelRunner(min(4, default_jobs())) as runner:
+        for item in args.files:
+            path, _, fams = item.partition(":")
+            for instr in (fams.split(",") if fams else [""]):
+                try:
+                    rec = run_question(dev, path, instr or None, runner)  # type: ignore[arg-type]
+                except TcsmtError as exc:  # one file's problem (a path or model it lacks): the others run
+                    rec = {"file": path, "instr": instr, "path": "?", "skipped": str(exc)}
+                doc["questions"].append(rec)
+                if "skipped" in rec:
+                    print(f"{path} [{rec['path']}]: skipped ({rec['skipped']})", file=sys.stderr)
+                    continue
+                v = ", ".join(f"{m}: {r['mismatches']}/{r['rows']}" for m, r in rec["verdict"].items())
+                print(f"{path} [{rec['path']}] {v}", flush=True)
+                if rec["verdict"][rec["models"][0]]["mismatches"]:
+                    status = 1
+    out.write_json(compact(doc, args.root))
+    return status
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ output names it claimed but did not write are removed (:func:`tcsmt.files.releas
 """
 from __future__ import annotations
 
+import functools
 import sys
 import traceback
+from collections.abc import Callable
 
 import click
 
@@ -57,3 +59,25 @@ class Group(OneLineErrors, click.Group):
 
 class Command(OneLineErrors, click.Command):
     """A command that also gives one-line errors when invoked on its own."""
+
+
+def script_errors(main: Callable[..., int]) -> Callable[..., int]:
+    """The same trap for the ``python -m`` scripts (argparse mains returning an exit status): a
+    TcsmtError is one line and status 2, an InternalError keeps its traceback and gives 70, and the
+    output names claimed but not written are released."""
+
+    @functools.wraps(main)
+    def run(*args, **kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except TcsmtError as exc:
+            print(f"tcsmt: error: {exc}", file=sys.stderr)
+            return 2
+        except InternalError as exc:
+            traceback.print_exc()
+            print(f"tcsmt: {exc}\ntcsmt: this is a bug in tcsmt; please report it", file=sys.stderr)
+            return INTERNAL_ERROR_EXIT
+        finally:
+            files.release_all()
+
+    return run

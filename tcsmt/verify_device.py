@@ -25,6 +25,7 @@ import numpy as np
 from . import files
 from . import verify_schemes as VS
 from .backend_numpy import NumpyBackend
+from .cli_errors import script_errors
 from .errors import TcsmtError
 from .formats import FP32
 from .params import ModelParams
@@ -93,6 +94,7 @@ def _parse_witness(text: str) -> tuple[list[int], list[int]]:
         raise TcsmtError(f"--witness takes hex fp32 patterns 'a0,a1,...;b0,b1,...', not {text!r}") from exc
 
 
+@script_errors
 def main(argv: list[str] | None = None) -> int:
     from .cli_options import NON_NEGATIVE_INT, POSITIVE_INT, argparse_type
 
@@ -108,49 +110,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="")
     ap.add_argument("--force", action="store_true", help="overwrite --out (a regular file only)")
     args = ap.parse_args(argv)
-    try:
-        out = files.output(args.out, args.force) if args.out else None  # claimed before the device runs
-        from .hwcheck.device import get_device
+    out = files.output(args.out, args.force) if args.out else None  # claimed before the device runs
+    from .hwcheck.device import get_device
 
-        device = get_device(args.device)
-        p = resolve(args.arch, "fp16", "fp32", "mma")
-        algos = [a.strip() for a in args.algos.split(",") if a.strip()]
-        rng = np.random.default_rng(args.seed)
-        report: dict = {"tool": "python -m tcsmt.verify_device", "arch": args.arch, "model": p.name,
-                        "device": getattr(device, "describe", lambda: args.device)(),
-                        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-                        "k": args.k, "ranges": {}, "witnesses": []}
-        for rng_text in args.ranges.split(","):
-            dom: Domain = parse_range(rng_text)
-            a, b = random_inputs(rng, args.n, args.k, dom, "loguniform")
-            report["ranges"][rng_text] = compare(algos, p, a, b, device)
-            for algo, r in report["ranges"][rng_text].items():
-                print(f"{rng_text:>14}  {algo:9} rows {r['rows']:>8}  device != model: {r['mismatches']}")
-        for w in args.witness:
-            wa, wb = _parse_witness(w)
-            a, b = np.array([wa], np.uint32), np.array([wb], np.uint32)
-            entry: dict[str, Any] = {"a": [format_value(FP32.to_fraction(x)) for x in wa],
-                     "b": [format_value(FP32.to_fraction(x)) for x in wb]}
-            for algo in algos:
-                d_dev = int(run_scheme(algo, p, a, b, device)[0])
-                d_mod = int(simulate_scheme(algo, p, a, b)[0])
-                entry[algo] = {"device": f"0x{d_dev:08x}", "model": f"0x{d_mod:08x}",
-                               "abs_error_device": format_value(error_of(d_dev, wa, wb, False)),
-                               "abs_error_model": format_value(error_of(d_mod, wa, wb, False))}
-                print(f"witness {algo:9} device {d_dev:#010x} model {d_mod:#010x} "
-                      f"error {entry[algo]['abs_error_device']}")
-            report["witnesses"].append(entry)
-        if out is not None:
-            out.write_json(report)
-        total = sum(r["mismatches"] for rr in report["ranges"].values() for r in rr.values())
-        total += sum(e[a]["device"] != e[a]["model"] for e in report["witnesses"] for a in algos)
-        print(f"device and model {'agree on every row' if total == 0 else f'differ on {total} rows'}")
-        return 0 if total == 0 else 1
-    except TcsmtError as exc:
-        print(f"tcsmt: error: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        files.release_all()
+    device = get_device(args.device)
+    p = resolve(args.arch, "fp16", "fp32", "mma")
+    algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+    rng = np.random.default_rng(args.seed)
+    report: dict = {"tool": "python -m tcsmt.verify_device", "arch": args.arch, "model": p.name,
+                    "device": getattr(device, "describe", lambda: args.device)(),
+                    "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                    "k": args.k, "ranges": {}, "witnesses": []}
+    for rng_text in args.ranges.split(","):
+        dom: Domain = parse_range(rng_text)
+        a, b = random_inputs(rng, args.n, args.k, dom, "loguniform")
+        report["ranges"][rng_text] = compare(algos, p, a, b, device)
+        for algo, r in report["ranges"][rng_text].items():
+            print(f"{rng_text:>14}  {algo:9} rows {r['rows']:>8}  device != model: {r['mismatches']}")
+    for w in args.witness:
+        wa, wb = _parse_witness(w)
+        a, b = np.array([wa], np.uint32), np.array([wb], np.uint32)
+        entry: dict[str, Any] = {"a": [format_value(FP32.to_fraction(x)) for x in wa],
+                 "b": [format_value(FP32.to_fraction(x)) for x in wb]}
+        for algo in algos:
+            d_dev = int(run_scheme(algo, p, a, b, device)[0])
+            d_mod = int(simulate_scheme(algo, p, a, b)[0])
+            entry[algo] = {"device": f"0x{d_dev:08x}", "model": f"0x{d_mod:08x}",
+                           "abs_error_device": format_value(error_of(d_dev, wa, wb, False)),
+                           "abs_error_model": format_value(error_of(d_mod, wa, wb, False))}
+            print(f"witness {algo:9} device {d_dev:#010x} model {d_mod:#010x} "
+                  f"error {entry[algo]['abs_error_device']}")
+        report["witnesses"].append(entry)
+    if out is not None:
+        out.write_json(report)
+    total = sum(r["mismatches"] for rr in report["ranges"].values() for r in rr.values())
+    total += sum(e[a]["device"] != e[a]["model"] for e in report["witnesses"] for a in algos)
+    print(f"device and model {'agree on every row' if total == 0 else f'differ on {total} rows'}")
+    return 0 if total == 0 else 1
 
 
 if __name__ == "__main__":

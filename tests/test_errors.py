@@ -39,3 +39,17 @@ def test_internal_error_is_not_a_user_error():
     assert issubclass(BoundViolation, InternalError)
     with pytest.raises(InternalError, match="^internal error: x$"):
         raise InternalError("x")
+
+
+def test_script_trap_same_rules():
+    """The python -m scripts' trap (cli_errors.script_errors): the same exit statuses as the CLI."""
+    from tcsmt.cli_errors import script_errors
+
+    def fails(exc: Exception):
+        @script_errors
+        def main() -> int:
+            raise exc
+        return main
+
+    assert fails(TcsmtError("bad"))() == 2
+    assert fails(InternalError("broken"))() == 70
