@@ -20,12 +20,14 @@ ALIGN_LOSS = ("trunc", "rne", "floor")
 OVERFLOW = ("wrap", "saturate")
 
 
-ROLES = ("path", "format", "int", "int_or_word", "int_or_none", "bool", "choice", "label")
+ROLES = ("path", "path_int", "format", "int", "int_or_word", "int_or_none", "bool", "choice", "label")
 """What a ModelParams field holds, declared once per field (its ``metadata["role"]``); checks, coercion
 and the derived name lists below all read it:
 
 - ``path``: names the path (a format name, ``instr``, ``instr_shape``): chosen with --in/--out/--instr,
   never overridden;
+- ``path_int``: an integer that names the path with the others (``scale_block``: the instruction's
+  ``.block16``/``.block32`` variant): checked as an integer, never overridden;
 - ``format``: a format name (the accumulator's, the operands' conversion format);
 - ``int``: an integer; ``int_or_word``: an integer or one word (``exact``, ``unbounded``);
   ``int_or_none``: an integer or None;
@@ -232,7 +234,7 @@ class ModelParams:
     late_align: str = _param("floor", "choice", choices=ALIGN_LOSS)
     c_drop: int | None = _param(None, "int_or_none")
     scale_fmt: str = _param("", "path")
-    scale_block: int = _param(0, "int")
+    scale_block: int = _param(0, "path_int")
     scale_apply: str = _param("products", "choice", choices=("products", "groups"))
     scale_group_k: int = _param(0, "int")
     scale_group_bits: int | str = _param("exact", "int_or_word", word="exact")
@@ -284,7 +286,7 @@ def _role(name: str) -> str:
 
 _FIELDS = {f.name: f for f in dataclasses.fields(ModelParams)}
 PARAM_NAMES = tuple(_FIELDS)
-PATH_FIELDS = (*(n for n in PARAM_NAMES if _role(n) == "path"), "scale_block")
+PATH_FIELDS = tuple(n for n in PARAM_NAMES if _role(n) in ("path", "path_int"))
 """Fields that identify a path of an architecture: never overridden in a model spec."""
 LABEL_FIELDS = tuple(n for n in PARAM_NAMES if _role(n) == "label")
 """The name, sources and notes: no arithmetic, never overridden."""
@@ -314,7 +316,7 @@ def coerce(key: str, value: Any) -> Any:
             return int(value)
         except (TypeError, ValueError):
             raise TcsmtError(f"{key} takes an integer or {word!r}, not {value!r}") from None
-    if role in ("int", "int_or_none"):
+    if role in ("int", "int_or_none", "path_int"):
         if role == "int_or_none" and (value is None or str(value).lower() == "none"):
             return None
         try:
@@ -349,7 +351,7 @@ def _is_int(v: Any) -> bool:
 def _plain_ints(p: ModelParams) -> ModelParams:
     """numpy integer scalars (np.int64(4)) in integer fields become Python ints."""
     changes: dict[str, Any] = {}
-    for key in (n for n in PARAM_NAMES if _role(n) in ("int", "int_or_word", "int_or_none")):
+    for key in (n for n in PARAM_NAMES if _role(n) in ("int", "path_int", "int_or_word", "int_or_none")):
         v = getattr(p, key)
         if isinstance(v, numbers.Integral) and not isinstance(v, (bool, int)):
             changes[key] = int(v)
@@ -362,7 +364,7 @@ def _check_type(key: str, v: Any, model: str) -> None:
     bad = f"invalid model parameters{' for ' + model if model else ''}: {key} must be"
     if role in ("path", "format") and not isinstance(v, str):
         raise TcsmtError(f"{bad} a string, not {v!r}")
-    if role == "int" and not _is_int(v):
+    if role in ("int", "path_int") and not _is_int(v):
         raise TcsmtError(f"{bad} an integer, not {v!r}")
     if role == "int_or_word" and not (_is_int(v) or v == meta["word"]):
         raise TcsmtError(f"{bad} an integer or {meta['word']!r}, not {v!r}")
