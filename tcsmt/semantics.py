@@ -575,6 +575,10 @@ def _scaled(B: Backend, p: ModelParams, t: Term, sa: Decoded, sb: Decoded, raw_t
     Magnitude ``t.mag * sig(sa) * sig(sb)`` (ue8m0 significands are 1: no multiplication), LSB weight
     ``2^(t.lsb + e(sa) + e(sb) - 2 fs)``.  Alignment exponent: ``raw_top`` (built by the caller from the
     scales' exponents) with ``product_exponent = "raw"``, the leading bit's with "normalized".
+    ``zero_joins`` (or ``t.zero_joins``: a product under ``zero_exponent``, whose zero exponent
+    z + e(other factor) is in ``t.top``): the term's alignment exponent joins E even where its
+    magnitude is 0; such a zero product's exponent is ``t.top + e(sa) + e(sb)`` under either
+    ``product_exponent``.
     """
     fs = sa.fmt.frac_bits
     smin, smax = sa.fmt.emin, sa.fmt.emax
@@ -584,12 +588,16 @@ def _scaled(B: Backend, p: ModelParams, t: Term, sa: Decoded, sb: Decoded, raw_t
         mag_bits += 2 * fs + 2
     lsb = B.add(t.lsb, B.sub(B.add(sa.e, sb.e), 2 * fs))
     lsb_min, lsb_max = t.lsb_min + 2 * (smin - fs), t.lsb_max + 2 * (smax - fs)
+    joins = zero_joins or t.zero_joins
     if p.product_exponent == "raw":
         return Term(t.neg, mag, lsb, raw_top, mag_bits, lsb_min, lsb_max, raw_range[0], raw_range[1], raw_gap,
-                    raw_head, peak=raw_peak, zero_joins=zero_joins)
+                    raw_head, peak=raw_peak, zero_joins=joins)
     top = B.add(lsb, B.msb(mag, mag_bits))
-    return Term(t.neg, mag, lsb, top, mag_bits, lsb_min, lsb_max, lsb_min, lsb_max + mag_bits, 0, 1,
-                zero_joins=zero_joins)
+    top_min, top_max = lsb_min, lsb_max + mag_bits
+    if t.zero_joins:  # a zero product keeps its zero exponent (plus the scales')
+        top = B.ite(B.eq(t.mag, 0), B.add(t.top, B.add(sa.e, sb.e)), top)
+        top_min, top_max = min(top_min, t.top_min + 2 * smin), max(top_max, t.top_max + 2 * smax)
+    return Term(t.neg, mag, lsb, top, mag_bits, lsb_min, lsb_max, top_min, top_max, 0, 1, zero_joins=joins)
 
 
 def _head(peak: Fraction) -> int:

@@ -383,3 +383,80 @@ def test_overridden_readings_agree_in_both_back_ends(spec):
         env[inp.symbol_of(f"sb{j}")] = sb[:, j].astype(np.int64)
     got = np.asarray(evaluate(output_term(p, inp), env)).astype(np.uint32)
     assert np.array_equal(got, want)
+
+
+# ------------------------------------------- zero_exponent on a block-scaled path (issue 13, a bug found by reading)
+def test_zero_product_exponent_joins_on_scaled_products():
+    """``zero_exponent = z`` (ModelParams docstring): a zero factor has exponent z, so a zero product's alignment
+    exponent is z + e(other factor), and on mxf8f6f4 the product's exponent is e(a) + e(b) + e(sa) + e(sb)
+    (MMA-Sim, arithmetic.py lines 93-94 and 146-155: a zero has exponent -126 and the scales' exponents are added
+    to every product's).  Row: a = 0 x b = 448 (2^8 * 1.75), scales 2^127 each: the zero product's exponent is
+    -126 + 8 + 254 = 136, above C = 2^127 (1 + 2^-23), whose low bit (2^104) falls below the window 2^(136 - 25)
+    and is truncated: 2^127.  Leaving the zero product out of E (the bug: the scaled term lost the product's
+    ``zero_joins``) kept C whole, while a zero C still joined with -126."""
+    instr = MXF8 + ".e4m3.e4m3"
+    a = [Fraction(0)] * 32
+    b = [Fraction(448)] + [Fraction(0)] * 31
+    c = P2(127) * (1 + P2(-23))
+    s = [P2(127)]
+    assert _sim(instr, "e4m3", a, b, c, s, s) == FP32.from_fraction(c)  # primary: zeros left out
+    want = ref_mxf8f6f4(a, b, c, s[0], s[0], "e4m3", "e4m3")
+    assert want == FP32.from_fraction(P2(127))
+    assert _sim(instr, "e4m3", a, b, c, s, s, spec="blackwell:zero_exponent=-126") == want
+    norm = "blackwell:zero_exponent=-126,product_exponent=normalized"  # the zero exponent is not a leading bit
+    assert _sim(instr, "e4m3", a, b, c, s, s, spec=norm) == want
+
+
+@pytest.mark.parametrize("fa,fb", [("e4m3", "e4m3"), ("e2m1", "e5m2")])
+def test_zero_exponent_rows_match_mma_sim_reading(fa, fb):
+    """``ARCH:zero_exponent=-126`` on mxf8f6f4 is MMA-Sim's fused dot-add with zeros at -126 (module docstring),
+    on rows where a third of the elements are zero and the scales span 2^-40 .. 2^127."""
+    rng = np.random.default_rng(13)
+    instr = f"{MXF8}.{fa}.{fb}"
+    for _ in range(40):
+        a = [x if rng.random() < .67 else Fraction(0) for x in _values(fa, rng, 32)]
+        b = [y if rng.random() < .67 else Fraction(0) for y in _values(fb, rng, 32)]
+        sa, sb = P2(int(rng.integers(-40, 128))), P2(int(rng.integers(-40, 128)))
+        c = _fp32_value(rng) if rng.random() < .8 else Fraction(0)
+        got = _sim(instr, fa, a, b, c, [sa], [sb], spec="blackwell:zero_exponent=-126")
+        assert got == ref_mxf8f6f4(a, b, c, sa, sb, fa, fb)
+
+
+def test_zero_exponent_on_scaled_products_agrees_in_both_back_ends():
+    """The zero_exponent circuit of a scaled path, evaluated by SMT-LIB's definitions, equals the simulator."""
+    pytest.importorskip("pysmt")
+    from tcsmt.smt_encode import inputs_for, output_term
+    from tcsmt.smt_eval import evaluate
+
+    for spec in ("blackwell:zero_exponent=-126", "blackwell:zero_exponent=-126,product_exponent=normalized"):
+        p = resolve(spec, "e4m3", "fp32", MXF8 + ".e4m3.e4m3")
+        rng = np.random.default_rng(7)
+        n, K = 2000, 32
+        a = np.where(rng.random((n, K)) < .4, 0, rng.integers(0, 256, size=(n, K))).astype(np.uint8)
+        b = np.where(rng.random((n, K)) < .4, 0, rng.integers(0, 256, size=(n, K))).astype(np.uint8)
+        c = rng.integers(0, 1 << 32, size=n, dtype=np.uint64).astype(np.uint32)
+        sa = rng.integers(0, 255, size=(n, 1)).astype(np.uint8)
+        sb = rng.integers(0, 255, size=(n, 1)).astype(np.uint8)
+        want = simulate_params(p, a, b, c, sa=sa, sb=sb)
+        inp = inputs_for(p, K)
+        env = {inp.symbol_of(f"a{i}"): a[:, i].astype(np.int64) for i in range(K)}
+        env.update({inp.symbol_of(f"b{i}"): b[:, i].astype(np.int64) for i in range(K)})
+        env[inp.symbol_of("c")] = c.astype(np.int64)
+        env[inp.symbol_of("sa0")] = sa[:, 0].astype(np.int64)
+        env[inp.symbol_of("sb0")] = sb[:, 0].astype(np.int64)
+        got = np.asarray(evaluate(output_term(p, inp), env)).astype(np.uint32)
+        assert np.array_equal(got, want), spec
+
+
+def test_path_fields_come_from_declared_roles():
+    """issue 15: every field that names a path has the role "path" or "path_int" (scale_block): no hand list."""
+    import dataclasses
+
+    from tcsmt.params import PATH_FIELDS, ModelParams
+
+    roles = {f.name: f.metadata["role"] for f in dataclasses.fields(ModelParams)}
+    assert roles["scale_block"] == "path_int"
+    assert set(PATH_FIELDS) == {n for n, r in roles.items() if r in ("path", "path_int")}
+    assert {"in_fmt", "out_fmt", "b_fmt", "c_fmt", "instr", "instr_shape", "scale_fmt", "scale_block"} == set(PATH_FIELDS)
+    with pytest.raises(TcsmtError, match="scale_block must be an integer"):
+        ModelParams("e2m1", "fp32", scale_block="16").with_overrides({})
