@@ -31,3 +31,39 @@ def test_accumulator_bits_of_hopper_fp8_wgmma_is_13():
     res = run_feature(load_query("accumulator-bits"), None, "auto", 120.0)
     assert not res.unanswered
     assert res.agrees_with == ["hopper:extra_bits=-10,block_frac_bits=13"]
+
+
+def _witness_replays(pair) -> None:
+    """A found pair's input gives the two readings different outputs in the simulator (discriminate replays it)."""
+    o = pair.outcome
+    assert o.status == "found" and o.cases
+    out = o.cases[0].outputs
+    assert out[pair.left] != out[pair.right]
+
+
+def test_scale_entry_query_finds_products_vs_block_sum():
+    """issue 13 item 7, "where does the scale enter": on tcgen05 kind::mxf8f6f4 (e4m3) two products of one
+    scale block separate scales on each product (MMA-Sim, arithmetic.py lines 132-156: exponent
+    e(a)+e(b)+e(sa)+e(sb)) from scales on the block's exact sum; the blackwell model is MMA-Sim's reading."""
+    q = load_query("scale-entry")
+    assert q.k == 2 and not q.minimize
+    res = run_feature(q, None, "auto", 60.0)
+    assert not res.unanswered and len(res.pairs) == 1
+    _witness_replays(res.pairs[0])
+    assert res.agrees_with == ["blackwell:scale_apply=products"]
+    case = res.pairs[0].outcome.cases[0]
+    assert len(case.sa) == len(case.sb) == 1  # the witness carries its scales
+
+
+def test_fast_accum_promotion_query():
+    """issue 13 item 7, "is fast accumulation promotion-free": at K = 160 one input separates never promoting
+    from promoting every 128 products; the H100 model of use_fast_accum=True (models/hopper.toml, scaled_mm_fast,
+    hwcheck/results/h100_library_fp8.json) is the promotion-free reading, that of use_fast_accum=False the
+    promoting one."""
+    q = load_query("fast-accum-promotion")
+    res = run_feature(q, None, "auto", 60.0)
+    assert not res.unanswered and len(res.pairs) == 1
+    _witness_replays(res.pairs[0])
+    assert res.agrees_with == ["hopper:instr_k=0,c_mode=aligned"]
+    slow = run_feature(with_instr(q, "hopper", "scaled_mm"), None, "auto", 60.0)
+    assert slow.agrees_with == ["hopper:instr_k=128,c_mode=after_instr,c_round=rne"]
