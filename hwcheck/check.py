@@ -74,10 +74,11 @@ def git_commit() -> str:
 
 
 # ------------------------------------------------------------ simulation
-def _simulate_chunk(p: ModelParams, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+def _simulate_chunk(p: ModelParams, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray | None = None,
+                    sb: np.ndarray | None = None) -> np.ndarray:
     from ..simulator import simulate_params
 
-    return simulate_params(p, a, b, c)
+    return simulate_params(p, a, b, c, sa=sa, sb=sb, bits=sa is not None)
 
 
 class ModelRunner:
@@ -120,18 +121,21 @@ class ModelRunner:
         for f in futs:
             f.result()
 
-    def simulate(self, p: ModelParams, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """Output bit patterns of model ``p`` for dot products a (n, K), b (n, K), c (n,)."""
+    def simulate(self, p: ModelParams, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray | None = None,
+                 sb: np.ndarray | None = None) -> np.ndarray:
+        """Output bit patterns of model ``p`` for dot products a (n, K), b (n, K), c (n,) (and on a block-scaled
+        path the scale patterns sa, sb (n, K / scale_block))."""
         t0 = time.perf_counter()
         n = a.shape[0]
         try:
             if self.jobs == 1 or n <= SIM_CHUNK:
-                out = _simulate_chunk(p, a, b, c)
+                out = _simulate_chunk(p, a, b, c, sa, sb)
             else:
                 pool = self._get_pool()
                 step = max(SIM_CHUNK // 4, -(-n // (self.jobs * 4)))
-                futs = [pool.submit(_simulate_chunk, p, a[s:s + step], b[s:s + step], c[s:s + step])
-                        for s in range(0, n, step)]
+                cut = lambda x, s: None if x is None else x[s:s + step]  # noqa: E731
+                futs = [pool.submit(_simulate_chunk, p, a[s:s + step], b[s:s + step], c[s:s + step], cut(sa, s),
+                                    cut(sb, s)) for s in range(0, n, step)]
                 out = np.concatenate([f.result() for f in futs])
         except TcsmtError:
             raise
@@ -310,6 +314,9 @@ class FileInputs:
     a: list[np.ndarray]       # one (K,) array per input (lengths may differ)
     b: list[np.ndarray]
     c: np.ndarray
+    sa: list[np.ndarray] | None = None
+    """Block-scaled paths: one (ceil(K / scale_block),) array of scale patterns per input, for A and B."""
+    sb: list[np.ndarray] | None = None
 
 
 def _parse_hex(text: Any, fmt: Format, where: str) -> int:
@@ -368,6 +375,8 @@ def inputs_from_doc(path: str, data: dict, in_fmt: str | None = None, out_fmt: s
         raise TcsmtError(f"{path}: 'inputs' must be a non-empty list of {{a, b, c}} objects")
     fin, fc = spec.fin, spec.c_fmt
     A, B, C = [], [], []
+    SA: list[np.ndarray] = []
+    SB: list[np.ndarray] = []
     for i, item in enumerate(inputs):
         where = f"{path}: inputs[{i}]"
         if not isinstance(item, dict) or not all(k in item for k in ("a", "b", "c")):
@@ -380,7 +389,29 @@ def inputs_from_doc(path: str, data: dict, in_fmt: str | None = None, out_fmt: s
         A.append(np.array([_parse_hex(x, fin, f"{where}.a[{j}]") for j, x in enumerate(item["a"])], dtype=fin.dtype))
         B.append(np.array([_parse_hex(x, spec.fin_b, f"{where}.b[{j}]") for j, x in enumerate(item["b"])], dtype=fin.dtype))
         C.append(_parse_hex(item["c"], fc, f"{where}.c"))
+        if spec.scale_fmt:
+            sa, sb = _scales(item, spec, len(item["a"]), where)
+            SA.append(sa)
+            SB.append(sb)
+        elif "sa" in item or "sb" in item:
+            raise TcsmtError(f"{where}: scale factors sa, sb given, but {spec.label} is not block-scaled")
+    if spec.scale_fmt:
+        return FileInputs(spec, list(models), A, B, np.array(C, dtype=fc.dtype), SA, SB)
     return FileInputs(spec, list(models), A, B, np.array(C, dtype=fc.dtype))
+
+
+def _scales(item: dict, spec: PathSpec, K: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """The scale patterns sa, sb of one input of a block-scaled path: ceil(K / scale_block) hex patterns each."""
+    fs = get_format(spec.scale_fmt)
+    m = -(-K // spec.scale_block)
+    out = []
+    for key in ("sa", "sb"):
+        v = item.get(key)
+        if not isinstance(v, list) or len(v) != m:
+            raise TcsmtError(f"{where}: {spec.label} is block-scaled: {key} must be a list of {m} {fs.name} hex "
+                             f"pattern(s), one per {spec.scale_block} products")
+        out.append(np.array([_parse_hex(x, fs, f"{where}.{key}[{j}]") for j, x in enumerate(v)], dtype=np.uint8))
+    return out[0], out[1]
 
 
 def _as_inputs_doc(path: str, data: dict) -> dict:
@@ -458,15 +489,38 @@ def check_inputs(device, inputs: FileInputs, models: list[tuple[str, ModelParams
         a[:, :K] = np.stack([inputs.a[i] for i in idx])
         b[:, :K] = np.stack([inputs.b[i] for i in idx])
         c = inputs.c[idx]
-        d = run_dot(spec, a, b, c, device=device)
+        sa, sb = padded_scales(inputs, idx, Kp)
+        d = run_dot(spec, a, b, c, device=device, sa=sa, sb=sb)
         for t in tallies:
-            dm = runner.simulate(t.params, a, b, c)
+            dm = runner.simulate(t.params, a, b, c, sa, sb)
             bad = d != dm
             t.checked += int(bad.size)
             t.mismatches += int(bad.sum())
             for j in np.flatnonzero(bad)[: max(0, keep - len(t.examples))]:
                 t.examples.append(counterexample(spec, a[j], b[j], int(c[j]), int(d[j]), int(dm[j]), int(idx[j])))
     return tallies
+
+
+def padded_scales(inputs: FileInputs, idx: np.ndarray, Kp: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The scale patterns (len(idx), Kp / scale_block) of the inputs ``idx`` padded to Kp products: the file's
+    scales, then unit scales (ue8m0 0x7F, ue4m3 0x38) for the scale blocks of the +0 padding products (the
+    device and the models see the same padded inputs); (None, None) on a path without scales."""
+    spec = inputs.spec
+    if not spec.scale_fmt or inputs.sa is None or inputs.sb is None:
+        return None, None
+    m = Kp // spec.scale_block
+    out = []
+    for arr in (inputs.sa, inputs.sb):
+        s = np.full((len(idx), m), unit_scale(spec.scale_fmt), dtype=np.uint8)
+        for r, i in enumerate(idx):
+            s[r, :len(arr[i])] = arr[i]
+        out.append(s)
+    return out[0], out[1]
+
+
+def unit_scale(scale_fmt: str) -> int:
+    """The pattern of the scale 1 (ue8m0 2^0 = 0x7F, ue4m3 1.0 = 0x38)."""
+    return int(get_format(scale_fmt).from_fraction(1))
 
 
 # ----------------------------------------------------------------- output

@@ -40,6 +40,22 @@ def expand_tiles(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarra
     return aa, bb, c.reshape(T * m * n)
 
 
+def check_scale_tiles(spec: PathSpec, K: int, sa: np.ndarray | None, sb: np.ndarray | None) -> None:
+    """Raise TcsmtError unless the tile scale arrays fit the path: scale_A (T, m, K / scale_block) and scale_B
+    (T, n, K / scale_block) uint8 patterns on a block-scaled path (both or neither), none elsewhere."""
+    if sa is None and sb is None:
+        return
+    if not spec.scale_fmt:
+        raise TcsmtError(f"{spec.label} is not block-scaled: it takes no scale factors")
+    if sa is None or sb is None:
+        raise TcsmtError("give both scale tiles, sa and sb, or neither (unit scales)")
+    m = K // spec.scale_block
+    if sa.dtype != np.uint8 or sb.dtype != np.uint8 or sa.ndim != 3 or sb.ndim != 3 \
+            or sa.shape[1:] != (spec.m, m) or sb.shape[1:] != (spec.n, m) or sa.shape[0] != sb.shape[0]:
+        raise TcsmtError(f"scale tiles must be uint8 (T, {spec.m}, {m}) and (T, {spec.n}, {m}), "
+                         f"not {sa.dtype} {sa.shape} and {sb.dtype} {sb.shape}")
+
+
 def check_tiles(spec: PathSpec, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """Raise TcsmtError unless the tile arrays have the path's shapes and dtypes."""
     if a.ndim != 3 or b.ndim != 3 or c.ndim != 3:
@@ -80,13 +96,26 @@ class ModelDevice:
     def info(self) -> dict[str, Any]:
         return {"device": self.name, "virtual": True}
 
-    def run_tiles(self, path: PathSpec, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    def run_tiles(self, path: PathSpec, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray | None = None,
+                  sb: np.ndarray | None = None) -> np.ndarray:
         from ..simulator import simulate_params
 
         check_tiles(path, a, b, c)
+        check_scale_tiles(path, a.shape[2], sa, sb)
         t0 = time.perf_counter()
         aa, bb, cc = expand_tiles(a, b, c)
-        d = simulate_params(self.params(path), aa, bb, cc).reshape(c.shape)
+        xa = xb = None
+        if path.scale_fmt:  # output (t, r, j) reads row r of scale_A and column j of scale_B (unit scales if none)
+            T, m, K = a.shape
+            n, nb = b.shape[1], K // path.scale_block
+            if sa is None or sb is None:
+                from .check import unit_scale
+
+                sa = np.full((T, m, nb), unit_scale(path.scale_fmt), dtype=np.uint8)
+                sb = np.full((T, n, nb), unit_scale(path.scale_fmt), dtype=np.uint8)
+            xa = np.broadcast_to(sa[:, :, None, :], (T, m, n, nb)).reshape(T * m * n, nb)
+            xb = np.broadcast_to(sb[:, None, :, :], (T, m, n, nb)).reshape(T * m * n, nb)
+        d = simulate_params(self.params(path), aa, bb, cc, sa=xa, sb=xb, bits=xa is not None).reshape(c.shape)
         self.gpu_seconds += time.perf_counter() - t0
         return d
 
@@ -249,8 +278,10 @@ class CudaDevice:
                                  f"({_one_line(str(exc))})") from None
         return self._functions[name]
 
-    def run_tiles(self, path: PathSpec, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    def run_tiles(self, path: PathSpec, a: np.ndarray, b: np.ndarray, c: np.ndarray, sa: np.ndarray | None = None,
+                  sb: np.ndarray | None = None) -> np.ndarray:
         check_tiles(path, a, b, c)
+        check_scale_tiles(path, a.shape[2], sa, sb)
         cp = self.cp
         t0 = time.perf_counter()
         if path.library:
@@ -262,8 +293,10 @@ class CudaDevice:
             out = library.run_tiles(path, a, b, self.ordinal)
             self.gpu_seconds += time.perf_counter() - t0
             return out
+        dsa = None if sa is None else cp.asarray(np.ascontiguousarray(sa))
+        dsb = None if sb is None else cp.asarray(np.ascontiguousarray(sb))
         dd = self.run_tiles_on_device(path, cp.asarray(np.ascontiguousarray(a)), cp.asarray(np.ascontiguousarray(b)),
-                                      cp.asarray(np.ascontiguousarray(c)))
+                                      cp.asarray(np.ascontiguousarray(c)), dsa, dsb)
         try:
             out = cp.asnumpy(dd)
         except Exception as exc:
@@ -271,8 +304,10 @@ class CudaDevice:
         self.gpu_seconds += time.perf_counter() - t0
         return out
 
-    def run_tiles_on_device(self, path: PathSpec, da, db, dc):
-        """As run_tiles, with CuPy arrays in and out (no host transfers; asynchronous)."""
+    def run_tiles_on_device(self, path: PathSpec, da, db, dc, dsa=None, dsb=None):
+        """As run_tiles, with CuPy arrays in and out (no host transfers; asynchronous); ``dsa``, ``dsb``: the
+        tiles' scale patterns (T, m, K / scale_block), (T, n, K / scale_block) on a block-scaled path (None:
+        unit scales)."""
         why = self.supports(path)
         if why:
             raise TcsmtError(why)
@@ -291,10 +326,14 @@ class CudaDevice:
         da, db, dc = cp.ascontiguousarray(da), cp.ascontiguousarray(db), cp.ascontiguousarray(dc)
         dd = cp.empty_like(dc)
         scale_args: tuple = ()
-        if path.scale_fmt:  # unit scales (ue8m0 2^0 = 0x7f, ue4m3 1.0 = 0x38): scaled inputs are not wired yet
-            one = 0x7F if path.scale_fmt == "ue8m0" else 0x38
+        if path.scale_fmt:  # the tiles' scales, row r of scale_A at SA[(t * m + r) * nb + blk]; unit scales if none
+            from .check import unit_scale
+
             nb = K // path.scale_block
-            scale_args = (cp.full((T, path.m, nb), one, dtype=cp.uint8), cp.full((T, path.n, nb), one, dtype=cp.uint8))
+            if dsa is None or dsb is None:
+                one = unit_scale(path.scale_fmt)
+                dsa, dsb = cp.full((T, path.m, nb), one, dtype=cp.uint8), cp.full((T, path.n, nb), one, dtype=cp.uint8)
+            scale_args = (cp.ascontiguousarray(dsa), cp.ascontiguousarray(dsb))
         if path.instr.startswith("tcgen05"):
             shared = (path.m + path.n) * K * path.fin.dtype.itemsize
             if shared > MAX_SHARED:

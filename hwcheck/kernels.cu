@@ -497,6 +497,12 @@ MMA_F8F6F4(sm120_f8f6f4_e2m1_f32, "e2m1", "e2m1", 2, 2)
 // column of B and block of BLOCK products; a null pointer means every scale is 1 (ue8m0 0x7f, ue4m3 0x38).
 // Scale registers (scale-a-data with {byte-id, thread-id} = {0, 0}): lane (g, t4) holds for A the scales of
 // row g + 8 * (t4 & 1), byte v for the v-th block of the instruction; for B those of column g (lanes t4 = 0).
+// Source: PTX ISA 9.7.14.3 "Block Scaling for mma.sync" (scale_A is M x 1/2/4 for scale_vec::1X/2X/4X, scale_B
+// 1/2/4 x N; {byte-id, thread-id} select the byte and the threads of the quad that supply SF_A / SF_B), our
+// reading of its thread-id-0 layout figures; the same placement as public sm_120 kernels (CUTLASS's SM120
+// block-scaled MMA atoms pass tid = bid = 0).  The host packs scale_A as (T, 16, K / BLOCK) and scale_B as
+// (T, 8, K / BLOCK) bytes (hwcheck/runner.py tile_scales); a wrong placement shows in `tcsmt hwcheck --layouts`
+// only with unequal scales, so the decision bundles' varied scales are the first real check.
 static __device__ __forceinline__ u32 scale_word(const u8* s, long long row, int nblk_total, int blk0, int nblk,
                                                  u8 one) {
     u32 w = 0;

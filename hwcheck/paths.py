@@ -146,21 +146,25 @@ PATHS: dict[tuple[str, str, str], PathSpec] = {p.key: p for p in (
     _p("e4m3", "fp32", "wgmma_xe5m2", "wgmma_e4m3_e5m2_f32", "m64n8k32", 64, 8, 32, 90, True, b_fmt="e5m2"),
     _p("e5m2", "fp32", "wgmma_xe4m3", "wgmma_e5m2_e4m3_f32", "m64n8k32", 64, 8, 32, 90, True, b_fmt="e4m3"),
     _p("e4m3", "fp16", "wgmma_xe5m2", "wgmma_e4m3_e5m2_f16", "m64n8k32", 64, 8, 32, 90, True, b_fmt="e5m2"),
-    # Blackwell, not checked on hardware (no B200 / RTX 50 here).  Instruction families as models/*.toml
-    # name them: tcgen05 (kind::tf32, kind::f16), tcgen05.mma.kind::f8f6f4, mma.sync.kind::...
+    # Blackwell, not checked on hardware (no B200 / RTX 50 here).  Instructions exactly as models/*.toml name
+    # them (tests/test_hwcheck.py ties every one to a model path): tcgen05 (kind::tf32, kind::f16), and for the
+    # kinds that take any pair of A and B types the kind followed by A's and B's type in PTX's order
+    # (tcgen05.mma.kind::f8f6f4.e4m3.e4m3, mma.sync.kind::mxf8f6f4.block_scale.block32.ue8m0.e2m1.e2m1).
     _bw("tf32", "fp32", "tcgen05", "tcgen05_tf32_f32", "kind::tf32 m128n8k8", 128, 8, 8, 100),
     _bw("fp16", "fp32", "tcgen05", "tcgen05_f16_f32", "kind::f16 m128n8k16", 128, 8, 16, 100),
     _bw("bf16", "fp32", "tcgen05", "tcgen05_bf16_f32", "kind::f16 m128n8k16", 128, 8, 16, 100),
-    _bw("e4m3", "fp32", "tcgen05.mma.kind::f8f6f4", "tcgen05_e4m3_f32", "kind::f8f6f4 m128n8k32", 128, 8, 32, 100),
-    _bw("e5m2", "fp32", "tcgen05.mma.kind::f8f6f4", "tcgen05_e5m2_f32", "kind::f8f6f4 m128n8k32", 128, 8, 32, 100),
-    _bw("e4m3", "fp32", "mma.sync.kind::f8f6f4", "sm120_f8f6f4_e4m3_f32", "m16n8k32", 16, 8, 32, 120),
-    _bw("e5m2", "fp32", "mma.sync.kind::f8f6f4", "sm120_f8f6f4_e5m2_f32", "m16n8k32", 16, 8, 32, 120),
-    _bw("e3m2", "fp32", "mma.sync.kind::f8f6f4", "sm120_f8f6f4_e3m2_f32", "m16n8k32", 16, 8, 32, 120),
-    _bw("e2m3", "fp32", "mma.sync.kind::f8f6f4", "sm120_f8f6f4_e2m3_f32", "m16n8k32", 16, 8, 32, 120),
-    _bw("e2m1", "fp32", "mma.sync.kind::f8f6f4", "sm120_f8f6f4_e2m1_f32", "m16n8k32", 16, 8, 32, 120),
-    _bw("e4m3", "fp32", "mma.sync.kind::mxf8f6f4.block_scale.block32.ue8m0", "sm120_mxf8f6f4_e4m3_f32",
+    _bw("e4m3", "fp32", "tcgen05.mma.kind::f8f6f4.e4m3.e4m3", "tcgen05_e4m3_f32", "kind::f8f6f4 m128n8k32", 128, 8, 32,
+        100),
+    _bw("e5m2", "fp32", "tcgen05.mma.kind::f8f6f4.e5m2.e5m2", "tcgen05_e5m2_f32", "kind::f8f6f4 m128n8k32", 128, 8, 32,
+        100),
+    _bw("e4m3", "fp32", "mma.sync.kind::f8f6f4.e4m3.e4m3", "sm120_f8f6f4_e4m3_f32", "m16n8k32", 16, 8, 32, 120),
+    _bw("e5m2", "fp32", "mma.sync.kind::f8f6f4.e5m2.e5m2", "sm120_f8f6f4_e5m2_f32", "m16n8k32", 16, 8, 32, 120),
+    _bw("e3m2", "fp32", "mma.sync.kind::f8f6f4.e3m2.e3m2", "sm120_f8f6f4_e3m2_f32", "m16n8k32", 16, 8, 32, 120),
+    _bw("e2m3", "fp32", "mma.sync.kind::f8f6f4.e2m3.e2m3", "sm120_f8f6f4_e2m3_f32", "m16n8k32", 16, 8, 32, 120),
+    _bw("e2m1", "fp32", "mma.sync.kind::f8f6f4.e2m1.e2m1", "sm120_f8f6f4_e2m1_f32", "m16n8k32", 16, 8, 32, 120),
+    _bw("e4m3", "fp32", "mma.sync.kind::mxf8f6f4.block_scale.block32.ue8m0.e4m3.e4m3", "sm120_mxf8f6f4_e4m3_f32",
         "m16n8k32 scale_vec::1X", 16, 8, 32, 120, "ue8m0", 32),
-    _bw("e2m1", "fp32", "mma.sync.kind::mxf8f6f4.block_scale.block32.ue8m0", "sm120_mxf8f6f4_e2m1_f32",
+    _bw("e2m1", "fp32", "mma.sync.kind::mxf8f6f4.block_scale.block32.ue8m0.e2m1.e2m1", "sm120_mxf8f6f4_e2m1_f32",
         "m16n8k32 scale_vec::1X", 16, 8, 32, 120, "ue8m0", 32),
     _bw("e2m1", "fp32", "mma.sync.kind::mxf4nvf4.block_scale.block32.ue8m0", "sm120_mxf4nvf4_b32_ue8m0_f32",
         "m16n8k64 scale_vec::2X", 16, 8, 64, 120, "ue8m0", 32),

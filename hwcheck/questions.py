@@ -23,7 +23,7 @@ import numpy as np
 from .. import files
 from ..cli_errors import script_errors
 from ..errors import TcsmtError
-from .check import ModelRunner, default_jobs, git_commit, hex_bits, load_inputs, resolve_models
+from .check import ModelRunner, default_jobs, git_commit, hex_bits, load_inputs, padded_scales, resolve_models
 from .device import get_device
 from .paths import pad_k
 from .runner import run_dot
@@ -53,13 +53,16 @@ def run_question(dev, path: str, instr: str, runner: ModelRunner) -> dict[str, A
     a, b = padded_rows(inputs)
     n, Kp = a.shape
     c = inputs.c
-    d = run_dot(spec, a, b, c, device=dev)
-    preds = {label: runner.simulate(p, a, b, c) for label, p in models}
+    sa, sb = padded_scales(inputs, np.arange(n), Kp)
+    d = run_dot(spec, a, b, c, device=dev, sa=sa, sb=sb)
+    preds = {label: runner.simulate(p, a, b, c, sa, sb) for label, p in models}
     fo, fc = spec.fout, spec.c_fmt
     rows = []
     for i in range(n):
         rows.append({"a": [hex_bits(spec.fin, x) for x in a[i]], "b": [hex_bits(spec.fin_b, x) for x in b[i]],
                      "c": hex_bits(fc, c[i]), "gpu": hex_bits(fo, d[i]),
+                     **({"sa": [f"0x{int(x):02x}" for x in sa[i]], "sb": [f"0x{int(x):02x}" for x in sb[i]]}
+                        if sa is not None and sb is not None else {}),
                      "models": {label: hex_bits(fo, preds[label][i]) for label, _ in models}})
     verdict = {label: {"mismatches": int((preds[label] != d).sum()), "rows": n} for label, _ in models}
     return {"file": path, "path": spec.label, "shape": spec.shape, "k": Kp, "models": [m for m, _ in models],

@@ -58,7 +58,7 @@ def run_tiles(path: PathSpec | Sequence[str], a: np.ndarray, b: np.ndarray, c: n
 
 
 def run_dot(path: PathSpec | Sequence[str], a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray,
-            device=None) -> np.ndarray:
+            device=None, sa: np.ndarray | None = None, sb: np.ndarray | None = None) -> np.ndarray:
     """Output bit patterns (n,) of n independent dot products a_i . b_i + c_i on the device.
 
     ``path`` is a PathSpec or (in_fmt, out_fmt, instr) in tcsmt names, e.g.
@@ -66,7 +66,12 @@ def run_dot(path: PathSpec | Sequence[str], a_bits: np.ndarray, b_bits: np.ndarr
     the input format (tf32 as uint32 in the fp32 layout, fp8 as uint8, fp64 as
     uint64); ``c_bits``: shape (n,) patterns of the output format.  K is padded
     with +0 products up to a multiple of the instruction's k; the result is that
-    of the padded vectors.
+    of the padded vectors.  On a block-scaled path ``sa``, ``sb`` (n, K / scale_block)
+    are the scale patterns of each dot product (K a whole number of instructions);
+    without them every scale is 1.  Dot product i sits on the diagonal of its tile
+    (row i of A, column i of B), so its scales become row i of the tile's scale_A
+    (m, K / scale_block) and column i of its scale_B (n, K / scale_block); the other
+    rows and columns get unit scales (:func:`tile_scales`).
     """
     spec = as_path(path)
     a = _bits(a_bits, spec.in_fmt, "a")
@@ -92,8 +97,41 @@ def run_dot(path: PathSpec | Sequence[str], a_bits: np.ndarray, b_bits: np.ndarr
     bt[t, i, :K] = b
     ct[t, i, i] = c
     dev = device or default_device()
-    d = dev.run_tiles(spec, at, bt, ct)
+    if spec.scale_fmt and (sa is not None or sb is not None):
+        if Kp != K:
+            raise TcsmtError(f"with scale factors, K must be a multiple of {spec.instr_k} for {spec.label}, not {K}")
+        sat, sbt = tile_scales(spec, T, Kp, t, i, sa, sb)
+        d = dev.run_tiles(spec, at, bt, ct, sa=sat, sb=sbt)
+    elif sa is not None or sb is not None:
+        raise TcsmtError(f"{spec.label} is not block-scaled: it takes no scale factors")
+    else:
+        d = dev.run_tiles(spec, at, bt, ct)
     return d[t, i, i]
+
+
+def tile_scales(spec: PathSpec, T: int, K: int, t: np.ndarray, i: np.ndarray, sa: np.ndarray | None,
+                sb: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The tiles' scale patterns, scale_A (T, m, K / scale_block) and scale_B (T, n, K / scale_block): dot product
+    (t[j], i[j]) takes row i[j] of its tile's scale_A and column i[j] of its scale_B; every other entry is the
+    unit scale (a row of zeros times any scale is zero)."""
+    from .check import unit_scale
+
+    m = K // spec.scale_block
+    one = unit_scale(spec.scale_fmt)
+    fs = get_format(spec.scale_fmt)
+    sat = np.full((T, spec.m, m), one, dtype=np.uint8)
+    sbt = np.full((T, spec.n, m), one, dtype=np.uint8)
+    for name, src, dst in (("sa", sa, sat), ("sb", sb, sbt)):
+        if src is None:
+            continue
+        arr = _bits(src, fs.name, name)
+        if arr.ndim == 1:
+            arr = arr[None, :]
+        if arr.shape != (len(t), m):
+            raise TcsmtError(f"{name} must have shape ({len(t)}, {m}) (one scale per {spec.scale_block} products), "
+                             f"not {arr.shape}")
+        dst[t, i, :] = arr
+    return sat, sbt
 
 
 def integer_tiles(spec: PathSpec, T: int, K: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:

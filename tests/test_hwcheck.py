@@ -421,3 +421,92 @@ def test_blackwell_kernels_compile(arch, tmp_path):
     for s in _BLACKWELL:
         if s.cc == want:
             assert s.kernel.encode() in data, s.kernel
+
+
+# ------------------------------------------------- block-scaled paths: real scales from the host to the tiles
+_SCALED = [s for s in PATHS.values() if s.scale_fmt]
+
+
+def test_every_blackwell_hardware_path_is_a_model_path():
+    """Each Blackwell kernel path names an instruction exactly as a model file does (the f8f6f4 / mxf8f6f4 kinds
+    with their A and B types), so ``--device model:...``, the decision bundles and the models all find it."""
+    from tcsmt.registry import architectures
+
+    for s in _BLACKWELL:
+        hits = [a.name for a in architectures().values() if a.find_paths(s.in_fmt, s.out_fmt, s.instr)]
+        assert hits, s.label
+    assert len(_SCALED) == 4
+
+
+@pytest.mark.parametrize("spec", _SCALED, ids=lambda s: s.label)
+def test_run_dot_carries_each_rows_scales(spec):
+    """run_dot puts dot product i on its tile's diagonal with its own scales (row i of scale_A, column i of
+    scale_B; tile_scales); on the virtual device every output equals the simulator's on the same row and scales.
+    Scales drawn over the whole format (ue8m0 2^-127..2^127, ue4m3 0 and subnormals to 448), 20 rows (3 tiles)."""
+    from tcsmt.hwcheck.runner import run_dot
+    from tcsmt.simulator import simulate_params
+
+    arch = "rtx_blackwell"
+    dev = get_device(f"model:{arch}")
+    p = dev.params(spec)
+    rng = np.random.default_rng(3)
+    n, K = 20, 2 * spec.instr_k
+    lim = 1 << (spec.fin.storage_bits)
+    a = rng.integers(0, lim, size=(n, K)).astype(np.uint8)
+    b = rng.integers(0, lim, size=(n, K)).astype(np.uint8)
+    if spec.in_fmt == "e4m3":  # no NaN operand (S.1111.111)
+        a[(a & 0x7F) == 0x7F] = 0
+        b[(b & 0x7F) == 0x7F] = 0
+    c = (rng.integers(0x30000000, 0x50000000, size=n) | (rng.integers(0, 2, size=n) << 31)).astype(np.uint32)
+    nb = K // spec.scale_block
+    if spec.scale_fmt == "ue8m0":  # mostly 2^-16..2^15, one row at each end of the format (2^-127, 2^127)
+        sa = rng.integers(0x6F, 0x8F, size=(n, nb)).astype(np.uint8)
+        sb = rng.integers(0x6F, 0x8F, size=(n, nb)).astype(np.uint8)
+        sa[0], sb[0], sa[1], sb[1] = 0x00, 0x7F, 0xFE, 0x70
+    else:  # ue4m3: every pattern but NaN (0x7F), zero and subnormals included
+        sa = rng.integers(0, 0x7F, size=(n, nb)).astype(np.uint8)
+        sb = rng.integers(0, 0x7F, size=(n, nb)).astype(np.uint8)
+    got = run_dot(spec, a, b, c, device=dev, sa=sa, sb=sb)
+    want = simulate_params(p, a, b, c, sa=sa, sb=sb, bits=True)
+    assert np.array_equal(got, want)
+    # the scales matter: unit scales give other outputs on most rows
+    unit = run_dot(spec, a, b, c, device=dev)
+    assert (unit != want).sum() > n // 2
+
+
+def test_scaled_bad_input_is_one_line():
+    from tcsmt.hwcheck.runner import run_dot
+
+    spec = next(s for s in _SCALED if s.scale_fmt == "ue4m3")
+    dev = get_device("model:rtx_blackwell")
+    a = np.zeros((2, 64), dtype=np.uint8)
+    c = np.zeros(2, dtype=np.uint32)
+    with pytest.raises(TcsmtError, match=r"sa must have shape \(2, 4\)"):
+        run_dot(spec, a, a, c, device=dev, sa=np.zeros((2, 3), np.uint8), sb=np.zeros((2, 4), np.uint8))
+    with pytest.raises(TcsmtError, match="not a ue4m3 bit pattern"):
+        run_dot(spec, a, a, c, device=dev, sa=np.full((2, 4), 0x80, np.uint8), sb=np.zeros((2, 4), np.uint8))
+    with pytest.raises(TcsmtError, match="takes no scale factors"):
+        run_dot(PATHS[("fp16", "fp32", "mma")], np.zeros((1, 16), np.uint16), np.zeros((1, 16), np.uint16),
+                np.zeros(1, np.uint32), device=get_device("model:ampere"), sa=np.zeros((1, 1), np.uint8))
+
+
+def test_question_file_scales_are_read_and_checked(tmp_path):
+    """A discriminate record of a block-scaled path carries sa/sb per input; hwcheck reads them (a missing or
+    short list is a one-line error) and runs them on the virtual device with the recorded verdict."""
+    import json
+
+    from tcsmt.hwcheck.check import inputs_from_doc
+
+    spec = next(s for s in _SCALED if s.scale_fmt == "ue8m0" and s.instr_k == 32 and s.in_fmt == "e4m3")
+    doc = {"in_fmt": "e4m3", "out_fmt": "fp32", "instr": spec.instr, "models": ["rtx_blackwell"],
+           "inputs": [{"a": ["0x38"] * 32, "b": ["0x38"] * 32, "c": "0x0", "sa": ["0x80"], "sb": ["0x7d"]}]}
+    inp = inputs_from_doc("f.json", doc)
+    assert inp.sa is not None and inp.sb is not None and int(inp.sa[0][0]) == 0x80 and int(inp.sb[0][0]) == 0x7D
+    bad = json.loads(json.dumps(doc))
+    del bad["inputs"][0]["sb"]
+    with pytest.raises(TcsmtError, match="sb must be a list of 1 ue8m0 hex pattern"):
+        inputs_from_doc("f.json", bad)
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps(doc))
+    r = invoke(str(path), "--device", "model:rtx_blackwell", "--jobs", "1")
+    assert r.exit_code == 0, r.output  # 32 * 1 * 2 * 2^-2 = 16
