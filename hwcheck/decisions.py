@@ -98,6 +98,38 @@ def _nv(arch: str, *, bf16: bool = True, tf32: bool = True, carry: str = "", flo
     return q + list(extra)
 
 
+_MXF8 = "kind::mxf8f6f4.block_scale.block32.ue8m0"
+_MXF4 = "kind::mxf4nvf4.block_scale"
+
+
+def _nonzero_only(keep: tuple[int, ...], k: int) -> str:
+    """Solver hint: every product but those at ``keep`` is 0 * 0 (the instruction stays whole, so its scale
+    blocks and groups are those the GPU sees, and the circuit stays small)."""
+    return ",".join(f"a{i}=0,b{i}=0" for i in range(k) if i not in keep)
+
+
+def _block_scaled(arch: str, prefix: str, mxf4_instrs: tuple[str, ...]) -> list[Question]:
+    """The block-scaled questions of a Blackwell generation (docs/open_questions.md, "Block-scaled paths"):
+    where the scales enter (mxf8f6f4: each product or the block's exact sum; mxf4nvf4: groups of 16 or each
+    product), the accumulator width (mxf8f6f4 fp4 inputs: 25 or 13 bits; mxf4nvf4: 35 or 34/36 bits), whether
+    a zero group's scale exponent joins the alignment, and whether a group aligns by its scales or its leading
+    bit.  K is one whole instruction (32 or 64 products), with all but a few products 0 * 0."""
+    mx8 = f"{prefix}.{_MXF8}"
+    few8 = _nonzero_only((0, 1, 2), 32)
+    q = [Question("scale-entry", arch, f"{arch}:exact_block_sum", "e4m3", "fp32", f"{mx8}.e4m3.e4m3", 32, where=few8),
+         Question("scale-entry", arch, f"{arch}:exact_block_sum", "e2m1", "fp32", f"{mx8}.e2m1.e2m1", 32, where=few8),
+         Question("accumulator-bits", arch, f"{arch}:hopper13", "e2m1", "fp32", f"{mx8}.e2m1.e2m1", 32, where=few8)]
+    few4 = _nonzero_only((0, 1, 16, 17, 32, 48), 64)
+    for instr in mxf4_instrs:
+        full = f"{prefix}.{_MXF4}.{instr}"
+        q += [Question("scale-entry", arch, f"{arch}:scale_products", "e2m1", "fp32", full, 64, where=few4),
+              Question("zero-group", arch, f"{arch}:zero_group_skipped", "e2m1", "fp32", full, 64, where=few4),
+              Question("accumulator-bits", arch, f"{arch}:f34", "e2m1", "fp32", full, 64, where=few4),
+              Question("accumulator-bits", arch, f"{arch}:f36", "e2m1", "fp32", full, 64, where=few4),
+              Question("group-exponent", arch, f"{arch}:group_leading_bit", "e2m1", "fp32", full, 64, where=few4)]
+    return q
+
+
 QUESTIONS: dict[str, list[Question]] = {
     "volta": [
         Question("zero-sign", "volta", "volta:zero_positive", "fp16", "fp32", "mma", 16),
@@ -121,7 +153,9 @@ QUESTIONS: dict[str, list[Question]] = {
         Question("floor", "blackwell", "blackwell:no_floor", "bf16", "fp32", "tcgen05", 16, where=_TINY),
         Question("overflow", "blackwell", "blackwell:overflow_max", "bf16", "fp32", "tcgen05", 16),
         Question("zero-sign", "blackwell", "blackwell:zero_positive", "fp16", "fp32", "tcgen05", 16),
+        *_block_scaled("blackwell", "tcgen05.mma", ("block32.ue8m0", "block16.ue8m0", "block16.ue4m3")),
     )),
+    "rtx_blackwell": _block_scaled("rtx_blackwell", "mma.sync", ("block32.ue8m0", "block16.ue4m3")),
     "cdna1": [
         Question("cdna-reduction", "cdna1", "cdna1:pairwise4", "fp16", "fp32", "mfma", 8, where=_zero_from(4, 8)),
         Question("cdna-reduction", "cdna1", "cdna1:pairwise2", "bf16", "fp32", "mfma", 4),
@@ -169,7 +203,12 @@ def _padded_differ(doc: dict[str, Any], q: Question) -> list[bool]:
         a[0, :K] = [int(x, 16) for x in item["a"]]
         b[0, :K] = [int(x, 16) for x in item["b"]]
         c = np.array([int(item["c"], 16)], dtype=fc.dtype)
-        outs = [simulate_params(resolve(s, q.in_fmt, q.out_fmt, q.instr), a, b, c, bits=True)[0]
+        scales = {}
+        if "sa" in item:  # a block-scaled path: K is whole instructions (QUESTIONS), so no scale block is padded
+            if Kp != K:
+                raise TcsmtError(f"{q.command()}: a block-scaled question needs K a multiple of {step}")
+            scales = {k: np.array([[int(x, 16) for x in item[k]]], dtype=np.uint8) for k in ("sa", "sb")}
+        outs = [simulate_params(resolve(s, q.in_fmt, q.out_fmt, q.instr), a, b, c, bits=True, **scales)[0]
                 for s in (q.primary, q.hypothesis)]
         out.append(bool(outs[0] != outs[1]))
     return out

@@ -179,8 +179,43 @@ def test_committed_bundles_predict_what_the_models_compute(path):
             a = np.array([[int(x, 16) for x in item["a"]]], dtype=fin.dtype)
             b = np.array([[int(x, 16) for x in item["b"]]], dtype=fb.dtype)
             c = np.array([int(item["c"], 16)], dtype=fc.dtype)
-            got = {s: int(simulate_params(resolve(s, q["in_fmt"], q["out_fmt"], instr), a, b, c)[0])
+            scales = {}
+            if "scale_fmt" in q:  # block-scaled questions carry each input's scale patterns
+                scales = {k: np.array([[int(x, 16) for x in item[k]]], dtype=np.uint8) for k in ("sa", "sb")}
+            got = {s: int(simulate_params(resolve(s, q["in_fmt"], q["out_fmt"], instr), a, b, c, **scales)[0])
                    for s in (q["primary"], q["hypothesis"])}
             want = {s: int(item["outputs"][s], 16) for s in got}
             assert got == want, f"{path.name}: {q['command']}"
             assert got[q["primary"]] != got[q["hypothesis"]]
+
+
+def test_rtx_blackwell_bundle_on_virtual_devices():
+    """The committed sm_120 bundle (block-scaled mma.sync: real ue8m0/ue4m3 scales per input) runs through the
+    whole hwcheck path (file -> scale tiles -> device -> models): a device computing with the model file settles
+    every question for the primary reading (exit 0); one computing with the f34 reading (34 mxf4nvf4 bits)
+    settles the f34 questions for the hypothesis (exit 1) and cannot run the mxf8f6f4 ones (no f34 there)."""
+    path = ROOT / "hwcheck" / "vectors" / "rtx_blackwell.json"
+    run = [sys.executable, "-m", "tcsmt", "hwcheck", str(path), "--jobs", "1", "--device"]
+    r = subprocess.run([*run, "model:rtx_blackwell"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    n = len(json.loads(path.read_text())["questions"])
+    assert r.stdout.count("settled: the primary reading rtx_blackwell") == n
+    r = subprocess.run([*run, "model:rtx_blackwell:f34"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.count("settled: the hypothesis rtx_blackwell:f34") == 2
+
+
+def test_block_scaled_kernels_refuse_other_gpus():
+    """On a Hopper (compute capability 9.0) every block-scaled kernel path is refused in one line naming the
+    sm_120a / sm_100a target it needs: tcsmt hwcheck then skips those questions and runs nothing."""
+    from types import SimpleNamespace
+
+    from tcsmt.hwcheck.device import CudaDevice
+    from tcsmt.hwcheck.paths import PATHS
+
+    h100 = SimpleNamespace(cc=90, gpu_name="NVIDIA H100 80GB HBM3")
+    scaled = [s for s in PATHS.values() if s.scale_fmt]
+    assert scaled
+    for s in scaled:
+        why = CudaDevice.supports(h100, s)  # type: ignore[arg-type]
+        assert why and "needs compute capability 12.0 (sm_120a)" in why and "has compute capability 9.0" in why
