@@ -157,7 +157,8 @@ def integer_tiles(spec: PathSpec, T: int, K: int, rng: np.random.Generator) -> t
 
 
 def _encode_ints(v: np.ndarray, fmt) -> np.ndarray:
-    """Bit patterns of integer-valued float64 array ``v`` in ``fmt`` (exact; +0 for zeros)."""
+    """Bit patterns of float64 array ``v`` of values exact in ``fmt`` (small integers, or multiples of small
+    powers of two; +0 for zeros)."""
     from ..formats import FP64
     from ..simulator import convert_bits
 
@@ -165,13 +166,29 @@ def _encode_ints(v: np.ndarray, fmt) -> np.ndarray:
     return bits.astype(fmt.dtype)
 
 
+def scale_tiles(spec: PathSpec, T: int, K: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                                 np.ndarray]:
+    """Power-of-two scales for an exact layout check of a block-scaled path: scale_A (T, m, K / scale_block) and
+    scale_B (T, n, K / scale_block) patterns with values 2^-2 .. 2^2, each drawn on its own, and their values.
+    Small-integer products times these stay exact in fp32, so a scale byte that reaches the wrong row, column
+    or block of the instruction changes the output, whatever the arithmetic's reading."""
+    fs = get_format(spec.scale_fmt)
+    nb = K // spec.scale_block
+    ea = rng.integers(-2, 3, size=(T, spec.m, nb))
+    eb = rng.integers(-2, 3, size=(T, spec.n, nb))
+    pat = np.array([fs.from_fraction(2.0 ** e) for e in range(-2, 3)], dtype=np.uint8)
+    return pat[ea + 2], pat[eb + 2], np.exp2(ea.astype(np.float64)), np.exp2(eb.astype(np.float64))
+
+
 def check_layout(spec: PathSpec, device=None, tiles: int = 64, seed: int = 1) -> dict[str, Any]:
     """Check a path's fragment layout and k-chaining with exact small-integer inputs.
 
     Runs ``tiles`` tiles with K = 2 instructions (so the accumulator chaining is
     exercised) and compares every output's value with the exact result; a
-    misplaced fragment element changes almost every output.  Returns
-    {"path", "shape", "n", "wrong", "ok", "first_wrong": [...]}.
+    misplaced fragment element changes almost every output.  On a block-scaled
+    path every row of A and column of B gets its own power-of-two scale per
+    scale block (:func:`scale_tiles`), so the scale bytes' placement is checked
+    too.  Returns {"path", "shape", "n", "wrong", "ok", "first_wrong": [...]}.
     """
     dev = device or default_device()
     rng = np.random.default_rng(seed)
@@ -179,7 +196,16 @@ def check_layout(spec: PathSpec, device=None, tiles: int = 64, seed: int = 1) ->
         tiles = 2  # one tile is a whole GEMM of m*n outputs
     K = 2 * spec.instr_k
     a, b, c, want = integer_tiles(spec, tiles, K, rng)
-    got = dev.run_tiles(spec, a, b, c)
+    if spec.scale_fmt:
+        sa, sb, va, vb = scale_tiles(spec, tiles, K, rng)
+        fin, fb, fc = spec.fin, spec.fin_b, spec.c_fmt
+        av, bv, cv = fin.decode_array(a), fb.decode_array(b), fc.decode_array(c)
+        blk = np.arange(K) // spec.scale_block
+        dv = np.einsum("trk,tjk->trj", av * va[:, :, blk], bv * vb[:, :, blk]) + cv
+        want = _encode_ints(dv, spec.fout)  # exact: multiples of 2^-4 far below 2^24 (integer_tiles' bound)
+        got = dev.run_tiles(spec, a, b, c, sa=sa, sb=sb)
+    else:
+        got = dev.run_tiles(spec, a, b, c)
     fo = spec.fout
     gv, wv = fo.decode_array(got), fo.decode_array(want)
     bad = ~(gv == wv)

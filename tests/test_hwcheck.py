@@ -510,3 +510,30 @@ def test_question_file_scales_are_read_and_checked(tmp_path):
     path.write_text(json.dumps(doc))
     r = invoke(str(path), "--device", "model:rtx_blackwell", "--jobs", "1")
     assert r.exit_code == 0, r.output  # 32 * 1 * 2 * 2^-2 = 16
+
+
+class _SwappedScaleBlocks(ModelDevice):
+    """A device that reads the scale bytes of the wrong block (scale_A's blocks reversed) or of the wrong row
+    (scale_A's rows 0 and 8 exchanged: the g / g + 8 halves of the sm_120 fragment)."""
+
+    def __init__(self, spec, how):
+        super().__init__(spec)
+        self.how = how
+
+    def run_tiles(self, path, a, b, c, sa=None, sb=None):
+        if sa is not None:
+            sa = sa[:, :, ::-1].copy() if self.how == "blocks" else sa[:, [8, *range(1, 8), 0, *range(9, 16)]].copy()
+        return super().run_tiles(path, a, b, c, sa=sa, sb=sb)
+
+
+def test_layout_check_covers_the_scales():
+    """--layouts on a block-scaled path gives every row of A, column of B and scale block its own power-of-two
+    scale (exact small-integer results): it passes on the model and fails where a scale byte reaches the wrong
+    block or row, which unit scales could never show."""
+    dev = ModelDevice("rtx_blackwell")
+    for spec in _SCALED:
+        assert check_layout(spec, dev, tiles=2)["ok"], spec.label
+    mx4 = next(s for s in _SCALED if s.instr_k == 64)  # two scale blocks per instruction
+    for how in ("blocks", "rows"):
+        r = check_layout(mx4, _SwappedScaleBlocks("rtx_blackwell", how), tiles=2)
+        assert not r["ok"] and r["wrong"] > 0, how
