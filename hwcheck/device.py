@@ -339,8 +339,10 @@ class CudaDevice:
             if shared > MAX_SHARED:
                 raise TcsmtError(f"K = {K} is too long for the tcgen05 kernel (at most "
                                  f"{MAX_SHARED // ((path.m + path.n) * path.fin.dtype.itemsize)})")
+            if path.scale_fmt and K > 16 * path.instr_k:  # the kernel's tensor memory holds 16 instructions' scales
+                raise TcsmtError(f"K = {K} is too long for the block-scaled tcgen05 kernel (at most {16 * path.instr_k})")
             grid = max(1, min(T, self.sm_count * 2))
-            fn((grid,), (128,), (da, db, dc, dd, np.int64(T), np.int32(K)), shared_mem=shared)
+            fn((grid,), (128,), (da, db, dc, dd, np.int64(T), np.int32(K), *scale_args), shared_mem=shared)
         elif path.instr == "wgmma":
             shared = 8 * K * path.fin.dtype.itemsize
             if shared > MAX_SHARED:

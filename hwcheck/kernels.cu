@@ -693,6 +693,134 @@ extern "C" __global__ void __launch_bounds__(128) NAME(const ETYPE* __restrict__
         asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, 32;" :: "r"(tmem) : "memory"); \
 }
 
+// ---------------------------------------------------------------- sm_100a tcgen05.mma block_scale, M = 128, N = 8
+// kind::mxf8f6f4 (e4m3 x e4m3, scale_vec::1X, ue8m0 per 32) and kind::mxf4nvf4 (e2m1 packed two per byte, element
+// k in the low nibble when k is even; block32 = scale_vec::2X ue8m0, block16 = scale_vec::4X ue8m0 or ue4m3).
+// Operands are staged as in TCGEN05_F32 (a row's bytes, 32 per instruction, two 16-byte core matrices).
+// Instruction descriptor of the block-scaled kinds (PTX ISA 9.7.16.4.2, "Instruction descriptor", the table for
+// .kind::mxf8f6f4 / mxf4nvf4): bits 4-5 scale-B ID, 7-9 A format and 10-12 B format (mxf8f6f4: e4m3 0, e5m2 1,
+// e2m3 3, e3m2 4, e2m1 5; mxf4nvf4: e2m1 1), 17-22 N >> 3, 23 scale format (ue4m3 0, ue8m0 1), 24-28 M >> 4,
+// 29-30 scale-A ID; D is F32 (no D-format field), K-major A and B.
+// Scale factors live in tensor memory (PTX ISA 9.7.16.10.x, "Block Scaling" for tcgen05.mma: scale_A is M x SFA_N,
+// scale_B SFB_M x N, the scale-A/B ID choosing the byte of a 32-bit cell where the instruction's factors begin).
+// Our reading of its layout figures for M = 128 (the layout public sm_100 kernels stage with tcgen05.cp 32x128b
+// .warpx4): row r of scale_A in lane r % 32 of every 32-lane quarter, column r / 32 of the instruction's group of
+// four columns, byte v = the instruction's v-th scale block; column n of scale_B in lane n, one column, byte v.
+// Each thread writes the cells of its own lane with tcgen05.st (the contents depend on lane % 32 only, so every
+// quarter holds the same copy).  Instruction i uses columns SFA_COL + 4 i .. + 3 and SFB_COL + i, IDs 0.  A wrong
+// reading fails `tcsmt hwcheck --layouts`, which gives every row, column and block its own power-of-two scale.
+#define SFA_COL 32
+#define SFB_COL 96
+static __device__ __forceinline__ void stage_rows_fp4(u8* s, const u8* g, int rows, int K) {
+    const int row_bytes = K / 2;
+    for (int i = threadIdx.x; i < rows * row_bytes; i += blockDim.x) {
+        const int r = i / row_bytes, byte = i % row_bytes;
+        const u8* e = g + (long long)r * K + 2 * byte;
+        s[(((byte >> 4) * (rows >> 3)) + (r >> 3)) * 128 + (r & 7) * 16 + (byte & 15)] = (u8)((e[0] & 0xf) | (e[1] << 4));
+    }
+}
+
+static __device__ __forceinline__ u32 sf_word(const u8* s, long long row, int nblk_total, int blk0, int nblk) {
+    u32 w = 0;
+    for (int v = 0; v < nblk; v++) w |= (u32)s[row * nblk_total + blk0 + v] << (8 * v);
+    return w;
+}
+
+#define TCGEN05_SCALED(NAME, KIND, AFMT, BFMT, SFMT_UE8M0, KI, BLOCK, PACKED)                        \
+extern "C" __global__ void __launch_bounds__(128) NAME(const u8* __restrict__ A, const u8* __restrict__ B,  \
+        const u32* __restrict__ C, u32* __restrict__ D, long long T, int K, const u8* __restrict__ SA,   \
+        const u8* __restrict__ SB) {                                                           \
+    extern __shared__ __align__(1024) u8 smem[];                                               \
+    __shared__ __align__(8) u64 mbar;                                                          \
+    __shared__ u32 tmem_slot;                                                                  \
+    const int kbytes = PACKED ? K / 2 : K;                                                     \
+    u8* sA = smem;                                                                             \
+    u8* sB = smem + 128 * kbytes;                                                              \
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;                             \
+    const int nb = K / BLOCK, per = KI / BLOCK;                                                \
+    const u32 idesc = ((u32)(AFMT) << 7) | ((u32)(BFMT) << 10) | ((8u >> 3) << 17) |            \
+                      ((u32)(SFMT_UE8M0) << 23) | ((128u >> 4) << 24);                         \
+    if (warp == 0) {                                                                           \
+        asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 128;"       \
+                     :: "r"((u32)__cvta_generic_to_shared(&tmem_slot)) : "memory");            \
+        asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory"); \
+    }                                                                                          \
+    if (tid == 0) {                                                                            \
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;"                                  \
+                     :: "r"((u32)__cvta_generic_to_shared(&mbar)) : "memory");                 \
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");                     \
+    }                                                                                          \
+    asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");                           \
+    __syncthreads();                                                                           \
+    asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");                            \
+    const u32 tmem = tmem_slot;                                                                \
+    const u32 lane_addr = tmem + ((u32)(warp * 32) << 16);                                     \
+    u32 phase = 0;                                                                             \
+    for (long long tile = blockIdx.x; tile < T; tile += gridDim.x) {                           \
+        if (PACKED) {                                                                          \
+            stage_rows_fp4(sA, A + tile * 128LL * K, 128, K);                                  \
+            stage_rows_fp4(sB, B + tile * 8LL * K, 8, K);                                      \
+        } else {                                                                               \
+            stage_rows(sA, A + tile * 128LL * K, 128, K, 1);                                   \
+            stage_rows(sB, B + tile * 8LL * K, 8, K, 1);                                       \
+        }                                                                                      \
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");                           \
+        const u32* c = C + (tile * 128 + tid) * 8;                                             \
+        asm volatile("tcgen05.st.sync.aligned.32x32b.x8.b32 [%0], {%1,%2,%3,%4,%5,%6,%7,%8};"  \
+                     :: "r"(lane_addr), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]), "r"(c[4]), \
+                        "r"(c[5]), "r"(c[6]), "r"(c[7]) : "memory");                           \
+        for (int i = 0; i < K / KI; i++) {                                                     \
+            u32 w[4];                                                                          \
+            for (int q = 0; q < 4; q++) w[q] = sf_word(SA, tile * 128 + lane + 32 * q, nb, i * per, per); \
+            asm volatile("tcgen05.st.sync.aligned.32x32b.x4.b32 [%0], {%1,%2,%3,%4};"          \
+                         :: "r"(lane_addr + SFA_COL + 4 * i), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) \
+                         : "memory");                                                          \
+            u32 wb = sf_word(SB, tile * 8 + (lane & 7), nb, i * per, per);                     \
+            asm volatile("tcgen05.st.sync.aligned.32x32b.x1.b32 [%0], {%1};"                   \
+                         :: "r"(lane_addr + SFB_COL + i), "r"(wb) : "memory");                 \
+        }                                                                                      \
+        asm volatile("tcgen05.wait::st.sync.aligned;" ::: "memory");                           \
+        asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");                       \
+        __syncthreads();                                                                       \
+        if (tid == 0) {                                                                        \
+            asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");                    \
+            for (int k0 = 0, i = 0; k0 < K; k0 += KI, i++) {                                   \
+                const int chunk = (PACKED ? k0 / 2 : k0) >> 4;                                 \
+                u64 da = umma_desc(sA + chunk * 16 * 128, 2048, 128);                          \
+                u64 db = umma_desc(sB + chunk * 128, 128, 128);                                \
+                asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                       \
+                             "tcgen05.mma.cta_group::1.kind::" KIND " [%0], %1, %2, %3, [%4], [%5], p;\n}" \
+                             :: "r"(tmem), "l"(da), "l"(db), "r"(idesc), "r"(tmem + SFA_COL + 4 * i), \
+                                "r"(tmem + SFB_COL + i) : "memory");                           \
+            }                                                                                  \
+            asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" \
+                         :: "r"((u32)__cvta_generic_to_shared(&mbar)) : "memory");             \
+        }                                                                                      \
+        asm volatile("{\n.reg .pred done;\nWAIT_%=:\n"                                         \
+                     "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"              \
+                     "@!done bra WAIT_%=;\n}"                                                  \
+                     :: "r"((u32)__cvta_generic_to_shared(&mbar)), "r"(phase) : "memory");     \
+        phase ^= 1;                                                                            \
+        asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");                        \
+        u32 r[8];                                                                              \
+        asm volatile("tcgen05.ld.sync.aligned.32x32b.x8.b32 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8];"  \
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), \
+                       "=r"(r[6]), "=r"(r[7]) : "r"(lane_addr) : "memory");                    \
+        asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");                           \
+        u32* d = D + (tile * 128 + tid) * 8;                                                   \
+        for (int n = 0; n < 8; n++) d[n] = r[n];                                               \
+        asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");                       \
+        __syncthreads();                                                                       \
+    }                                                                                          \
+    if (warp == 0)                                                                             \
+        asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, 128;" :: "r"(tmem) : "memory"); \
+}
+
+TCGEN05_SCALED(tcgen05_mxf8f6f4_e4m3_f32, "mxf8f6f4.block_scale.scale_vec::1X", 0, 0, 1, 32, 32, 0)
+TCGEN05_SCALED(tcgen05_mxf4nvf4_b32_ue8m0_f32, "mxf4nvf4.block_scale.scale_vec::2X", 1, 1, 1, 64, 32, 1)
+TCGEN05_SCALED(tcgen05_mxf4nvf4_b16_ue8m0_f32, "mxf4nvf4.block_scale.scale_vec::4X", 1, 1, 1, 64, 16, 1)
+TCGEN05_SCALED(tcgen05_mxf4nvf4_b16_ue4m3_f32, "mxf4nvf4.block_scale.scale_vec::4X", 1, 1, 0, 64, 16, 1)
+
 TCGEN05_F32(tcgen05_tf32_f32, "tf32", u32, 4, 8, 2, 2)
 TCGEN05_F32(tcgen05_f16_f32, "f16", u16, 2, 16, 0, 0)
 TCGEN05_F32(tcgen05_bf16_f32, "f16", u16, 2, 16, 1, 1)

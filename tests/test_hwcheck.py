@@ -425,6 +425,7 @@ def test_blackwell_kernels_compile(arch, tmp_path):
 
 # ------------------------------------------------- block-scaled paths: real scales from the host to the tiles
 _SCALED = [s for s in PATHS.values() if s.scale_fmt]
+_ARCH = {100: "blackwell", 120: "rtx_blackwell"}
 
 
 def test_every_blackwell_hardware_path_is_a_model_path():
@@ -435,18 +436,18 @@ def test_every_blackwell_hardware_path_is_a_model_path():
     for s in _BLACKWELL:
         hits = [a.name for a in architectures().values() if a.find_paths(s.in_fmt, s.out_fmt, s.instr)]
         assert hits, s.label
-    assert len(_SCALED) == 4
+    assert len(_SCALED) == 8  # 4 tcgen05 (sm_100a), 4 mma.sync (sm_120a)
 
 
 @pytest.mark.parametrize("spec", _SCALED, ids=lambda s: s.label)
 def test_run_dot_carries_each_rows_scales(spec):
     """run_dot puts dot product i on its tile's diagonal with its own scales (row i of scale_A, column i of
     scale_B; tile_scales); on the virtual device every output equals the simulator's on the same row and scales.
-    Scales drawn over the whole format (ue8m0 2^-127..2^127, ue4m3 0 and subnormals to 448), 20 rows (3 tiles)."""
+    Scales drawn over the whole format (ue8m0 2^-127..2^127, ue4m3 0 and subnormals to 448), 20 rows."""
     from tcsmt.hwcheck.runner import run_dot
     from tcsmt.simulator import simulate_params
 
-    arch = "rtx_blackwell"
+    arch = _ARCH[spec.cc]
     dev = get_device(f"model:{arch}")
     p = dev.params(spec)
     rng = np.random.default_rng(3)
@@ -497,7 +498,7 @@ def test_question_file_scales_are_read_and_checked(tmp_path):
 
     from tcsmt.hwcheck.check import inputs_from_doc
 
-    spec = next(s for s in _SCALED if s.scale_fmt == "ue8m0" and s.instr_k == 32 and s.in_fmt == "e4m3")
+    spec = next(s for s in _SCALED if s.cc == 120 and s.instr_k == 32 and s.in_fmt == "e4m3")
     doc = {"in_fmt": "e4m3", "out_fmt": "fp32", "instr": spec.instr, "models": ["rtx_blackwell"],
            "inputs": [{"a": ["0x38"] * 32, "b": ["0x38"] * 32, "c": "0x0", "sa": ["0x80"], "sb": ["0x7d"]}]}
     inp = inputs_from_doc("f.json", doc)
@@ -522,7 +523,9 @@ class _SwappedScaleBlocks(ModelDevice):
 
     def run_tiles(self, path, a, b, c, sa=None, sb=None):
         if sa is not None:
-            sa = sa[:, :, ::-1].copy() if self.how == "blocks" else sa[:, [8, *range(1, 8), 0, *range(9, 16)]].copy()
+            rows = list(range(sa.shape[1]))
+            rows[0], rows[8] = 8, 0
+            sa = sa[:, :, ::-1].copy() if self.how == "blocks" else sa[:, rows].copy()
         return super().run_tiles(path, a, b, c, sa=sa, sb=sb)
 
 
@@ -530,10 +533,9 @@ def test_layout_check_covers_the_scales():
     """--layouts on a block-scaled path gives every row of A, column of B and scale block its own power-of-two
     scale (exact small-integer results): it passes on the model and fails where a scale byte reaches the wrong
     block or row, which unit scales could never show."""
-    dev = ModelDevice("rtx_blackwell")
     for spec in _SCALED:
-        assert check_layout(spec, dev, tiles=2)["ok"], spec.label
-    mx4 = next(s for s in _SCALED if s.instr_k == 64)  # two scale blocks per instruction
-    for how in ("blocks", "rows"):
-        r = check_layout(mx4, _SwappedScaleBlocks("rtx_blackwell", how), tiles=2)
-        assert not r["ok"] and r["wrong"] > 0, how
+        assert check_layout(spec, ModelDevice(_ARCH[spec.cc]), tiles=1)["ok"], spec.label
+    for mx4 in (s for s in _SCALED if s.instr_k == 64 and s.scale_block == 32):  # two scale blocks per instruction
+        for how in ("blocks", "rows"):
+            r = check_layout(mx4, _SwappedScaleBlocks(_ARCH[mx4.cc], how), tiles=1)
+            assert not r["ok"] and r["wrong"] > 0, (mx4.label, how)

@@ -216,6 +216,8 @@ def test_block_scaled_kernels_refuse_other_gpus():
     h100 = SimpleNamespace(cc=90, gpu_name="NVIDIA H100 80GB HBM3")
     scaled = [s for s in PATHS.values() if s.scale_fmt]
     assert scaled
+    assert {s.cc for s in scaled} == {100, 120}
     for s in scaled:
         why = CudaDevice.supports(h100, s)  # type: ignore[arg-type]
-        assert why and "needs compute capability 12.0 (sm_120a)" in why and "has compute capability 9.0" in why
+        need = "needs compute capability 12.0 (sm_120a)" if s.cc == 120 else "needs compute capability 10.0 (sm_100a)"
+        assert why and need in why and "has compute capability 9.0" in why
