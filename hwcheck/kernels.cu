@@ -697,11 +697,11 @@ extern "C" __global__ void __launch_bounds__(128) NAME(const ETYPE* __restrict__
 // kind::mxf8f6f4 (e4m3 x e4m3, scale_vec::1X, ue8m0 per 32) and kind::mxf4nvf4 (e2m1 packed two per byte, element
 // k in the low nibble when k is even; block32 = scale_vec::2X ue8m0, block16 = scale_vec::4X ue8m0 or ue4m3).
 // Operands are staged as in TCGEN05_F32 (a row's bytes, 32 per instruction, two 16-byte core matrices).
-// Instruction descriptor of the block-scaled kinds (PTX ISA 9.7.16.4.2, "Instruction descriptor", the table for
-// .kind::mxf8f6f4 / mxf4nvf4): bits 4-5 scale-B ID, 7-9 A format and 10-12 B format (mxf8f6f4: e4m3 0, e5m2 1,
-// e2m3 3, e3m2 4, e2m1 5; mxf4nvf4: e2m1 1), 17-22 N >> 3, 23 scale format (ue4m3 0, ue8m0 1), 24-28 M >> 4,
+// Instruction descriptor of the block-scaled kinds (PTX ISA, tcgen05 "Instruction descriptor", its table for
+// .kind::mxf8f6f4 / mxf4nvf4; the same bits as CUTLASS's UMMA::InstrDescriptorBlockScaled): bits 4-5 scale-B ID, 7-9 A format and 10-12 B format (mxf8f6f4: e4m3 0, e5m2 1,
+// e2m3 3, e3m2 4, e2m1 5; mxf4nvf4: e2m1 1, as public sm_100 NVFP4 kernels set it), 17-22 N >> 3, 23 scale format (ue4m3 0, ue8m0 1), 24-28 M >> 4,
 // 29-30 scale-A ID; D is F32 (no D-format field), K-major A and B.
-// Scale factors live in tensor memory (PTX ISA 9.7.16.10.x, "Block Scaling" for tcgen05.mma: scale_A is M x SFA_N,
+// Scale factors live in tensor memory (PTX ISA, tcgen05.mma "Block Scaling": scale_A is M x SFA_N,
 // scale_B SFB_M x N, the scale-A/B ID choosing the byte of a 32-bit cell where the instruction's factors begin).
 // Our reading of its layout figures for M = 128 (the layout public sm_100 kernels stage with tcgen05.cp 32x128b
 // .warpx4): row r of scale_A in lane r % 32 of every 32-lane quarter, column r / 32 of the instruction's group of
