@@ -29,8 +29,8 @@ from ..formats import Format, get_format
 from ..inputs import dot_patterns, read_json, read_npz
 from ..params import ModelParams
 from ..values import format_value
-from .device import expand_tiles
-from .dists import DISTRIBUTIONS, generate
+from .device import expand_scales, expand_tiles
+from .dists import DISTRIBUTIONS, generate, random_scales
 from .paths import PathSpec, find_path, pad_k
 
 SIM_CHUNK = 1 << 14
@@ -216,8 +216,10 @@ def mismatch_kinds(fmt: Format, dev: np.ndarray, model: np.ndarray) -> dict[str,
 
 
 def compare(spec: PathSpec, tally: ModelTally, a: np.ndarray, b: np.ndarray, c: np.ndarray,
-            d_dev: np.ndarray, d_model: np.ndarray, offset: int, keep: int) -> np.ndarray:
-    """Add one batch to ``tally``: bitwise comparison, up to ``keep`` counterexamples kept; returns the mask."""
+            d_dev: np.ndarray, d_model: np.ndarray, offset: int, keep: int, sa: np.ndarray | None = None,
+            sb: np.ndarray | None = None) -> np.ndarray:
+    """Add one batch to ``tally``: bitwise comparison, up to ``keep`` counterexamples kept (with their scale
+    patterns ``sa``, ``sb`` on a block-scaled path); returns the mask."""
     bad = d_dev != d_model
     tally.checked += int(bad.size)
     nbad = int(bad.sum())
@@ -225,8 +227,10 @@ def compare(spec: PathSpec, tally: ModelTally, a: np.ndarray, b: np.ndarray, c: 
         for kind, cnt in mismatch_kinds(spec.fout, d_dev[bad], d_model[bad]).items():
             tally.kinds[kind] = tally.kinds.get(kind, 0) + cnt
         for i in np.flatnonzero(bad)[: max(0, keep - len(tally.examples))]:
-            tally.examples.append(counterexample(spec, a[i], b[i], int(c[i]), int(d_dev[i]), int(d_model[i]),
-                                                 offset + int(i)))
+            ex = counterexample(spec, a[i], b[i], int(c[i]), int(d_dev[i]), int(d_model[i]), offset + int(i))
+            if sa is not None and sb is not None:
+                ex.update(sa=[f"0x{int(x):02x}" for x in sa[i]], sb=[f"0x{int(x):02x}" for x in sb[i]])
+            tally.examples.append(ex)
         tally.mismatches += nbad
     return bad
 
@@ -285,16 +289,21 @@ def run_random(device, spec: PathSpec, models: list[tuple[str, ModelParams]], di
         rng = np.random.default_rng([seed, d_idx, bi])
         t0 = time.perf_counter()
         a, b, c = generate(dist, spec, T, K, rng)
+        sa = sb = xa = xb = None
+        if spec.scale_fmt:  # block-scaled: every row of A, column of B and scale block its own random scale
+            sa, sb = random_scales(spec, T, K, rng)
+            xa, xb = expand_scales(sa, sb)
         res.gen_seconds += time.perf_counter() - t0
         t0 = time.perf_counter()
-        d = device.run_tiles(spec, a, b, c).reshape(-1)
+        d = (device.run_tiles(spec, a, b, c, sa=sa, sb=sb) if sa is not None else device.run_tiles(spec, a, b, c)
+             ).reshape(-1)
         res.device_seconds += time.perf_counter() - t0
         aa, bb, cc = expand_tiles(a, b, c)
         for tally in res.tallies:
             t0 = time.perf_counter()
-            dm = runner.simulate(tally.params, aa, bb, cc)
+            dm = runner.simulate(tally.params, aa, bb, cc, xa, xb)
             res.model_seconds += time.perf_counter() - t0
-            compare(spec, tally, aa, bb, cc, d, dm, done * per, keep)
+            compare(spec, tally, aa, bb, cc, d, dm, done * per, keep, xa, xb)
         done += T
         bi += 1
         if progress:

@@ -56,6 +56,15 @@ def check_scale_tiles(spec: PathSpec, K: int, sa: np.ndarray | None, sb: np.ndar
                          f"not {sa.dtype} {sa.shape} and {sb.dtype} {sb.shape}")
 
 
+def expand_scales(sa: np.ndarray, sb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Scale tiles -> the scales of each independent dot product in (t, r, j) order (as :func:`expand_tiles`):
+    output (t, r, j) reads row r of scale_A[t] and column j of scale_B[t]; shapes (T*m*n, nb) each."""
+    T, m, nb = sa.shape
+    n = sb.shape[1]
+    return (np.broadcast_to(sa[:, :, None, :], (T, m, n, nb)).reshape(T * m * n, nb),
+            np.broadcast_to(sb[:, None, :, :], (T, m, n, nb)).reshape(T * m * n, nb))
+
+
 def check_tiles(spec: PathSpec, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """Raise TcsmtError unless the tile arrays have the path's shapes and dtypes."""
     if a.ndim != 3 or b.ndim != 3 or c.ndim != 3:
@@ -113,8 +122,7 @@ class ModelDevice:
 
                 sa = np.full((T, m, nb), unit_scale(path.scale_fmt), dtype=np.uint8)
                 sb = np.full((T, n, nb), unit_scale(path.scale_fmt), dtype=np.uint8)
-            xa = np.broadcast_to(sa[:, :, None, :], (T, m, n, nb)).reshape(T * m * n, nb)
-            xb = np.broadcast_to(sb[:, None, :, :], (T, m, n, nb)).reshape(T * m * n, nb)
+            xa, xb = expand_scales(sa, sb)
         d = simulate_params(self.params(path), aa, bb, cc, sa=xa, sb=xb, bits=xa is not None).reshape(c.shape)
         self.gpu_seconds += time.perf_counter() - t0
         return d

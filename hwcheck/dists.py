@@ -194,3 +194,27 @@ def _round_to(fmt: Format, v: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore"):
             return np.ascontiguousarray(v.astype(np.float16)).view(np.uint16)
     raise TcsmtError(f"C in {fmt.name} is not supported by the cancel distribution")
+
+
+def random_scales(spec: PathSpec, T: int, K: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Scale tiles of a block-scaled path for random checks: scale_A (T, m, K / scale_block) and scale_B
+    (T, n, K / scale_block) patterns, every factor drawn on its own.  ue8m0: mostly 2^-8 .. 2^8 (so scaled sums
+    stay in fp32's range and keep their low bits), one factor in 16 anywhere in 2^-127 .. 2^127; ue4m3: any
+    pattern but NaN (0x7F), zero and the subnormals included.  Without scale_fmt: TcsmtError."""
+    from ..formats import get_format
+
+    if not spec.scale_fmt:
+        raise TcsmtError(f"{spec.label} is not block-scaled")
+    fs = get_format(spec.scale_fmt)
+    nb = K // spec.scale_block
+    out = []
+    for rows in (spec.m, spec.n):
+        shape = (T, rows, nb)
+        if fs.name == "ue8m0":
+            near = rng.integers(127 - 8, 127 + 9, size=shape)
+            anywhere = rng.integers(0, 255, size=shape)
+            out.append(np.where(rng.random(shape) < 1 / 16, anywhere, near).astype(np.uint8))
+        else:
+            out.append(rng.integers(0, 0x7F, size=shape).astype(np.uint8))
+    return out[0], out[1]
+

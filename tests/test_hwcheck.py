@@ -539,3 +539,24 @@ def test_layout_check_covers_the_scales():
         for how in ("blocks", "rows"):
             r = check_layout(mx4, _SwappedScaleBlocks(_ARCH[mx4.cc], how), tiles=1)
             assert not r["ok"] and r["wrong"] > 0, (mx4.label, how)
+
+
+@pytest.mark.parametrize("key", ["sm120-mxf4", "tcgen05-mxf8"])
+def test_random_mode_draws_real_scales(key):
+    """--random on a block-scaled path draws a scale per row of A, column of B and scale block (dists.random_scales)
+    and hands the same scales to the device and the models: the model confirms itself on its own virtual device,
+    another reading (25 instead of 35 mxf4nvf4 window bits; scales on the block sum instead of each mxf8f6f4
+    product) is refuted, and its counterexamples carry their scales."""
+    spec, arch, other = {
+        "sm120-mxf4": (next(s for s in _SCALED if s.cc == 120 and s.scale_fmt == "ue4m3"), "rtx_blackwell",
+                       "rtx_blackwell:f25"),
+        "tcgen05-mxf8": (next(s for s in _SCALED if s.cc == 100 and s.instr_k == 32), "blackwell",
+                         "blackwell:exact_block_sum"),
+    }[key]
+    models = resolve_models([arch, other], spec)
+    with ModelRunner(1) as runner:
+        res = run_random(get_device(f"model:{arch}"), spec, models, "wide", 2 * spec.per_tile, spec.instr_k, 5,
+                         runner)
+    own, hyp = res.tallies
+    assert own.mismatches == 0 and own.checked == 2 * spec.per_tile
+    assert hyp.mismatches > 0 and len(hyp.examples[0]["sa"]) == spec.instr_k // spec.scale_block
