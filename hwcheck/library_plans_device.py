@@ -1,6 +1,8 @@
 """Device campaign of issue 12 (items 2 and 5): cuBLAS plans over the shape grid, split-K slice rules read
 from output bits, and validation calls.  Runs on a GPU machine with torch; needs numpy and torch only.
-(One file on purpose, over 400 lines: it is shipped alone to a bare GPU machine and run as a script.)
+(One file on purpose, over 400 lines: it is shipped alone to a bare GPU machine and run as a script; for the
+same reason its options are read with the standard library's argparse, not click and tcsmt's shared options:
+it must run where tcsmt is not installed.)
 
     python3 hwcheck/library_plans_device.py --out DIR [--stages info,grid,heur,probes,valid] [--quick]
 
