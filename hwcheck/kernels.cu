@@ -36,22 +36,37 @@ static __device__ __forceinline__ u32 pack4(const u8* p) {
     const long long units = ((long long)gridDim.x * blockDim.x) >> 5;                          \
     for (long long tile = unit0; tile < T; tile += units)
 
-// The f32 accumulator fragment of an m16n8 tile held by lane (g, t4): rows g and g + 8, columns 2*t4 and
-// 2*t4 + 1 of tile `tile` (C and D are stored tile after tile, 128 raw fp32 patterns each).
-#define C_FRAG_F32_LOAD                                                                         \
-    const u32* c = C + tile * 128;                                                              \
+// The accumulator fragment of an m16n8 tile held by lane (g, t4): rows g and g + 8, columns 2*t4 and 2*t4 + 1 of
+// the 16 x 8 block of C (D) that starts at element OFFSET (C and D are stored tile after tile, 128 raw patterns
+// each: OFFSET = tile * 128 for mma.sync; a wgmma tile is four such blocks, one per warp).  f32: four floats
+// d0..d3; f16: two registers d0, d1 of two packed halves each (the lower column in the low half).
+#define C_FRAG_F32_LOAD(OFFSET)                                                                 \
+    const u32* c = C + OFFSET;                                                                  \
     float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                              \
     float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                          \
     float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                        \
     float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1])
-#define D_FRAG_F32_STORE                                                                        \
+#define D_FRAG_F32_STORE(OFFSET)                                                                \
     do {                                                                                        \
-        u32* d = D + tile * 128;                                                                \
+        u32* d = D + OFFSET;                                                                    \
         d[g * 8 + 2 * t4] = __float_as_uint(d0);                                                \
         d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);                                            \
         d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);                                          \
         d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);                                      \
     } while (0)
+#define C_FRAG_F16_LOAD(OFFSET)                                                                 \
+    const u16* c = C + OFFSET;                                                                  \
+    u32 d0 = pack2(c[g * 8 + 2 * t4], c[g * 8 + 2 * t4 + 1]);                                   \
+    u32 d1 = pack2(c[(g + 8) * 8 + 2 * t4], c[(g + 8) * 8 + 2 * t4 + 1])
+#define D_FRAG_F16_STORE(OFFSET)                                                                \
+    do {                                                                                        \
+        u16* d = D + OFFSET;                                                                    \
+        d[g * 8 + 2 * t4] = (u16)(d0 & 0xffffu);                                                \
+        d[g * 8 + 2 * t4 + 1] = (u16)(d0 >> 16);                                                \
+        d[(g + 8) * 8 + 2 * t4] = (u16)(d1 & 0xffffu);                                          \
+        d[(g + 8) * 8 + 2 * t4 + 1] = (u16)(d1 >> 16);                                          \
+    } while (0)
+#define WG_OFFSET (tile * 512 + (16 * w) * 8)
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 
@@ -64,7 +79,7 @@ extern "C" __global__ void NAME(const u16* __restrict__ A, const u16* __restrict
         const u16* a0 = A + (tile * 16 + g) * (long long)K;                                    \
         const u16* a1 = a0 + 8LL * K;                                                          \
         const u16* b = B + (tile * 8 + g) * (long long)K;                                      \
-        C_FRAG_F32_LOAD;                                                               \
+        C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 16) {                                                   \
             const int k = k0 + 2 * t4;                                                         \
             u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);                  \
@@ -75,7 +90,7 @@ extern "C" __global__ void NAME(const u16* __restrict__ A, const u16* __restrict
                          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
         }                                                                                      \
-        D_FRAG_F32_STORE;                                                              \
+        D_FRAG_F32_STORE(tile * 128);                                                          \
     }                                                                                          \
 }
 
@@ -90,9 +105,7 @@ extern "C" __global__ void mma_f16_f16(const u16* __restrict__ A, const u16* __r
         const u16* a0 = A + (tile * 16 + g) * (long long)K;
         const u16* a1 = a0 + 8LL * K;
         const u16* b = B + (tile * 8 + g) * (long long)K;
-        const u16* c = C + tile * 128;
-        u32 d0 = pack2(c[g * 8 + 2 * t4], c[g * 8 + 2 * t4 + 1]);
-        u32 d1 = pack2(c[(g + 8) * 8 + 2 * t4], c[(g + 8) * 8 + 2 * t4 + 1]);
+        C_FRAG_F16_LOAD(tile * 128);
         for (int k0 = 0; k0 < K; k0 += 16) {
             const int k = k0 + 2 * t4;
             u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);
@@ -103,11 +116,7 @@ extern "C" __global__ void mma_f16_f16(const u16* __restrict__ A, const u16* __r
                          : "+r"(d0), "+r"(d1)
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
         }
-        u16* d = D + tile * 128;
-        d[g * 8 + 2 * t4] = (u16)(d0 & 0xffffu);
-        d[g * 8 + 2 * t4 + 1] = (u16)(d0 >> 16);
-        d[(g + 8) * 8 + 2 * t4] = (u16)(d1 & 0xffffu);
-        d[(g + 8) * 8 + 2 * t4 + 1] = (u16)(d1 >> 16);
+        D_FRAG_F16_STORE(tile * 128);
     }
 }
 
@@ -119,11 +128,7 @@ extern "C" __global__ void mma_tf32_f32(const u32* __restrict__ A, const u32* __
         const u32* a0 = A + (tile * 16 + g) * (long long)K;
         const u32* a1 = a0 + 8LL * K;
         const u32* b = B + (tile * 8 + g) * (long long)K;
-        const u32* c = C + tile * 128;
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);
+        C_FRAG_F32_LOAD(tile * 128);
         for (int k0 = 0; k0 < K; k0 += 8) {
             const int k = k0 + t4;
             u32 ra0 = a0[k], ra1 = a1[k], ra2 = a0[k + 4], ra3 = a1[k + 4];
@@ -133,11 +138,7 @@ extern "C" __global__ void mma_tf32_f32(const u32* __restrict__ A, const u32* __
                          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
         }
-        u32* d = D + tile * 128;
-        d[g * 8 + 2 * t4] = __float_as_uint(d0);
-        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);
-        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);
-        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);
+        D_FRAG_F32_STORE(tile * 128);
     }
 }
 
@@ -175,7 +176,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
         const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
         const u8* a1 = a0 + 8LL * K;                                                           \
         const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
-        C_FRAG_F32_LOAD;                                                               \
+        C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
             u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
@@ -186,7 +187,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
         }                                                                                      \
-        D_FRAG_F32_STORE;                                                              \
+        D_FRAG_F32_STORE(tile * 128);                                                          \
     }                                                                                          \
 }
 
@@ -204,9 +205,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
         const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
         const u8* a1 = a0 + 8LL * K;                                                           \
         const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
-        const u16* c = C + tile * 128;                                                         \
-        u32 d0 = pack2(c[g * 8 + 2 * t4], c[g * 8 + 2 * t4 + 1]);                              \
-        u32 d1 = pack2(c[(g + 8) * 8 + 2 * t4], c[(g + 8) * 8 + 2 * t4 + 1]);                  \
+        C_FRAG_F16_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
             u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
@@ -217,11 +216,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                          : "+r"(d0), "+r"(d1)                                                  \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
         }                                                                                      \
-        u16* d = D + tile * 128;                                                               \
-        d[g * 8 + 2 * t4] = (u16)(d0 & 0xffffu);                                               \
-        d[g * 8 + 2 * t4 + 1] = (u16)(d0 >> 16);                                               \
-        d[(g + 8) * 8 + 2 * t4] = (u16)(d1 & 0xffffu);                                         \
-        d[(g + 8) * 8 + 2 * t4 + 1] = (u16)(d1 >> 16);                                         \
+        D_FRAG_F16_STORE(tile * 128);                                                          \
     }                                                                                          \
 }
 
@@ -274,11 +269,7 @@ extern "C" __global__ void NAME(const u16* __restrict__ A, const u16* __restrict
     WG_BEGIN(2, 16)                                                                            \
         const u16* a0 = A + row0 * K;                                                          \
         const u16* a1 = a0 + 8LL * K;                                                          \
-        const u32* c = C + tile * 512 + (16 * w) * 8;                                          \
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                         \
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                     \
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                   \
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);                               \
+        C_FRAG_F32_LOAD(WG_OFFSET);                                                            \
         for (int k0 = 0; k0 < K; k0 += 16) {                                                   \
             const int k = k0 + 2 * t4;                                                         \
             u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);                  \
@@ -292,11 +283,7 @@ extern "C" __global__ void NAME(const u16* __restrict__ A, const u16* __restrict
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                     \
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                     \
         }                                                                                      \
-        u32* d = D + tile * 512 + (16 * w) * 8;                                                \
-        d[g * 8 + 2 * t4] = __float_as_uint(d0);                                               \
-        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);                                           \
-        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);                                         \
-        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);                                     \
+        D_FRAG_F32_STORE(WG_OFFSET);                                                           \
     WG_END                                                                                     \
 }
 
@@ -310,11 +297,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
     WG_BEGIN(1, 32)                                                                            \
         const u8* a0 = A + row0 * K;                                                           \
         const u8* a1 = a0 + 8LL * K;                                                           \
-        const u32* c = C + tile * 512 + (16 * w) * 8;                                          \
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                         \
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                     \
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                   \
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);                               \
+        C_FRAG_F32_LOAD(WG_OFFSET);                                                            \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
             u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
@@ -328,11 +311,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                     \
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                     \
         }                                                                                      \
-        u32* d = D + tile * 512 + (16 * w) * 8;                                                \
-        d[g * 8 + 2 * t4] = __float_as_uint(d0);                                               \
-        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);                                           \
-        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);                                         \
-        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);                                     \
+        D_FRAG_F32_STORE(WG_OFFSET);                                                           \
     WG_END                                                                                     \
 }
 
@@ -348,9 +327,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
     WG_BEGIN(1, 32)                                                                            \
         const u8* a0 = A + row0 * K;                                                           \
         const u8* a1 = a0 + 8LL * K;                                                           \
-        const u16* c = C + tile * 512 + (16 * w) * 8;                                          \
-        u32 d0 = pack2(c[g * 8 + 2 * t4], c[g * 8 + 2 * t4 + 1]);                              \
-        u32 d1 = pack2(c[(g + 8) * 8 + 2 * t4], c[(g + 8) * 8 + 2 * t4 + 1]);                  \
+        C_FRAG_F16_LOAD(WG_OFFSET);                                                            \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
             u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
@@ -364,11 +341,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                     \
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                     \
         }                                                                                      \
-        u16* d = D + tile * 512 + (16 * w) * 8;                                                \
-        d[g * 8 + 2 * t4] = (u16)(d0 & 0xffffu);                                               \
-        d[g * 8 + 2 * t4 + 1] = (u16)(d0 >> 16);                                               \
-        d[(g + 8) * 8 + 2 * t4] = (u16)(d1 & 0xffffu);                                         \
-        d[(g + 8) * 8 + 2 * t4 + 1] = (u16)(d1 >> 16);                                         \
+        D_FRAG_F16_STORE(WG_OFFSET);                                                           \
     WG_END                                                                                     \
 }
 
@@ -386,11 +359,7 @@ extern "C" __global__ void wgmma_tf32_f32(const u32* __restrict__ A, const u32* 
     WG_BEGIN(4, 8)
         const u32* a0 = A + row0 * K;
         const u32* a1 = a0 + 8LL * K;
-        const u32* c = C + tile * 512 + (16 * w) * 8;
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);
+        C_FRAG_F32_LOAD(WG_OFFSET);
         for (int k0 = 0; k0 < K; k0 += 8) {
             const int k = k0 + t4;
             u32 ra0 = a0[k], ra1 = a1[k], ra2 = a0[k + 4], ra3 = a1[k + 4];
@@ -403,11 +372,7 @@ extern "C" __global__ void wgmma_tf32_f32(const u32* __restrict__ A, const u32* 
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         }
-        u32* d = D + tile * 512 + (16 * w) * 8;
-        d[g * 8 + 2 * t4] = __float_as_uint(d0);
-        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);
-        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);
-        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);
+        D_FRAG_F32_STORE(WG_OFFSET);
     WG_END
 }
 
@@ -418,9 +383,7 @@ extern "C" __global__ void wgmma_f16_f16(const u16* __restrict__ A, const u16* _
     WG_BEGIN(2, 16)
         const u16* a0 = A + row0 * K;
         const u16* a1 = a0 + 8LL * K;
-        const u16* c = C + tile * 512 + (16 * w) * 8;
-        u32 d0 = pack2(c[g * 8 + 2 * t4], c[g * 8 + 2 * t4 + 1]);
-        u32 d1 = pack2(c[(g + 8) * 8 + 2 * t4], c[(g + 8) * 8 + 2 * t4 + 1]);
+        C_FRAG_F16_LOAD(WG_OFFSET);
         for (int k0 = 0; k0 < K; k0 += 16) {
             const int k = k0 + 2 * t4;
             u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);
@@ -434,11 +397,7 @@ extern "C" __global__ void wgmma_f16_f16(const u16* __restrict__ A, const u16* _
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         }
-        u16* d = D + tile * 512 + (16 * w) * 8;
-        d[g * 8 + 2 * t4] = (u16)(d0 & 0xffffu);
-        d[g * 8 + 2 * t4 + 1] = (u16)(d0 >> 16);
-        d[(g + 8) * 8 + 2 * t4] = (u16)(d1 & 0xffffu);
-        d[(g + 8) * 8 + 2 * t4 + 1] = (u16)(d1 >> 16);
+        D_FRAG_F16_STORE(WG_OFFSET);
     WG_END
 }
 
@@ -471,7 +430,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
         const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
         const u8* a1 = a0 + 8LL * K;                                                           \
         const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
-        C_FRAG_F32_LOAD;                                                               \
+        C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
             u32 ra0 = pack4s(a0 + k, SHIFT_A), ra1 = pack4s(a1 + k, SHIFT_A);                  \
@@ -482,7 +441,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
         }                                                                                      \
-        D_FRAG_F32_STORE;                                                              \
+        D_FRAG_F32_STORE(tile * 128);                                                          \
     }                                                                                          \
 }
 
@@ -513,12 +472,8 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
         const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
         const u8* a1 = a0 + 8LL * K;                                                           \
         const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
-        const u32* c = C + tile * 128;                                                         \
         const int nb = K / 32;                                                                 \
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                         \
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                     \
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                   \
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);                               \
+        C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
             u32 ra0 = pack4s(a0 + k, SHIFT), ra1 = pack4s(a1 + k, SHIFT);                      \
@@ -534,7 +489,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1),         \
                            "r"(sa), "h"((u16)0), "h"((u16)0), "r"(sb), "h"((u16)0), "h"((u16)0)); \
         }                                                                                      \
-        D_FRAG_F32_STORE;                                                              \
+        D_FRAG_F32_STORE(tile * 128);                                                          \
     }                                                                                          \
 }
 
@@ -559,12 +514,8 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
         const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
         const u8* a1 = a0 + 8LL * K;                                                           \
         const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
-        const u32* c = C + tile * 128;                                                         \
         const int nb = K / BLOCK;                                                              \
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                         \
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                     \
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                   \
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);                               \
+        C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 64) {                                                   \
             const int k = k0 + 8 * t4;                                                         \
             u32 ra0 = pack8_e2m1(a0 + k), ra1 = pack8_e2m1(a1 + k);                            \
@@ -580,7 +531,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1),         \
                            "r"(sa), "h"((u16)0), "h"((u16)0), "r"(sb), "h"((u16)0), "h"((u16)0)); \
         }                                                                                      \
-        D_FRAG_F32_STORE;                                                              \
+        D_FRAG_F32_STORE(tile * 128);                                                          \
     }                                                                                          \
 }
 
