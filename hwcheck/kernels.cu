@@ -36,6 +36,13 @@ static __device__ __forceinline__ u32 pack4(const u8* p) {
     const long long units = ((long long)gridDim.x * blockDim.x) >> 5;                          \
     for (long long tile = unit0; tile < T; tile += units)
 
+// The operand rows of mma.sync tile `tile` that lane (g, t4) reads: A rows g (a0) and g + 8 (a1) of the tile's 16,
+// B column g (b) of its 8; K elements of type TYPE each.
+#define MMA_ROWS(TYPE)                                                                          \
+    const TYPE* a0 = A + (tile * 16 + g) * (long long)K;                                        \
+    const TYPE* a1 = a0 + 8LL * K;                                                              \
+    const TYPE* b = B + (tile * 8 + g) * (long long)K
+
 // The accumulator fragment of an m16n8 tile held by lane (g, t4): rows g and g + 8, columns 2*t4 and 2*t4 + 1 of
 // the 16 x 8 block of C (D) that starts at element OFFSET (C and D are stored tile after tile, 128 raw patterns
 // each: OFFSET = tile * 128 for mma.sync; a wgmma tile is four such blocks, one per warp).  f32: four floats
@@ -68,6 +75,16 @@ static __device__ __forceinline__ u32 pack4(const u8* p) {
     } while (0)
 #define WG_OFFSET (tile * 512 + (16 * w) * 8)
 
+// The A fragment of an m16 tile at k = k0 + (2 or 4) * t4, rows a0 (g) and a1 (g + 8): four registers ra0..ra3.
+// K16: 16-bit elements, two per register, at k, k + 1 and k + 8, k + 9; K32_F8: 8-bit elements, four per
+// register, at k .. k + 3 and k + 16 .. k + 19 (the PTX ISA's m16n8k16 and m16n8k32 A layouts, shared by wgmma).
+#define A_FRAG_K16                                                                              \
+    u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);                           \
+    u32 ra2 = pack2(a0[k + 8], a0[k + 9]), ra3 = pack2(a1[k + 8], a1[k + 9])
+#define A_FRAG_K32_F8                                                                           \
+    u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                               \
+    u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16)
+
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 
 // ---------------------------------------------------------------- f16 / bf16 -> f32, m16n8k16
@@ -76,14 +93,11 @@ extern "C" __global__ void NAME(const u16* __restrict__ A, const u16* __restrict
                                 const u32* __restrict__ C, u32* __restrict__ D,                \
                                 long long T, int K) {                                          \
     TILE_LOOP(0) {                                                                             \
-        const u16* a0 = A + (tile * 16 + g) * (long long)K;                                    \
-        const u16* a1 = a0 + 8LL * K;                                                          \
-        const u16* b = B + (tile * 8 + g) * (long long)K;                                      \
+        MMA_ROWS(u16);                                                                         \
         C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 16) {                                                   \
             const int k = k0 + 2 * t4;                                                         \
-            u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);                  \
-            u32 ra2 = pack2(a0[k + 8], a0[k + 9]), ra3 = pack2(a1[k + 8], a1[k + 9]);          \
+            A_FRAG_K16;                                                                        \
             u32 rb0 = pack2(b[k], b[k + 1]), rb1 = pack2(b[k + 8], b[k + 9]);                  \
             asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE ".f32 "        \
                          "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"               \
@@ -102,14 +116,11 @@ extern "C" __global__ void mma_f16_f16(const u16* __restrict__ A, const u16* __r
                                        const u16* __restrict__ C, u16* __restrict__ D,
                                        long long T, int K) {
     TILE_LOOP(0) {
-        const u16* a0 = A + (tile * 16 + g) * (long long)K;
-        const u16* a1 = a0 + 8LL * K;
-        const u16* b = B + (tile * 8 + g) * (long long)K;
+        MMA_ROWS(u16);
         C_FRAG_F16_LOAD(tile * 128);
         for (int k0 = 0; k0 < K; k0 += 16) {
             const int k = k0 + 2 * t4;
-            u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);
-            u32 ra2 = pack2(a0[k + 8], a0[k + 9]), ra3 = pack2(a1[k + 8], a1[k + 9]);
+            A_FRAG_K16;
             u32 rb0 = pack2(b[k], b[k + 1]), rb1 = pack2(b[k + 8], b[k + 9]);
             asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 "
                          "{%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"
@@ -125,9 +136,7 @@ extern "C" __global__ void mma_tf32_f32(const u32* __restrict__ A, const u32* __
                                         const u32* __restrict__ C, u32* __restrict__ D,
                                         long long T, int K) {
     TILE_LOOP(0) {
-        const u32* a0 = A + (tile * 16 + g) * (long long)K;
-        const u32* a1 = a0 + 8LL * K;
-        const u32* b = B + (tile * 8 + g) * (long long)K;
+        MMA_ROWS(u32);
         C_FRAG_F32_LOAD(tile * 128);
         for (int k0 = 0; k0 < K; k0 += 8) {
             const int k = k0 + t4;
@@ -173,14 +182,11 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                                 const u32* __restrict__ C, u32* __restrict__ D,                \
                                 long long T, int K) {                                          \
     TILE_LOOP(0) {                                                                             \
-        const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
-        const u8* a1 = a0 + 8LL * K;                                                           \
-        const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
+        MMA_ROWS(u8);                                                                          \
         C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
-            u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
-            u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16);                            \
+            A_FRAG_K32_F8;                                                                     \
             u32 rb0 = pack4(b + k), rb1 = pack4(b + k + 16);                                   \
             asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." TA "." TB ".f32 "            \
                          "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"               \
@@ -202,14 +208,11 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                                 const u16* __restrict__ C, u16* __restrict__ D,                \
                                 long long T, int K) {                                          \
     TILE_LOOP(0) {                                                                             \
-        const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
-        const u8* a1 = a0 + 8LL * K;                                                           \
-        const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
+        MMA_ROWS(u8);                                                                          \
         C_FRAG_F16_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
-            u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
-            u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16);                            \
+            A_FRAG_K32_F8;                                                                     \
             u32 rb0 = pack4(b + k), rb1 = pack4(b + k + 16);                                   \
             asm volatile("mma.sync.aligned.m16n8k32.row.col.f16." TA "." TB ".f16 "            \
                          "{%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"                           \
@@ -262,6 +265,16 @@ static __device__ __forceinline__ void stage_b(u8* sB, const u8* Bt, int K, int 
 
 #define WG_END }
 
+// One wgmma.mma_async (the asm statement's text and operands as the arguments), fenced before, then committed
+// and waited for: every instruction completes before the next reads its accumulator.
+#define WGMMA_SYNC(...)                                                                         \
+    do {                                                                                        \
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");                                 \
+        asm volatile(__VA_ARGS__);                                                              \
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                          \
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                          \
+    } while (0)
+
 #define WGMMA_K16_F32(NAME, TYPE)                                                               \
 extern "C" __global__ void NAME(const u16* __restrict__ A, const u16* __restrict__ B,          \
                                 const u32* __restrict__ C, u32* __restrict__ D,                \
@@ -272,16 +285,12 @@ extern "C" __global__ void NAME(const u16* __restrict__ A, const u16* __restrict
         C_FRAG_F32_LOAD(WG_OFFSET);                                                            \
         for (int k0 = 0; k0 < K; k0 += 16) {                                                   \
             const int k = k0 + 2 * t4;                                                         \
-            u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);                  \
-            u32 ra2 = pack2(a0[k + 8], a0[k + 9]), ra3 = pack2(a1[k + 8], a1[k + 9]);          \
+            A_FRAG_K16;                                                                        \
             u64 desc = smem_desc(sB + (k0 >> 3) * 128);                                        \
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");                            \
-            asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32." TYPE "." TYPE " "        \
-                         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1, 0;"                       \
-                         : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
-                         : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");      \
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                     \
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                     \
+            WGMMA_SYNC("wgmma.mma_async.sync.aligned.m64n8k16.f32." TYPE "." TYPE " "          \
+                       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1, 0;"                         \
+                       : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                                \
+                       : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");        \
         }                                                                                      \
         D_FRAG_F32_STORE(WG_OFFSET);                                                           \
     WG_END                                                                                     \
@@ -300,16 +309,12 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
         C_FRAG_F32_LOAD(WG_OFFSET);                                                            \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
-            u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
-            u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16);                            \
+            A_FRAG_K32_F8;                                                                     \
             u64 desc = smem_desc(sB + (k0 >> 4) * 128);                                        \
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");                            \
-            asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32." TA "." TB " "            \
-                         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1;"                          \
-                         : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
-                         : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");      \
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                     \
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                     \
+            WGMMA_SYNC("wgmma.mma_async.sync.aligned.m64n8k32.f32." TA "." TB " "              \
+                       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1;"                            \
+                       : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                                \
+                       : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");        \
         }                                                                                      \
         D_FRAG_F32_STORE(WG_OFFSET);                                                           \
     WG_END                                                                                     \
@@ -330,16 +335,12 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
         C_FRAG_F16_LOAD(WG_OFFSET);                                                            \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
-            u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
-            u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16);                            \
+            A_FRAG_K32_F8;                                                                     \
             u64 desc = smem_desc(sB + (k0 >> 4) * 128);                                        \
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");                            \
-            asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f16." TA "." TB " "            \
-                         "{%0,%1}, {%2,%3,%4,%5}, %6, 1, 1, 1;"                                \
-                         : "+r"(d0), "+r"(d1)                                                  \
-                         : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");      \
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                     \
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                     \
+            WGMMA_SYNC("wgmma.mma_async.sync.aligned.m64n8k32.f16." TA "." TB " "              \
+                       "{%0,%1}, {%2,%3,%4,%5}, %6, 1, 1, 1;"                                  \
+                       : "+r"(d0), "+r"(d1)                                                    \
+                       : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");        \
         }                                                                                      \
         D_FRAG_F16_STORE(WG_OFFSET);                                                           \
     WG_END                                                                                     \
@@ -364,13 +365,10 @@ extern "C" __global__ void wgmma_tf32_f32(const u32* __restrict__ A, const u32* 
             const int k = k0 + t4;
             u32 ra0 = a0[k], ra1 = a1[k], ra2 = a0[k + 4], ra3 = a1[k + 4];
             u64 desc = smem_desc(sB + (k0 >> 2) * 128);
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 "
-                         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1;"
-                         : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-                         : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            WGMMA_SYNC("wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 "
+                       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1;"
+                       : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                       : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");
         }
         D_FRAG_F32_STORE(WG_OFFSET);
     WG_END
@@ -386,16 +384,12 @@ extern "C" __global__ void wgmma_f16_f16(const u16* __restrict__ A, const u16* _
         C_FRAG_F16_LOAD(WG_OFFSET);
         for (int k0 = 0; k0 < K; k0 += 16) {
             const int k = k0 + 2 * t4;
-            u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);
-            u32 ra2 = pack2(a0[k + 8], a0[k + 9]), ra3 = pack2(a1[k + 8], a1[k + 9]);
+            A_FRAG_K16;
             u64 desc = smem_desc(sB + (k0 >> 3) * 128);
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 "
-                         "{%0,%1}, {%2,%3,%4,%5}, %6, 1, 1, 1, 0;"
-                         : "+r"(d0), "+r"(d1)
-                         : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            WGMMA_SYNC("wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 "
+                       "{%0,%1}, {%2,%3,%4,%5}, %6, 1, 1, 1, 0;"
+                       : "+r"(d0), "+r"(d1)
+                       : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");
         }
         D_FRAG_F16_STORE(WG_OFFSET);
     WG_END
@@ -427,9 +421,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                                 const u32* __restrict__ C, u32* __restrict__ D,                \
                                 long long T, int K) {                                          \
     TILE_LOOP(0) {                                                                             \
-        const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
-        const u8* a1 = a0 + 8LL * K;                                                           \
-        const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
+        MMA_ROWS(u8);                                                                          \
         C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
@@ -469,9 +461,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                                 long long T, int K, const u8* __restrict__ SA,                 \
                                 const u8* __restrict__ SB) {                                   \
     TILE_LOOP(0) {                                                                             \
-        const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
-        const u8* a1 = a0 + 8LL * K;                                                           \
-        const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
+        MMA_ROWS(u8);                                                                          \
         const int nb = K / 32;                                                                 \
         C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
@@ -511,9 +501,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                                 long long T, int K, const u8* __restrict__ SA,                 \
                                 const u8* __restrict__ SB) {                                   \
     TILE_LOOP(0) {                                                                             \
-        const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
-        const u8* a1 = a0 + 8LL * K;                                                           \
-        const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
+        MMA_ROWS(u8);                                                                          \
         const int nb = K / BLOCK;                                                              \
         C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 64) {                                                   \
