@@ -11,34 +11,27 @@ The model runs in ``--jobs`` worker processes (default: one per CPU core).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
+from types import SimpleNamespace
 
+import click
 import numpy as np
 
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
+from tcsmt.cli_options import NON_NEGATIVE_INT, POSITIVE_INT
 
-def main(argv: list[str] | None = None) -> int:
-    from tcsmt.hwcheck.check import ModelRunner, compare, default_jobs, ModelTally
+
+def _main(args: SimpleNamespace) -> int:
+    from tcsmt.hwcheck.check import ModelRunner, ModelTally, compare, default_jobs
     from tcsmt.hwcheck.device import expand_tiles, get_device
     from tcsmt.hwcheck.dists import generate
     from tcsmt.hwcheck.paths import find_path
+
     from tcsmt import files
     from tcsmt.registry import resolve
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=2_000_000, help="dot products for the end-to-end measurement")
-    ap.add_argument("--device-n", type=int, default=1 << 24, help="dot products for the device-only measurement")
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--jobs", type=int, default=0)
-    ap.add_argument("--batch", type=int, default=1 << 18)
-    ap.add_argument("--arch", default="hopper")
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--force", action="store_true", help="overwrite --out (a regular file only)")
-    ap.add_argument("--gpu-model", action="store_true",
-                    help="everything on the GPU: inputs drawn there, the model run there (tcsmt.backend_cupy)")
-    args = ap.parse_args(argv)
     args.out = files.output(args.out, args.force) if args.out else None  # claimed before the measurement
     if args.gpu_model:
         return gpu_resident(args)
@@ -105,10 +98,10 @@ def main(argv: list[str] | None = None) -> int:
 def gpu_resident(args) -> int:
     """End to end on the GPU: draw finite fp16/fp32 patterns, run the kernel, run the model, compare."""
     import cupy as cp
-
-    from tcsmt.backend_cupy import simulate_on_gpu
     from tcsmt.hwcheck.device import get_device
     from tcsmt.hwcheck.paths import find_path
+
+    from tcsmt.backend_cupy import simulate_on_gpu
     from tcsmt.registry import resolve
 
     spec = find_path("fp16", "fp32", "mma")
@@ -168,6 +161,23 @@ def gpu_resident(args) -> int:
         args.out.write_json(res)
     return 0 if mismatches == 0 else 1
 
+
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--n", type=POSITIVE_INT, default=2_000_000, show_default=True, help="dot products for the end-to-end measurement")
+@click.option("--device-n", type=POSITIVE_INT, default=1 << 24, show_default=True, help="dot products for the device-only measurement")
+@click.option("--device", default="cuda", show_default=True)
+@click.option("--jobs", type=NON_NEGATIVE_INT, default=0, show_default=True, help="model worker processes (0: one per core)")
+@click.option("--batch", type=POSITIVE_INT, default=1 << 18, show_default=True)
+@click.option("--arch", default="hopper", show_default=True)
+@click.option("--out", default=None)
+@click.option("--force", is_flag=True, help="overwrite --out (a regular file only)")
+@click.option("--gpu-model", is_flag=True,
+              help="everything on the GPU: inputs drawn there, the model run there (tcsmt.backend_cupy)")
+def bench_cmd(**options) -> int:
+    return _main(SimpleNamespace(**options))
+
+
+main = script_main(bench_cmd, "python benchmarks/bench_hwcheck.py")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,15 +14,19 @@ that both give the same bits on the sampled pairs.  The first call's time
 """
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
+import sys
 import time
+from types import SimpleNamespace
 
+import click
 import numpy as np
 
 from tcsmt import resolve
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
+from tcsmt.cli_options import POSITIVE_INT
 from tcsmt.formats import get_format
 from tcsmt.gemm_kernel import gemm
 from tcsmt.simulator import simulate_params
@@ -62,14 +66,7 @@ def median_time(fn, repeats: int, key: int = 0) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shape", type=int, nargs=3, default=[256, 4096, 256], metavar=("M", "K", "N"))
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--path", default="bf16.fp32.cublas", help="in.out.instr of a hopper path")
-    ap.add_argument("--sim-pairs", type=int, default=2048,
-                    help="output pairs the numpy simulator is timed on (it vectorises over pairs: too few understate it)")
-    args = ap.parse_args()
+def _main(args: SimpleNamespace) -> None:
     fin, fout, instr = args.path.split(".")
     p = resolve("hopper", fin, fout, instr)
     M, K, N = args.shape
@@ -112,5 +109,17 @@ def main() -> None:
         raise SystemExit("kernel and simulator disagree")
 
 
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--shape", type=POSITIVE_INT, nargs=3, default=(256, 4096, 256), show_default=True, metavar="M K N")
+@click.option("--repeats", type=POSITIVE_INT, default=5, show_default=True)
+@click.option("--path", default="bf16.fp32.cublas", show_default=True, help="in.out.instr of a hopper path")
+@click.option("--sim-pairs", type=POSITIVE_INT, default=2048, show_default=True,
+              help="output pairs the numpy simulator is timed on (it vectorises over pairs: too few understate it)")
+def bench_cmd(**options) -> None:
+    return _main(SimpleNamespace(**options))
+
+
+main = script_main(bench_cmd, "python benchmarks/bench_library.py")
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,20 +12,25 @@ that both give the same bits on the scalar sample.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import click
 import numpy as np
+
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
+from tcsmt.cli_options import NON_NEGATIVE_INT, POSITIVE_INT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import scalar_model  # noqa: E402
-from tcsmt import resolve  # noqa: E402
-from tcsmt.simulator import simulate_params  # noqa: E402
+import scalar_model
+
+from tcsmt import resolve
+from tcsmt.simulator import simulate_params
 
 
 def random_fp16(rng, shape) -> np.ndarray:
@@ -50,15 +55,7 @@ def timed(fn, repeats: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=200_000, help="rows for the vectorised simulator")
-    ap.add_argument("--n-scalar", type=int, default=3000, help="rows for the scalar model")
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--K", type=int, default=16)
-    ap.add_argument("--models", default="hopper,ampere,volta")
-    ap.add_argument("--cpu", type=int, default=None, help="pin this process to one CPU (as taskset -c CPU)")
-    args = ap.parse_args(argv)
+def _main(args: SimpleNamespace) -> int:
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -90,6 +87,19 @@ def main(argv=None) -> int:
         print(f"| {name} | {vw:,.0f} | {vc:,.0f} | {sw:,.0f} | {vw / sw:,.0f}x | {'yes' if same else 'NO'} |")
     return 0 if all(r[-1] for r in rows) else 1
 
+
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--n", type=POSITIVE_INT, default=200_000, show_default=True, help="rows for the vectorised simulator")
+@click.option("--n-scalar", type=POSITIVE_INT, default=3000, show_default=True, help="rows for the scalar model")
+@click.option("--repeats", type=POSITIVE_INT, default=7, show_default=True)
+@click.option("--K", "K", type=POSITIVE_INT, default=16, show_default=True)
+@click.option("--models", default="hopper,ampere,volta", show_default=True)
+@click.option("--cpu", type=NON_NEGATIVE_INT, default=None, help="pin this process to one CPU (as taskset -c CPU)")
+def bench_cmd(**options) -> int:
+    return _main(SimpleNamespace(**options))
+
+
+main = script_main(bench_cmd, "python benchmarks/bench_simulator.py")
 
 if __name__ == "__main__":
     sys.exit(main())

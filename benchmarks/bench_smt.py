@@ -8,12 +8,17 @@ process, formula construction included); the median wall time is reported, or
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import platform
 import statistics
+import sys
 import time
+from types import SimpleNamespace
 
+import click
+
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
+from tcsmt.cli_options import POSITIVE_FLOAT, POSITIVE_INT
 from tcsmt.discriminate import discriminate
 from tcsmt.solvers import available
 
@@ -44,12 +49,7 @@ def run_query(pairs, solver: str, timeout: float) -> tuple[float, str]:
     return time.perf_counter() - t0, f"{found} found, {len(statuses) - found} unsat"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--timeout", type=float, default=120.0)
-    ap.add_argument("--solvers", default="z3,cvc5,bitwuzla")
-    args = ap.parse_args()
+def _main(args: SimpleNamespace) -> None:
     solvers = [s for s in args.solvers.split(",") if available(s)]
     print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}")
     print(f"median of {args.repeats} runs, time limit {args.timeout:.0f} s per run\n")
@@ -71,5 +71,15 @@ def main() -> None:
         print(f"| {title} | {target} | " + " | ".join(cells) + f" | {answer} |", flush=True)
 
 
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--repeats", type=POSITIVE_INT, default=3, show_default=True)
+@click.option("--timeout", type=POSITIVE_FLOAT, default=120.0, show_default=True)
+@click.option("--solvers", default="z3,cvc5,bitwuzla", show_default=True)
+def bench_cmd(**options) -> None:
+    return _main(SimpleNamespace(**options))
+
+
+main = script_main(bench_cmd, "python benchmarks/bench_smt.py")
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

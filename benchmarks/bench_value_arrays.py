@@ -12,13 +12,17 @@ on a 2*10^5-row float16 input against the size of a float64 copy of it.
 """
 from __future__ import annotations
 
-import argparse
+import sys
 import time
 import tracemalloc
+from types import SimpleNamespace
 
+import click
 import numpy as np
 
 from tcsmt import simulate
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
+from tcsmt.cli_options import POSITIVE_INT
 
 
 def random_fp16(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
@@ -29,12 +33,7 @@ def random_fp16(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
     return (s << 15) | (e << 10) | f
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--K", type=int, default=16)
-    ap.add_argument("--model", default="volta")
-    args = ap.parse_args(argv)
+def _main(args: SimpleNamespace) -> int:
     rng = np.random.default_rng(0)
     pat = random_fp16(rng, (args.n, args.K))
     c = rng.standard_normal(args.n).astype(np.float32)
@@ -60,5 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--n", type=POSITIVE_INT, default=1_000_000, show_default=True)
+@click.option("--K", "K", type=POSITIVE_INT, default=16, show_default=True)
+@click.option("--model", default="volta", show_default=True)
+def bench_cmd(**options) -> int:
+    return _main(SimpleNamespace(**options))
+
+
+main = script_main(bench_cmd, "python benchmarks/bench_value_arrays.py")
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

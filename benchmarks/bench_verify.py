@@ -11,22 +11,20 @@ simulator).  The public encoding timed out after 900 s on this question.
 """
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
+import sys
 import time
+from types import SimpleNamespace
+
+import click
 
 from tcsmt import verify as V
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
+from tcsmt.cli_options import POSITIVE_FLOAT, POSITIVE_INT
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--k", type=int, default=4)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--timeout", type=float, default=600.0)
-    ap.add_argument("--solver", default="auto")
-    ap.add_argument("--range", dest="range_text", default="2^-36..2^-14")
-    args = ap.parse_args()
+def _main(args: SimpleNamespace) -> None:
     dom = V.parse_range(args.range_text)
     times, statuses = [], []
     for _ in range(args.runs):
@@ -42,5 +40,17 @@ def main() -> None:
           f"{platform.machine()}, {__import__('os').cpu_count()} cpus |")
 
 
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--k", type=POSITIVE_INT, default=4, show_default=True)
+@click.option("--runs", type=POSITIVE_INT, default=3, show_default=True)
+@click.option("--timeout", type=POSITIVE_FLOAT, default=600.0, show_default=True)
+@click.option("--solver", default="auto", show_default=True)
+@click.option("--range", "range_text", default="2^-36..2^-14", show_default=True)
+def bench_cmd(**options) -> None:
+    return _main(SimpleNamespace(**options))
+
+
+main = script_main(bench_cmd, "python benchmarks/bench_verify.py")
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -16,17 +16,22 @@ benchmark numbers: note the machine and its load with every table.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from fractions import Fraction
+from types import SimpleNamespace
+
+import click
 
 from tcsmt import verify as V
 from tcsmt import verify_lemmas as VL
 from tcsmt import verify_schemes as VS
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
+from tcsmt.cli_options import POSITIVE_FLOAT, POSITIVE_INT
 from tcsmt.registry import resolve
 
 
@@ -51,13 +56,7 @@ def timed(fn: Callable[[], str]) -> tuple[str, float]:
     return status, time.perf_counter() - t0
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--archs", default=",".join(a for a, _ in V.fp16_paths()))
-    ap.add_argument("--runs", type=int, default=1)
-    ap.add_argument("--timeout", type=float, default=60.0)
-    ap.add_argument("--k", type=int, default=2)
-    args = ap.parse_args()
+def _main(args: SimpleNamespace) -> None:
     dom = V.parse_range("2^-14..2^14")
     T = args.timeout
     queries: list[tuple[str, Callable[[], str]]] = []
@@ -102,5 +101,16 @@ def main() -> None:
               flush=True)
 
 
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--archs", default=",".join(a for a, _ in V.fp16_paths()), show_default=True)
+@click.option("--runs", type=POSITIVE_INT, default=1, show_default=True)
+@click.option("--timeout", type=POSITIVE_FLOAT, default=60.0, show_default=True)
+@click.option("--k", type=POSITIVE_INT, default=2, show_default=True)
+def bench_cmd(**options) -> None:
+    return _main(SimpleNamespace(**options))
+
+
+main = script_main(bench_cmd, "python benchmarks/bench_verify_proofs.py")
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

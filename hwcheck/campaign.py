@@ -12,16 +12,17 @@ document with everything (the same per-path records as ``tcsmt hwcheck
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import click
 import numpy as np
 
 from .. import files
-from ..cli_errors import script_errors
-from ..cli_options import NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_INT, argparse_type
+from ..cli_errors import CONTEXT_SETTINGS, script_main
+from ..cli_options import NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_INT
 from ..errors import TcsmtError
 from .check import ModelRunner, default_jobs, git_commit, resolve_models, result_json, run_random, summary_table
 from .device import get_device
@@ -30,27 +31,25 @@ from .paths import PATHS
 from .runner import check_layout
 
 
-@script_errors
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tcsmt.hwcheck.campaign", description=__doc__.split("\n")[0])
-    ap.add_argument("--arch", required=True)
-    ap.add_argument("--n", type=argparse_type(POSITIVE_INT), default=100_000, help="dot products per path and distribution")
-    ap.add_argument("--k", type=argparse_type(NON_NEGATIVE_INT), default=0, help="K (0: one instruction); rounded up to the path's k")
-    ap.add_argument("--paths", default="", help="comma-separated labels such as f16.f32/mma (default: all)")
-    ap.add_argument("--dists", default=",".join(DISTRIBUTIONS))
-    ap.add_argument("--extra", action="append", default=[], help="more model specs to compare (repeatable)")
-    ap.add_argument("--extra-file", default="", help="file with more model specs, one per line (# comments)")
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--seed", type=argparse_type(NON_NEGATIVE_INT), default=0)
-    ap.add_argument("--jobs", type=argparse_type(NON_NEGATIVE_INT), default=0)
-    ap.add_argument("--budget", type=argparse_type(NON_NEGATIVE_FLOAT), default=0.0, help="seconds after which no new path is started")
-    ap.add_argument("--no-layouts", action="store_true")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--dump", default="", help="also save raw tiles and device outputs of every path and distribution to this .npz")
-    ap.add_argument("--dump-tiles", type=argparse_type(POSITIVE_INT), default=256, help="tiles per path and distribution in --dump")
-    ap.add_argument("--force", action="store_true", help="overwrite --out and --dump (regular files only)")
-    args = ap.parse_args(argv)
-    return _run(args)
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--arch", required=True)
+@click.option("--n", type=POSITIVE_INT, default=100_000, show_default=True, help="dot products per path and distribution")
+@click.option("--k", type=NON_NEGATIVE_INT, default=0, show_default=True, help="K (0: one instruction); rounded up to the path's k")
+@click.option("--paths", default="", help="comma-separated labels such as f16.f32/mma (default: all)")
+@click.option("--dists", default=",".join(DISTRIBUTIONS), show_default=True)
+@click.option("--extra", multiple=True, help="more model specs to compare (repeatable)")
+@click.option("--extra-file", default="", help="file with more model specs, one per line (# comments)")
+@click.option("--device", default="cuda", show_default=True)
+@click.option("--seed", type=NON_NEGATIVE_INT, default=0, show_default=True)
+@click.option("--jobs", type=NON_NEGATIVE_INT, default=0, show_default=True, help="model worker processes (0: one per core)")
+@click.option("--budget", type=NON_NEGATIVE_FLOAT, default=0.0, help="seconds after which no new path is started (0: none)")
+@click.option("--no-layouts", is_flag=True, help="skip the fragment layout checks")
+@click.option("--out", required=True, help="the campaign's JSON document")
+@click.option("--dump", default="", help="also save raw tiles and device outputs of every path and distribution to this .npz")
+@click.option("--dump-tiles", type=POSITIVE_INT, default=256, show_default=True, help="tiles per path and distribution in --dump")
+@click.option("--force", is_flag=True, help="overwrite --out and --dump (regular files only)")
+def campaign_cmd(**options) -> int:
+    return _run(SimpleNamespace(**{**options, "extra": list(options["extra"])}))
 
 
 def _run(args) -> int:
@@ -141,6 +140,8 @@ def _extras_for(extra: list[str], spec) -> list:
             continue
     return out
 
+
+main = script_main(campaign_cmd, "python -m tcsmt.hwcheck.campaign")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -18,15 +18,17 @@ is recorded as such, with no inputs.
 """
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import shlex
 import sys
 from dataclasses import dataclass
 from typing import Any
 
+import click
 import numpy as np
 
+from ..cli_errors import CONTEXT_SETTINGS, script_main
+from ..cli_options import timeout_option
 from ..errors import TcsmtError
 
 SCHEMA = "tcsmt.decisions/1"
@@ -270,43 +272,41 @@ def is_bundle(data: Any) -> bool:
     return isinstance(data, dict) and data.get("schema") == SCHEMA
 
 
-def main(argv: list[str] | None = None) -> int:
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n\n")[0])
+@click.argument("arch", required=False)
+@click.option("--output", default=None, help="file to write (default hwcheck/vectors/ARCH.json)")
+@click.option("--force", is_flag=True, help="replace an existing output file")
+@timeout_option(120.0, "seconds per question")
+@click.option("--list", "list_questions", is_flag=True, help="print every generation's questions")
+@click.option("--retry", is_flag=True,
+              help="keep the answered questions of the existing bundle, ask the others again, rewrite it")
+def decisions_cmd(arch: str | None, output: str | None, force: bool, timeout: float, list_questions: bool,
+                  retry: bool) -> int:
     from .. import files
 
-    ap = argparse.ArgumentParser(prog="python -m tcsmt.hwcheck.decisions", description=__doc__.split("\n\n")[0])
-    ap.add_argument("arch", nargs="?", help="generation: " + ", ".join(QUESTIONS))
-    ap.add_argument("--output", help="file to write (default hwcheck/vectors/ARCH.json)")
-    ap.add_argument("--force", action="store_true", help="replace an existing output file")
-    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per question")
-    ap.add_argument("--list", action="store_true", help="print every generation's questions")
-    ap.add_argument("--retry", action="store_true",
-                    help="keep the answered questions of the existing bundle, ask the others again, rewrite it")
-    args = ap.parse_args(argv)
-    try:
-        if args.list:
-            for g, qs in QUESTIONS.items():
-                for q in qs:
-                    print(f"{g:10} {q.cls:17} {q.command()}")
-            return 0
-        if not args.arch:
-            raise TcsmtError("name a generation (or --list)")
-        path = args.output or f"hwcheck/vectors/{args.arch.lower()}.json"
-        previous = None
-        if args.retry:
-            from ..inputs import read_json
-
-            previous = read_json(path)
-            if not is_bundle(previous):
-                raise TcsmtError(f"{path} is not a decision bundle")
-        out = files.output(path, args.force or args.retry)
-        bundle = build(args.arch, args.timeout, progress=lambda m: print(m, file=sys.stderr), previous=previous)
-        out.write_json(bundle)
-        print(f"written: {out.path}")
+    if list_questions:
+        for g, qs in QUESTIONS.items():
+            for q in qs:
+                print(f"{g:10} {q.cls:17} {q.command()}")
         return 0
-    except TcsmtError as exc:
-        print(f"decisions: error: {exc}", file=sys.stderr)
-        return 2
+    if not arch:
+        raise TcsmtError(f"name a generation ({', '.join(QUESTIONS)}) or --list")
+    path = output or f"hwcheck/vectors/{arch.lower()}.json"
+    previous = None
+    if retry:
+        from ..inputs import read_json
 
+        previous = read_json(path)
+        if not is_bundle(previous):
+            raise TcsmtError(f"{path} is not a decision bundle")
+    out = files.output(path, force or retry)
+    bundle = build(arch, timeout, progress=lambda m: print(m, file=sys.stderr), previous=previous)
+    out.write_json(bundle)
+    print(f"written: {out.path}")
+    return 0
+
+
+main = script_main(decisions_cmd, "python -m tcsmt.hwcheck.decisions")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,13 +12,16 @@ A status other than success (e.g. not supported on this GPU) is recorded, not ra
 """
 from __future__ import annotations
 
-import argparse
 import ctypes
 import datetime as dt
-import json
 import sys
 
+import click
 import numpy as np
+
+from tcsmt import files
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
+from tcsmt.cli_options import POSITIVE_INT
 
 CUBLAS_COMPUTE_32F = 68
 CUBLAS_COMPUTE_32F_EMULATED_16BFX9 = 78
@@ -52,12 +55,19 @@ def gemm(lib, handle, a: np.ndarray, b: np.ndarray, compute: int) -> tuple[int, 
     return int(st), cp.asnumpy(dc).view(np.uint32)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--n", type=int, default=64)
-    ap.add_argument("--ks", default="16,32")
-    args = ap.parse_args()
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.splitlines()[0])
+@click.option("--out", "out_file", required=True, help="the JSON report (never replaced without --force)")
+@click.option("--n", type=POSITIVE_INT, default=64, show_default=True, help="rows and columns of the GEMM")
+@click.option("--ks", default="16,32", show_default=True, help="comma-separated K values")
+@click.option("--force", is_flag=True, help="replace --out (a regular file only)")
+def emulation_cublas_cmd(out_file: str, n: int, ks: str, force: bool) -> int:
+    try:
+        k_values = [int(x) for x in ks.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{ks!r} is not a comma-separated list of integers", param_hint="'--ks'") from None
+    if any(k < 1 for k in k_values):
+        raise click.BadParameter(f"{ks!r}: every K must be >= 1", param_hint="'--ks'")
+    out = files.output(out_file, force)  # claimed before the GPU runs
     import cupy as cp
 
     from tcsmt import verify_domain as VD
@@ -78,16 +88,16 @@ def main() -> int:
     p = V.model_for("hopper", "bf16")
     rng = np.random.default_rng(0)
     dom = VD.parse_range("2^-14..2^14", "bf16")
-    for k in [int(x) for x in args.ks.split(",")]:
-        a, _ = V.random_inputs(rng, args.n, k, dom, "loguniform")
-        bt, _ = V.random_inputs(rng, args.n, k, dom, "loguniform")
+    for k in k_values:
+        a, _ = V.random_inputs(rng, n, k, dom, "loguniform")
+        bt, _ = V.random_inputs(rng, n, k, dom, "loguniform")
         entry: dict = {}
         for label, ct in (("emulated_16bfx9", CUBLAS_COMPUTE_32F_EMULATED_16BFX9), ("native_32f", CUBLAS_COMPUTE_32F)):
             st, c = gemm(lib, handle, a.view(np.float32), bt.view(np.float32).T.copy(), ct)
             e: dict = {"status": st}
             if st == 0:
-                rows = np.repeat(a, args.n, axis=0)
-                cols = np.tile(bt, (args.n, 1))
+                rows = np.repeat(a, n, axis=0)
+                cols = np.tile(bt, (n, 1))
                 got = c.reshape(-1)
                 for algo in ("bf16x9", "bf16x9-large-first", "fp32"):
                     want = V.simulate_scheme(algo, V.params_for(algo, "hopper"), rows, cols)
@@ -98,10 +108,11 @@ def main() -> int:
             print(k, label, e, flush=True)
         report["ks"][str(k)] = entry
     report["model"] = p.name
-    with open(args.out, "w") as fh:
-        json.dump(report, fh, indent=1)
+    out.write_json(report)
     return 0
 
+
+main = script_main(emulation_cublas_cmd, "python hwcheck/emulation_cublas.py")
 
 if __name__ == "__main__":
     sys.exit(main())

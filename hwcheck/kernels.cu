@@ -36,22 +36,54 @@ static __device__ __forceinline__ u32 pack4(const u8* p) {
     const long long units = ((long long)gridDim.x * blockDim.x) >> 5;                          \
     for (long long tile = unit0; tile < T; tile += units)
 
-// The f32 accumulator fragment of an m16n8 tile held by lane (g, t4): rows g and g + 8, columns 2*t4 and
-// 2*t4 + 1 of tile `tile` (C and D are stored tile after tile, 128 raw fp32 patterns each).
-#define C_FRAG_F32_LOAD                                                                         \
-    const u32* c = C + tile * 128;                                                              \
+// The operand rows of mma.sync tile `tile` that lane (g, t4) reads: A rows g (a0) and g + 8 (a1) of the tile's 16,
+// B column g (b) of its 8; K elements of type TYPE each.
+#define MMA_ROWS(TYPE)                                                                          \
+    const TYPE* a0 = A + (tile * 16 + g) * (long long)K;                                        \
+    const TYPE* a1 = a0 + 8LL * K;                                                              \
+    const TYPE* b = B + (tile * 8 + g) * (long long)K
+
+// The accumulator fragment of an m16n8 tile held by lane (g, t4): rows g and g + 8, columns 2*t4 and 2*t4 + 1 of
+// the 16 x 8 block of C (D) that starts at element OFFSET (C and D are stored tile after tile, 128 raw patterns
+// each: OFFSET = tile * 128 for mma.sync; a wgmma tile is four such blocks, one per warp).  f32: four floats
+// d0..d3; f16: two registers d0, d1 of two packed halves each (the lower column in the low half).
+#define C_FRAG_F32_LOAD(OFFSET)                                                                 \
+    const u32* c = C + OFFSET;                                                                  \
     float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                              \
     float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                          \
     float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                        \
     float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1])
-#define D_FRAG_F32_STORE                                                                        \
+#define D_FRAG_F32_STORE(OFFSET)                                                                \
     do {                                                                                        \
-        u32* d = D + tile * 128;                                                                \
+        u32* d = D + OFFSET;                                                                    \
         d[g * 8 + 2 * t4] = __float_as_uint(d0);                                                \
         d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);                                            \
         d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);                                          \
         d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);                                      \
     } while (0)
+#define C_FRAG_F16_LOAD(OFFSET)                                                                 \
+    const u16* c = C + OFFSET;                                                                  \
+    u32 d0 = pack2(c[g * 8 + 2 * t4], c[g * 8 + 2 * t4 + 1]);                                   \
+    u32 d1 = pack2(c[(g + 8) * 8 + 2 * t4], c[(g + 8) * 8 + 2 * t4 + 1])
+#define D_FRAG_F16_STORE(OFFSET)                                                                \
+    do {                                                                                        \
+        u16* d = D + OFFSET;                                                                    \
+        d[g * 8 + 2 * t4] = (u16)(d0 & 0xffffu);                                                \
+        d[g * 8 + 2 * t4 + 1] = (u16)(d0 >> 16);                                                \
+        d[(g + 8) * 8 + 2 * t4] = (u16)(d1 & 0xffffu);                                          \
+        d[(g + 8) * 8 + 2 * t4 + 1] = (u16)(d1 >> 16);                                          \
+    } while (0)
+#define WG_OFFSET (tile * 512 + (16 * w) * 8)
+
+// The A fragment of an m16 tile at k = k0 + (2 or 4) * t4, rows a0 (g) and a1 (g + 8): four registers ra0..ra3.
+// K16: 16-bit elements, two per register, at k, k + 1 and k + 8, k + 9; K32_F8: 8-bit elements, four per
+// register, at k .. k + 3 and k + 16 .. k + 19 (the PTX ISA's m16n8k16 and m16n8k32 A layouts, shared by wgmma).
+#define A_FRAG_K16                                                                              \
+    u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);                           \
+    u32 ra2 = pack2(a0[k + 8], a0[k + 9]), ra3 = pack2(a1[k + 8], a1[k + 9])
+#define A_FRAG_K32_F8                                                                           \
+    u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                               \
+    u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16)
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 
@@ -61,21 +93,18 @@ extern "C" __global__ void NAME(const u16* __restrict__ A, const u16* __restrict
                                 const u32* __restrict__ C, u32* __restrict__ D,                \
                                 long long T, int K) {                                          \
     TILE_LOOP(0) {                                                                             \
-        const u16* a0 = A + (tile * 16 + g) * (long long)K;                                    \
-        const u16* a1 = a0 + 8LL * K;                                                          \
-        const u16* b = B + (tile * 8 + g) * (long long)K;                                      \
-        C_FRAG_F32_LOAD;                                                               \
+        MMA_ROWS(u16);                                                                         \
+        C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 16) {                                                   \
             const int k = k0 + 2 * t4;                                                         \
-            u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);                  \
-            u32 ra2 = pack2(a0[k + 8], a0[k + 9]), ra3 = pack2(a1[k + 8], a1[k + 9]);          \
+            A_FRAG_K16;                                                                        \
             u32 rb0 = pack2(b[k], b[k + 1]), rb1 = pack2(b[k + 8], b[k + 9]);                  \
             asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE ".f32 "        \
                          "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"               \
                          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
         }                                                                                      \
-        D_FRAG_F32_STORE;                                                              \
+        D_FRAG_F32_STORE(tile * 128);                                                          \
     }                                                                                          \
 }
 
@@ -87,27 +116,18 @@ extern "C" __global__ void mma_f16_f16(const u16* __restrict__ A, const u16* __r
                                        const u16* __restrict__ C, u16* __restrict__ D,
                                        long long T, int K) {
     TILE_LOOP(0) {
-        const u16* a0 = A + (tile * 16 + g) * (long long)K;
-        const u16* a1 = a0 + 8LL * K;
-        const u16* b = B + (tile * 8 + g) * (long long)K;
-        const u16* c = C + tile * 128;
-        u32 d0 = pack2(c[g * 8 + 2 * t4], c[g * 8 + 2 * t4 + 1]);
-        u32 d1 = pack2(c[(g + 8) * 8 + 2 * t4], c[(g + 8) * 8 + 2 * t4 + 1]);
+        MMA_ROWS(u16);
+        C_FRAG_F16_LOAD(tile * 128);
         for (int k0 = 0; k0 < K; k0 += 16) {
             const int k = k0 + 2 * t4;
-            u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);
-            u32 ra2 = pack2(a0[k + 8], a0[k + 9]), ra3 = pack2(a1[k + 8], a1[k + 9]);
+            A_FRAG_K16;
             u32 rb0 = pack2(b[k], b[k + 1]), rb1 = pack2(b[k + 8], b[k + 9]);
             asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 "
                          "{%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"
                          : "+r"(d0), "+r"(d1)
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
         }
-        u16* d = D + tile * 128;
-        d[g * 8 + 2 * t4] = (u16)(d0 & 0xffffu);
-        d[g * 8 + 2 * t4 + 1] = (u16)(d0 >> 16);
-        d[(g + 8) * 8 + 2 * t4] = (u16)(d1 & 0xffffu);
-        d[(g + 8) * 8 + 2 * t4 + 1] = (u16)(d1 >> 16);
+        D_FRAG_F16_STORE(tile * 128);
     }
 }
 
@@ -116,14 +136,8 @@ extern "C" __global__ void mma_tf32_f32(const u32* __restrict__ A, const u32* __
                                         const u32* __restrict__ C, u32* __restrict__ D,
                                         long long T, int K) {
     TILE_LOOP(0) {
-        const u32* a0 = A + (tile * 16 + g) * (long long)K;
-        const u32* a1 = a0 + 8LL * K;
-        const u32* b = B + (tile * 8 + g) * (long long)K;
-        const u32* c = C + tile * 128;
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);
+        MMA_ROWS(u32);
+        C_FRAG_F32_LOAD(tile * 128);
         for (int k0 = 0; k0 < K; k0 += 8) {
             const int k = k0 + t4;
             u32 ra0 = a0[k], ra1 = a1[k], ra2 = a0[k + 4], ra3 = a1[k + 4];
@@ -133,11 +147,7 @@ extern "C" __global__ void mma_tf32_f32(const u32* __restrict__ A, const u32* __
                          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));
         }
-        u32* d = D + tile * 128;
-        d[g * 8 + 2 * t4] = __float_as_uint(d0);
-        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);
-        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);
-        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);
+        D_FRAG_F32_STORE(tile * 128);
     }
 }
 
@@ -172,21 +182,18 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                                 const u32* __restrict__ C, u32* __restrict__ D,                \
                                 long long T, int K) {                                          \
     TILE_LOOP(0) {                                                                             \
-        const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
-        const u8* a1 = a0 + 8LL * K;                                                           \
-        const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
-        C_FRAG_F32_LOAD;                                                               \
+        MMA_ROWS(u8);                                                                          \
+        C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
-            u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
-            u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16);                            \
+            A_FRAG_K32_F8;                                                                     \
             u32 rb0 = pack4(b + k), rb1 = pack4(b + k + 16);                                   \
             asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." TA "." TB ".f32 "            \
                          "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"               \
                          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
         }                                                                                      \
-        D_FRAG_F32_STORE;                                                              \
+        D_FRAG_F32_STORE(tile * 128);                                                          \
     }                                                                                          \
 }
 
@@ -201,27 +208,18 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                                 const u16* __restrict__ C, u16* __restrict__ D,                \
                                 long long T, int K) {                                          \
     TILE_LOOP(0) {                                                                             \
-        const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
-        const u8* a1 = a0 + 8LL * K;                                                           \
-        const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
-        const u16* c = C + tile * 128;                                                         \
-        u32 d0 = pack2(c[g * 8 + 2 * t4], c[g * 8 + 2 * t4 + 1]);                              \
-        u32 d1 = pack2(c[(g + 8) * 8 + 2 * t4], c[(g + 8) * 8 + 2 * t4 + 1]);                  \
+        MMA_ROWS(u8);                                                                          \
+        C_FRAG_F16_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
-            u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
-            u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16);                            \
+            A_FRAG_K32_F8;                                                                     \
             u32 rb0 = pack4(b + k), rb1 = pack4(b + k + 16);                                   \
             asm volatile("mma.sync.aligned.m16n8k32.row.col.f16." TA "." TB ".f16 "            \
                          "{%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"                           \
                          : "+r"(d0), "+r"(d1)                                                  \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
         }                                                                                      \
-        u16* d = D + tile * 128;                                                               \
-        d[g * 8 + 2 * t4] = (u16)(d0 & 0xffffu);                                               \
-        d[g * 8 + 2 * t4 + 1] = (u16)(d0 >> 16);                                               \
-        d[(g + 8) * 8 + 2 * t4] = (u16)(d1 & 0xffffu);                                         \
-        d[(g + 8) * 8 + 2 * t4 + 1] = (u16)(d1 >> 16);                                         \
+        D_FRAG_F16_STORE(tile * 128);                                                          \
     }                                                                                          \
 }
 
@@ -267,6 +265,16 @@ static __device__ __forceinline__ void stage_b(u8* sB, const u8* Bt, int K, int 
 
 #define WG_END }
 
+// One wgmma.mma_async (the asm statement's text and operands as the arguments), fenced before, then committed
+// and waited for: every instruction completes before the next reads its accumulator.
+#define WGMMA_SYNC(...)                                                                         \
+    do {                                                                                        \
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");                                 \
+        asm volatile(__VA_ARGS__);                                                              \
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                          \
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                          \
+    } while (0)
+
 #define WGMMA_K16_F32(NAME, TYPE)                                                               \
 extern "C" __global__ void NAME(const u16* __restrict__ A, const u16* __restrict__ B,          \
                                 const u32* __restrict__ C, u32* __restrict__ D,                \
@@ -274,29 +282,17 @@ extern "C" __global__ void NAME(const u16* __restrict__ A, const u16* __restrict
     WG_BEGIN(2, 16)                                                                            \
         const u16* a0 = A + row0 * K;                                                          \
         const u16* a1 = a0 + 8LL * K;                                                          \
-        const u32* c = C + tile * 512 + (16 * w) * 8;                                          \
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                         \
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                     \
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                   \
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);                               \
+        C_FRAG_F32_LOAD(WG_OFFSET);                                                            \
         for (int k0 = 0; k0 < K; k0 += 16) {                                                   \
             const int k = k0 + 2 * t4;                                                         \
-            u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);                  \
-            u32 ra2 = pack2(a0[k + 8], a0[k + 9]), ra3 = pack2(a1[k + 8], a1[k + 9]);          \
+            A_FRAG_K16;                                                                        \
             u64 desc = smem_desc(sB + (k0 >> 3) * 128);                                        \
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");                            \
-            asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32." TYPE "." TYPE " "        \
-                         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1, 0;"                       \
-                         : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
-                         : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");      \
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                     \
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                     \
+            WGMMA_SYNC("wgmma.mma_async.sync.aligned.m64n8k16.f32." TYPE "." TYPE " "          \
+                       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1, 0;"                         \
+                       : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                                \
+                       : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");        \
         }                                                                                      \
-        u32* d = D + tile * 512 + (16 * w) * 8;                                                \
-        d[g * 8 + 2 * t4] = __float_as_uint(d0);                                               \
-        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);                                           \
-        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);                                         \
-        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);                                     \
+        D_FRAG_F32_STORE(WG_OFFSET);                                                           \
     WG_END                                                                                     \
 }
 
@@ -310,29 +306,17 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
     WG_BEGIN(1, 32)                                                                            \
         const u8* a0 = A + row0 * K;                                                           \
         const u8* a1 = a0 + 8LL * K;                                                           \
-        const u32* c = C + tile * 512 + (16 * w) * 8;                                          \
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                         \
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                     \
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                   \
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);                               \
+        C_FRAG_F32_LOAD(WG_OFFSET);                                                            \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
-            u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
-            u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16);                            \
+            A_FRAG_K32_F8;                                                                     \
             u64 desc = smem_desc(sB + (k0 >> 4) * 128);                                        \
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");                            \
-            asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32." TA "." TB " "            \
-                         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1;"                          \
-                         : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
-                         : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");      \
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                     \
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                     \
+            WGMMA_SYNC("wgmma.mma_async.sync.aligned.m64n8k32.f32." TA "." TB " "              \
+                       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1;"                            \
+                       : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                                \
+                       : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");        \
         }                                                                                      \
-        u32* d = D + tile * 512 + (16 * w) * 8;                                                \
-        d[g * 8 + 2 * t4] = __float_as_uint(d0);                                               \
-        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);                                           \
-        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);                                         \
-        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);                                     \
+        D_FRAG_F32_STORE(WG_OFFSET);                                                           \
     WG_END                                                                                     \
 }
 
@@ -348,27 +332,17 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
     WG_BEGIN(1, 32)                                                                            \
         const u8* a0 = A + row0 * K;                                                           \
         const u8* a1 = a0 + 8LL * K;                                                           \
-        const u16* c = C + tile * 512 + (16 * w) * 8;                                          \
-        u32 d0 = pack2(c[g * 8 + 2 * t4], c[g * 8 + 2 * t4 + 1]);                              \
-        u32 d1 = pack2(c[(g + 8) * 8 + 2 * t4], c[(g + 8) * 8 + 2 * t4 + 1]);                  \
+        C_FRAG_F16_LOAD(WG_OFFSET);                                                            \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
-            u32 ra0 = pack4(a0 + k), ra1 = pack4(a1 + k);                                      \
-            u32 ra2 = pack4(a0 + k + 16), ra3 = pack4(a1 + k + 16);                            \
+            A_FRAG_K32_F8;                                                                     \
             u64 desc = smem_desc(sB + (k0 >> 4) * 128);                                        \
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");                            \
-            asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f16." TA "." TB " "            \
-                         "{%0,%1}, {%2,%3,%4,%5}, %6, 1, 1, 1;"                                \
-                         : "+r"(d0), "+r"(d1)                                                  \
-                         : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");      \
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                     \
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                     \
+            WGMMA_SYNC("wgmma.mma_async.sync.aligned.m64n8k32.f16." TA "." TB " "              \
+                       "{%0,%1}, {%2,%3,%4,%5}, %6, 1, 1, 1;"                                  \
+                       : "+r"(d0), "+r"(d1)                                                    \
+                       : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");        \
         }                                                                                      \
-        u16* d = D + tile * 512 + (16 * w) * 8;                                                \
-        d[g * 8 + 2 * t4] = (u16)(d0 & 0xffffu);                                               \
-        d[g * 8 + 2 * t4 + 1] = (u16)(d0 >> 16);                                               \
-        d[(g + 8) * 8 + 2 * t4] = (u16)(d1 & 0xffffu);                                         \
-        d[(g + 8) * 8 + 2 * t4 + 1] = (u16)(d1 >> 16);                                         \
+        D_FRAG_F16_STORE(WG_OFFSET);                                                           \
     WG_END                                                                                     \
 }
 
@@ -386,28 +360,17 @@ extern "C" __global__ void wgmma_tf32_f32(const u32* __restrict__ A, const u32* 
     WG_BEGIN(4, 8)
         const u32* a0 = A + row0 * K;
         const u32* a1 = a0 + 8LL * K;
-        const u32* c = C + tile * 512 + (16 * w) * 8;
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);
+        C_FRAG_F32_LOAD(WG_OFFSET);
         for (int k0 = 0; k0 < K; k0 += 8) {
             const int k = k0 + t4;
             u32 ra0 = a0[k], ra1 = a1[k], ra2 = a0[k + 4], ra3 = a1[k + 4];
             u64 desc = smem_desc(sB + (k0 >> 2) * 128);
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 "
-                         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1;"
-                         : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-                         : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            WGMMA_SYNC("wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 "
+                       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1;"
+                       : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                       : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");
         }
-        u32* d = D + tile * 512 + (16 * w) * 8;
-        d[g * 8 + 2 * t4] = __float_as_uint(d0);
-        d[g * 8 + 2 * t4 + 1] = __float_as_uint(d1);
-        d[(g + 8) * 8 + 2 * t4] = __float_as_uint(d2);
-        d[(g + 8) * 8 + 2 * t4 + 1] = __float_as_uint(d3);
+        D_FRAG_F32_STORE(WG_OFFSET);
     WG_END
 }
 
@@ -418,27 +381,17 @@ extern "C" __global__ void wgmma_f16_f16(const u16* __restrict__ A, const u16* _
     WG_BEGIN(2, 16)
         const u16* a0 = A + row0 * K;
         const u16* a1 = a0 + 8LL * K;
-        const u16* c = C + tile * 512 + (16 * w) * 8;
-        u32 d0 = pack2(c[g * 8 + 2 * t4], c[g * 8 + 2 * t4 + 1]);
-        u32 d1 = pack2(c[(g + 8) * 8 + 2 * t4], c[(g + 8) * 8 + 2 * t4 + 1]);
+        C_FRAG_F16_LOAD(WG_OFFSET);
         for (int k0 = 0; k0 < K; k0 += 16) {
             const int k = k0 + 2 * t4;
-            u32 ra0 = pack2(a0[k], a0[k + 1]), ra1 = pack2(a1[k], a1[k + 1]);
-            u32 ra2 = pack2(a0[k + 8], a0[k + 9]), ra3 = pack2(a1[k + 8], a1[k + 9]);
+            A_FRAG_K16;
             u64 desc = smem_desc(sB + (k0 >> 3) * 128);
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 "
-                         "{%0,%1}, {%2,%3,%4,%5}, %6, 1, 1, 1, 0;"
-                         : "+r"(d0), "+r"(d1)
-                         : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            WGMMA_SYNC("wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16 "
+                       "{%0,%1}, {%2,%3,%4,%5}, %6, 1, 1, 1, 0;"
+                       : "+r"(d0), "+r"(d1)
+                       : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "l"(desc) : "memory");
         }
-        u16* d = D + tile * 512 + (16 * w) * 8;
-        d[g * 8 + 2 * t4] = (u16)(d0 & 0xffffu);
-        d[g * 8 + 2 * t4 + 1] = (u16)(d0 >> 16);
-        d[(g + 8) * 8 + 2 * t4] = (u16)(d1 & 0xffffu);
-        d[(g + 8) * 8 + 2 * t4 + 1] = (u16)(d1 >> 16);
+        D_FRAG_F16_STORE(WG_OFFSET);
     WG_END
 }
 
@@ -468,10 +421,8 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                                 const u32* __restrict__ C, u32* __restrict__ D,                \
                                 long long T, int K) {                                          \
     TILE_LOOP(0) {                                                                             \
-        const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
-        const u8* a1 = a0 + 8LL * K;                                                           \
-        const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
-        C_FRAG_F32_LOAD;                                                               \
+        MMA_ROWS(u8);                                                                          \
+        C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
             u32 ra0 = pack4s(a0 + k, SHIFT_A), ra1 = pack4s(a1 + k, SHIFT_A);                  \
@@ -482,7 +433,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)                              \
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1));        \
         }                                                                                      \
-        D_FRAG_F32_STORE;                                                              \
+        D_FRAG_F32_STORE(tile * 128);                                                          \
     }                                                                                          \
 }
 
@@ -516,15 +467,9 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                                 long long T, int K, const u8* __restrict__ SA,                 \
                                 const u8* __restrict__ SB) {                                   \
     TILE_LOOP(0) {                                                                             \
-        const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
-        const u8* a1 = a0 + 8LL * K;                                                           \
-        const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
-        const u32* c = C + tile * 128;                                                         \
+        MMA_ROWS(u8);                                                                          \
         const int nb = K / 32;                                                                 \
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                         \
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                     \
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                   \
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);                               \
+        C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 32) {                                                   \
             const int k = k0 + 4 * t4;                                                         \
             u32 ra0 = pack4s(a0 + k, SHIFT), ra1 = pack4s(a1 + k, SHIFT);                      \
@@ -540,7 +485,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1),         \
                            "r"(sa), "h"((u16)0), "h"((u16)0), "r"(sb), "h"((u16)0), "h"((u16)0)); \
         }                                                                                      \
-        D_FRAG_F32_STORE;                                                              \
+        D_FRAG_F32_STORE(tile * 128);                                                          \
     }                                                                                          \
 }
 
@@ -562,15 +507,9 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                                 long long T, int K, const u8* __restrict__ SA,                 \
                                 const u8* __restrict__ SB) {                                   \
     TILE_LOOP(0) {                                                                             \
-        const u8* a0 = A + (tile * 16 + g) * (long long)K;                                     \
-        const u8* a1 = a0 + 8LL * K;                                                           \
-        const u8* b = B + (tile * 8 + g) * (long long)K;                                       \
-        const u32* c = C + tile * 128;                                                         \
+        MMA_ROWS(u8);                                                                          \
         const int nb = K / BLOCK;                                                              \
-        float d0 = __uint_as_float(c[g * 8 + 2 * t4]);                                         \
-        float d1 = __uint_as_float(c[g * 8 + 2 * t4 + 1]);                                     \
-        float d2 = __uint_as_float(c[(g + 8) * 8 + 2 * t4]);                                   \
-        float d3 = __uint_as_float(c[(g + 8) * 8 + 2 * t4 + 1]);                               \
+        C_FRAG_F32_LOAD(tile * 128);                                                           \
         for (int k0 = 0; k0 < K; k0 += 64) {                                                   \
             const int k = k0 + 8 * t4;                                                         \
             u32 ra0 = pack8_e2m1(a0 + k), ra1 = pack8_e2m1(a1 + k);                            \
@@ -586,7 +525,7 @@ extern "C" __global__ void NAME(const u8* __restrict__ A, const u8* __restrict__
                          : "r"(ra0), "r"(ra1), "r"(ra2), "r"(ra3), "r"(rb0), "r"(rb1),         \
                            "r"(sa), "h"((u16)0), "h"((u16)0), "r"(sb), "h"((u16)0), "h"((u16)0)); \
         }                                                                                      \
-        D_FRAG_F32_STORE;                                                              \
+        D_FRAG_F32_STORE(tile * 128);                                                          \
     }                                                                                          \
 }
 

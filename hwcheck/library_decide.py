@@ -17,14 +17,16 @@ set, evidence) and ``questions`` (the counts of every hypothesis).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from tcsmt.errors import TcsmtError
+import click
+
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
+from tcsmt.inputs import read_json
 from tcsmt.library_import import convert
 from tcsmt.library_import import matches as _matches
 from tcsmt.library_plan import Call, Plan, load_table
@@ -153,22 +155,23 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print) -
             "method": __doc__.split("\n\n")[1].replace("\n", " "), "decisions": decisions, "questions": report}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tcsmt.hwcheck.library_decide", description=__doc__.split("\n")[0])
-    ap.add_argument("--plans", type=Path, default=RESULTS / "h100_cublas_plans.json")
-    ap.add_argument("--validation", type=Path, default=RESULTS / "h100_library_validation.json")
-    ap.add_argument("-o", "--out", type=Path, default=RESULTS / "h100_library_decisions.json")
-    args = ap.parse_args(argv)
-    try:
-        raw = json.loads(args.plans.read_text())
-        val = json.loads(args.validation.read_text())
-        out = decide(raw, val, args.validation.name)
-    except (OSError, ValueError, TcsmtError) as exc:
-        print(f"tcsmt: error: {exc}", file=sys.stderr)
-        return 2
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}: {len(out['decisions'])} decisions")
+_IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--plans", type=_IN_FILE, default=RESULTS / "h100_cublas_plans.json", show_default=True)
+@click.option("--validation", type=_IN_FILE, default=RESULTS / "h100_library_validation.json", show_default=True)
+@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=RESULTS / "h100_library_decisions.json", show_default=True)
+def library_decide_cmd(plans: Path, validation: Path, out: Path) -> int:
+    raw, val = read_json(plans), read_json(validation)
+    doc = decide(raw, val, validation.name)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {out}: {len(doc['decisions'])} decisions")
     return 0
+
+
+main = script_main(library_decide_cmd, "python -m tcsmt.hwcheck.library_decide")
 
 
 if __name__ == "__main__":  # pragma: no cover

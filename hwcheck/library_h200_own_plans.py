@@ -12,14 +12,16 @@ table is only used here, never written to ``models/library``: ``gpu="h200"`` sti
 """
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import click
 from tcsmt.hwcheck.library_calls import CALL_FIELDS, make_inputs
 
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
 from tcsmt.library_import import convert, plan_signature
 from tcsmt.library_plan import Plan, load_table
 from tcsmt.library_replay import replay_file, report
@@ -55,10 +57,10 @@ def own_plans(p100: dict[str, Any], v200: dict[str, Any], dec: dict[str, Any], i
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("-o", "--out", type=Path, default=RESULTS / "h200_library_replay_own_plans.json")
-    args = ap.parse_args()
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=RESULTS / "h200_library_replay_own_plans.json", show_default=True)
+def own_plans_cmd(out: Path) -> None:
     load = lambda name: json.loads((RESULTS / name).read_text())  # noqa: E731
     p100, v100 = load("h100_cublas_plans.json"), load("h100_library_validation.json")
     v200, dec = load("h200_library_validation.json"), load("h100_library_decisions.json")
@@ -77,11 +79,13 @@ def main() -> None:
     doc["command"] = "python -m tcsmt.hwcheck.library_h200_own_plans"
     doc["calls_of_validation"] = idx
     doc["split_k_h200_h100"] = {str(n): [v200["calls"][n]["split_k"], v100["calls"][n]["split_k"]] for n in idx}
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    out.write_text(json.dumps(doc, indent=1) + "\n")
     t = doc["totals"]
     print(f"{len(idx)} calls whose plan differs: {t['replayed']} replayed, {t['checked']} outputs, {t['differ']} differ, "
-          f"{t['no_plan']} without a plan; written {args.out}")
+          f"{t['no_plan']} without a plan; written {out}")
 
+
+main = script_main(own_plans_cmd, "python -m tcsmt.hwcheck.library_h200_own_plans")
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

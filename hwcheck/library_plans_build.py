@@ -12,12 +12,17 @@ A run without probes (no ``probes.json``) gets no probe file and an empty ``fami
 """
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import os
 import re
 import sys
+from types import SimpleNamespace
+
+import click
+
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
+from tcsmt.cli_options import NON_NEGATIVE_INT
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from library_calls import CALL_FIELDS
@@ -239,21 +244,25 @@ def summarise(probes: list[dict]) -> dict:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("device_out")
-    ap.add_argument("--results", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
-    ap.add_argument("--workspace", type=int, default=None,
-                    help="workspace bytes of torch's cuBLAS handle, where the run's own reading is void")
-    ap.add_argument("--note", default="")
-    ap.add_argument("--prefix", default="h100", help="file name prefix of the written files (h100, h200)")
-    ap.add_argument("--driver", default=None, help="NVIDIA driver version of the run (nvidia-smi), where known")
-    ap.add_argument("--probe-list", action="append", default=[],
-                    help="probe_list.json of a --probe-list run (more probes, with their reduce_probe2)")
-    ap.add_argument("--reduce2", action="append", default=[],
-                    help="reduce2.json of a --reduce-from run; CONFIG_PREFIX=PATH takes only those configurations "
-                         "(later files win)")
-    args = ap.parse_args()
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.argument("device_out", type=click.Path(exists=True, file_okay=False))
+@click.option("--results", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
+              show_default=True, help="folder the built files are written to")
+@click.option("--workspace", type=NON_NEGATIVE_INT, default=None,
+              help="workspace bytes of torch's cuBLAS handle, where the run's own reading is void")
+@click.option("--note", default="")
+@click.option("--prefix", default="h100", show_default=True, help="file name prefix of the written files (h100, h200)")
+@click.option("--driver", default=None, help="NVIDIA driver version of the run (nvidia-smi), where known")
+@click.option("--probe-list", multiple=True,
+              help="probe_list.json of a --probe-list run (more probes, with their reduce_probe2)")
+@click.option("--reduce2", multiple=True,
+              help="reduce2.json of a --reduce-from run; CONFIG_PREFIX=PATH takes only those configurations "
+                   "(later files win)")
+def build_cmd(**options) -> None:
+    _build(SimpleNamespace(**options))
+
+
+def _build(args: SimpleNamespace) -> None:
     with gzip.open(os.path.join(args.device_out, "h100_cublas_plans.json.gz"), "rt") as f:
         plans = json.load(f)
     probes_path = os.path.join(args.device_out, "probes.json")
@@ -352,5 +361,7 @@ def main() -> None:
         f.write("\n")
 
 
+main = script_main(build_cmd, "python3 hwcheck/library_plans_build.py")
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -18,12 +18,17 @@ listed, one row each.  The validation files (calls with their own kernels, S and
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
 import sys
+from types import SimpleNamespace
 from typing import Any
+
+import click
+
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
+from tcsmt.inputs import read_json
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from library_calls import CALL_FIELDS
@@ -111,20 +116,27 @@ def compare_tables(a: dict[tuple, dict], b: dict[tuple, dict], name_a: str, name
             "kernel_names": list(names), "differing_calls": rows}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--a", default=os.path.join(RESULTS, "h200_cublas_plans.json"))
-    ap.add_argument("--b", default=os.path.join(RESULTS, "h100_cublas_plans.json"))
-    ap.add_argument("--val-a", default=os.path.join(RESULTS, "h200_library_validation.json"))
-    ap.add_argument("--val-b", default=os.path.join(RESULTS, "h100_library_validation.json"))
-    ap.add_argument("--name-a", default="h200")
-    ap.add_argument("--name-b", default="h100")
-    ap.add_argument("-o", "--out", default=os.path.join(RESULTS, "h200_vs_h100_plans.json"))
-    args = ap.parse_args()
+_IN_FILE = click.Path(exists=True, dir_okay=False)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--a", "a", type=_IN_FILE, default=os.path.join(RESULTS, "h200_cublas_plans.json"), show_default=True)
+@click.option("--b", "b", type=_IN_FILE, default=os.path.join(RESULTS, "h100_cublas_plans.json"), show_default=True)
+@click.option("--val-a", type=_IN_FILE, default=os.path.join(RESULTS, "h200_library_validation.json"),
+              show_default=True)
+@click.option("--val-b", type=_IN_FILE, default=os.path.join(RESULTS, "h100_library_validation.json"),
+              show_default=True)
+@click.option("--name-a", default="h200", show_default=True)
+@click.option("--name-b", default="h100", show_default=True)
+@click.option("-o", "--out", default=os.path.join(RESULTS, "h200_vs_h100_plans.json"), show_default=True)
+def compare_cmd(**options) -> None:
+    _compare(SimpleNamespace(**options))
+
+
+def _compare(args: SimpleNamespace) -> None:
     files: dict[str, Any] = {}
     for key in ("a", "b", "val_a", "val_b"):
-        with open(getattr(args, key)) as f:
-            files[key] = json.load(f)
+        files[key] = read_json(getattr(args, key))
     pa, pb, va, vb = files["a"], files["b"], files["val_a"], files["val_b"]
     res: dict[str, Any] = {
         "what": ("cuBLAS plans of the same calls recorded on two GPUs, compared call by call "
@@ -148,5 +160,7 @@ def main() -> None:
               f"{r['same_per_aspect']}, differing {r['plan_differs']}: {r['differs_in']}")
 
 
+main = script_main(compare_cmd, "python3 hwcheck/library_plans_compare.py")
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,6 +1,8 @@
 """Device campaign of issue 12 (items 2 and 5): cuBLAS plans over the shape grid, split-K slice rules read
 from output bits, and validation calls.  Runs on a GPU machine with torch; needs numpy and torch only.
-(One file on purpose, over 400 lines: it is shipped alone to a bare GPU machine and run as a script.)
+(One file on purpose, over 400 lines: it is shipped alone to a bare GPU machine and run as a script; for the
+same reason its options are read with the standard library's argparse, not click and tcsmt's shared options:
+it must run where tcsmt is not installed.)
 
     python3 hwcheck/library_plans_device.py --out DIR [--stages info,grid,heur,probes,valid] [--quick]
 
@@ -369,6 +371,22 @@ def profile_calls(torch, calls, bufs, label_prefix="c"):
     return out, errors
 
 
+def with_profile(calls, prof, errs, config):
+    """Copies of ``calls``, each with what the profiler recorded for it (kernels, grids, cuBLASLt's split-K and
+    algorithm), torch's error where it refused the call, and its configuration's name."""
+    out = []
+    for i, c in enumerate(calls):
+        c = dict(c)
+        c["kernels"] = prof[i]["kernels"]
+        c["grids"] = prof[i]["grids"]
+        c["lt_split_k"], c["lt_algo"] = prof[i].get("lt_split_k"), prof[i].get("lt_algo")
+        if i in errs:
+            c["torch_error"] = errs[i]
+        c["config"] = config
+        out.append(c)
+    return out
+
+
 def run_grid(torch, quick):
     bufs = Buffers(torch, (1024 * 1024) if quick else 16384 * 16384)
     results = []
@@ -378,29 +396,13 @@ def run_grid(torch, quick):
         t0 = time.time()
         prof, errs = profile_calls(torch, calls, bufs)
         log(f"grid {cfg[0]}: {len(calls)} calls, {len(errs)} errors, {time.time() - t0:.1f} s")
-        for i, c in enumerate(calls):
-            c = dict(c)
-            c["kernels"] = prof[i]["kernels"]
-            c["grids"] = prof[i]["grids"]
-            c["lt_split_k"], c["lt_algo"] = prof[i].get("lt_split_k"), prof[i].get("lt_algo")
-            if i in errs:
-                c["torch_error"] = errs[i]
-            c["config"] = cfg[0]
-            results.append(c)
+        results += with_profile(calls, prof, errs, cfg[0])
         torch.cuda.empty_cache()
     ex = extra_calls(quick)
     t0 = time.time()
     prof, errs = profile_calls(torch, ex, bufs, label_prefix="x")
     log(f"extra: {len(ex)} calls, {len(errs)} errors, {time.time() - t0:.1f} s")
-    for i, c in enumerate(ex):
-        c = dict(c)
-        c["kernels"] = prof[i]["kernels"]
-        c["grids"] = prof[i]["grids"]
-        c["lt_split_k"], c["lt_algo"] = prof[i].get("lt_split_k"), prof[i].get("lt_algo")
-        if i in errs:
-            c["torch_error"] = errs[i]
-        c["config"] = "extra"
-        results.append(c)
+    results += with_profile(ex, prof, errs, "extra")
     del bufs
     torch.cuda.empty_cache()
     return results

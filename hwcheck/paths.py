@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..errors import TcsmtError
 from ..formats import Format, get_format
 
@@ -226,8 +224,3 @@ def default_k(spec: PathSpec, k: int | None) -> int:
 def pad_k(K: int, spec: PathSpec) -> int:
     """K rounded up to a whole number of instructions."""
     return -(-K // spec.instr_k) * spec.instr_k
-
-
-def element_dtype(fmt: Format) -> np.dtype:
-    """The storage dtype of one element of ``fmt`` (tf32 in the fp32 layout: uint32)."""
-    return fmt.dtype

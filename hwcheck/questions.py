@@ -13,15 +13,15 @@ every file matches the device on every row, 1 otherwise, 2 on errors.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from typing import Any
 
+import click
 import numpy as np
 
 from .. import files
-from ..cli_errors import script_errors
+from ..cli_errors import CONTEXT_SETTINGS, script_main
 from ..errors import TcsmtError
 from .check import ModelRunner, default_jobs, git_commit, hex_bits, load_inputs, padded_scales, resolve_models
 from .device import get_device
@@ -103,23 +103,26 @@ def doc_path(q: dict[str, Any], doc: dict[str, Any], root: str) -> str:
     return name if Path(name).is_file() else str(Path(root or ".") / name)
 
 
-@script_errors
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tcsmt.hwcheck.questions", description=__doc__.split("\n")[0])
-    ap.add_argument("files", nargs="+", help="FILE.json or FILE.json:mma,wgmma")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--force", action="store_true")
-    ap.add_argument("--root", default="", help="question file names are written relative to this folder")
-    args = ap.parse_args(argv)
-    out = files.output(args.out, args.force)
-    dev = get_device(args.device)
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.argument("items", nargs=-1, required=True, metavar="FILE.json[:INSTR,...]...")
+@click.option("--out", required=True, help="the JSON document to write")
+@click.option("--device", default="cuda", show_default=True)
+@click.option("--force", is_flag=True, help="overwrite --out (a regular file only)")
+@click.option("--root", default="", help="question file names are written relative to this folder")
+def questions_cmd(items: tuple[str, ...], out: str, device: str, force: bool, root: str) -> int:
+    from pathlib import Path
+
+    for item in items:  # a missing file is a typo: refused before anything runs, not skipped
+        if not Path(item.partition(":")[0]).is_file():
+            raise TcsmtError(f"no such question file: {item.partition(':')[0]}")
+    out_file = files.output(out, force)
+    dev = get_device(device)
     doc: dict[str, Any] = {"tool": "tcsmt.hwcheck.questions", "tcsmt_commit": git_commit(),
                            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "device": dev.info(), "questions": []}
     status = 0
     with ModelRunner(min(4, default_jobs())) as runner:
-        for item in args.files:
+        for item in items:
             path, _, fams = item.partition(":")
             for instr in (fams.split(",") if fams else [""]):
                 try:
@@ -134,9 +137,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{path} [{rec['path']}] {v}", flush=True)
                 if rec["verdict"][rec["models"][0]]["mismatches"]:
                     status = 1
-    out.write_json(compact(doc, args.root))
+    out_file.write_json(compact(doc, root))
     return status
 
+
+main = script_main(questions_cmd, "python -m tcsmt.hwcheck.questions")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,6 +8,7 @@ fp64 paths need Python integers and stay on the CPU simulator.
 """
 from __future__ import annotations
 
+from .backend_numpy import msb_int64
 from .errors import TcsmtError
 from .formats import Format
 
@@ -78,15 +79,7 @@ class CupyBackend:
 
     def msb(self, x, bits: int):
         xp = self.xp
-        x = xp.asarray(x, dtype=xp.int64)
-        r = xp.zeros(x.shape, dtype=xp.int64)
-        step = 32
-        while step:
-            big = (x >> step) != 0
-            x = xp.where(big, x >> step, x)
-            r += xp.where(big, step, 0)
-            step >>= 1
-        return xp.where(x == 0, -1, r)
+        return msb_int64(xp, xp.asarray(x, dtype=xp.int64))
 
     def fit(self, x, bits: int):
         self._check(bits)

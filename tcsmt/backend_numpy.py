@@ -47,6 +47,19 @@ def _bit_length(x: int) -> int:
 _bit_length_u = np.frompyfunc(_bit_length, 1, 1)
 
 
+def msb_int64(xp, x):
+    """Index of the leading one bit of each non-negative int64 of ``x`` (-1 for 0), by halving the
+    window (32, 16, ..., 1 bits): exact for every int64, on NumPy or CuPy arrays (``xp`` the module)."""
+    r = xp.zeros(x.shape, dtype=xp.int64)
+    step = 32
+    while step:
+        big = (x >> step) != 0
+        x = xp.where(big, x >> step, x)
+        r += xp.where(big, step, 0)
+        step >>= 1
+    return xp.where(x == 0, -1, r)
+
+
 class NumpyBackend:
     """Exact integer operations over numpy arrays (broadcasting like numpy)."""
 
@@ -134,14 +147,7 @@ class NumpyBackend:
             # exact: every integer below 2^53 converts to float64 without rounding;
             # frexp(0) gives exponent 0, so x = 0 maps to -1 as required
             return np.frexp(x.astype(np.float64))[1].astype(np.int64) - 1
-        r = np.zeros(x.shape, dtype=np.int64)
-        step = 32
-        while step:
-            big = (x >> step) != 0
-            x = np.where(big, x >> step, x)
-            r += np.where(big, step, 0)
-            step >>= 1
-        return np.where(x == 0, -1, r)
+        return msb_int64(np, x)
 
     def fit(self, x, bits: int):
         if bits > _INT_LIMIT:

@@ -16,8 +16,6 @@ from typing import Any
 
 import click
 
-from .solvers import SOLVERS
-
 
 class _Number(click.ParamType):
     """An int or float with a lower bound; floats must be finite (no nan, no inf)."""
@@ -48,29 +46,17 @@ NON_NEGATIVE_FLOAT = _Number(float, 0.0, strict=False)
 POSITIVE_INT = _Number(int, 0, strict=True)
 NON_NEGATIVE_INT = _Number(int, 0, strict=False)
 
-SOLVER_CHOICE = click.Choice(list(SOLVERS))
 SOLVER_HELP = ("SMT solver; auto = bitwuzla if installed, else z3 (identify: staged); staged = bitwuzla's local search "
                "for a short slice, then bit-blasting; bitwuzla-prop = local search only (finds inputs, proves "
                "nothing); portfolio = every installed engine, first answer wins")
 
 
-def argparse_type(kind: _Number) -> Callable[[str], Any]:
-    """The same range check for ``argparse`` scripts (``python -m tcsmt.hwcheck.campaign``, ...)."""
-    import argparse
-
-    def convert(text: str) -> Any:
-        try:
-            return kind.convert(text, None, None)
-        except click.BadParameter as exc:
-            raise argparse.ArgumentTypeError(exc.format_message()) from None
-
-    convert.__name__ = kind.name
-    return convert
-
-
 def solver_option() -> Callable:
     """``--solver``, written once for every command that asks a solver."""
-    return click.option("--solver", default="auto", show_default=True, type=SOLVER_CHOICE, help=SOLVER_HELP)
+    from .solvers import SOLVERS  # here, not at the top: scripts on a GPU host without pysmt use these options too
+
+    return click.option("--solver", default="auto", show_default=True, type=click.Choice(list(SOLVERS)),
+                        help=SOLVER_HELP)
 
 
 def timeout_option(default: float, help: str, name: str = "--timeout") -> Callable:

@@ -38,7 +38,6 @@ bits of one uint8):
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -48,7 +47,6 @@ from .errors import TcsmtError
 
 # class codes returned by Format.classify
 ZERO, SUBNORMAL, NORMAL, INF, NAN = 0, 1, 2, 3, 4
-CLASS_NAMES = {ZERO: "zero", SUBNORMAL: "subnormal", NORMAL: "normal", INF: "inf", NAN: "nan"}
 
 
 @dataclass(frozen=True)
@@ -334,7 +332,3 @@ def get_format(name: str) -> Format:
         known = ", ".join(sorted(FORMATS))
         raise TcsmtError(f"unknown number format {name!r} (known: {known})")
     return FORMATS[key]
-
-
-def format_names() -> Iterable[str]:
-    return FORMATS.keys()

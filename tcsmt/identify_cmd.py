@@ -2,7 +2,7 @@
 
 Register with ``main.add_command(identify_cmd)``.  User errors print one line
 (``tcsmt: error: ...``) and exit with status 2, also when the command is run on
-its own (click.testing).
+its own (click.testing): it is a :class:`tcsmt.cli_errors.Command`, the one trap.
 """
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import click
 
-from . import files, interrupts
+from . import files
+from .cli_errors import Command
 from .cli_options import NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT, progress_option, solver_option, timeout_option
 from .errors import TcsmtError
 from .progress import Progress
@@ -54,7 +55,7 @@ def _log_directory(log_dir: str | None, target, force: bool) -> str:
     return str(files.output_dir(base, free=True).path)
 
 
-@click.command("identify")
+@click.command("identify", cls=Command)
 @click.option("--gpu", "use_gpu", is_flag=True, help="run the experiments on the CUDA GPU (through tcsmt.hwcheck)")
 @click.option("--model", "model", default=None, metavar="SPEC",
               help="a virtual device computing with this model (ARCH, ARCH:HYP, ARCH:key=value)")
@@ -94,18 +95,9 @@ def identify_cmd(use_gpu: bool, model: str | None, replay_dir: str | None, path_
     Prints the experiments, a feature table in the style of FTTN's Table IV,
     and the surviving model as a models/*.toml [[paths]] entry.
     """
-    try:
-        _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experiments, solver, timeout,
-             quick_timeout, time_limit, candidates, readable, seed, log_dir, no_log, write_file, force, json_out,
-             quiet, Progress.for_cli(progress))
-    except TcsmtError as exc:
-        click.echo(f"tcsmt: error: {exc}", err=True)
-        sys.exit(2)
-    except KeyboardInterrupt as exc:
-        click.echo(interrupts.message(exc), err=True)
-        sys.exit(interrupts.exit_status(exc))
-    finally:
-        files.release_all()
+    _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experiments, solver, timeout,
+         quick_timeout, time_limit, candidates, readable, seed, log_dir, no_log, write_file, force, json_out,
+         quiet, Progress.for_cli(progress))
 
 
 def _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experiments, solver, timeout,

@@ -44,7 +44,6 @@ gets no ``in_round`` (its plan takes tf32 values only).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -52,6 +51,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import click
+
+from .cli_errors import CONTEXT_SETTINGS, script_main
 from .errors import TcsmtError
 from .library_plan import EPILOGUE_STEPS, FP8, OPS, load_table, plans_dir, torch_dtype
 from .registry import find_arch
@@ -444,29 +446,32 @@ def convert_file(raw_path: Path, out_path: Path | None = None, gpu: str | None =
     return out_path
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tcsmt.library_import", description=__doc__.split("\n")[0])
-    ap.add_argument("raw", type=Path, help="recorded plan file (JSON)")
-    ap.add_argument("--calls", type=Path, action="append", default=[],
-                    help="further recorded calls of the same GPU and library (e.g. the validation file); repeatable")
-    ap.add_argument("--decisions", type=Path, default=None,
-                    help="decisions made from recorded outputs (hwcheck/library_decide.py): tf32 input rounding, epilogues")
-    ap.add_argument("-o", "--out", type=Path, default=None, help="plan table to write (default models/library/...)")
-    ap.add_argument("--gpu", default=None, help="GPU name of the table (default: from the file's gpu field)")
-    ap.add_argument("--force", action="store_true", help="replace an existing table")
-    ap.add_argument("--same-as", type=Path, action="append", default=[],
-                    help="another GPU's plan file (first) and call files: keep only calls that recorded the same "
-                         "plan there, with its split-K rules; repeatable")
-    args = ap.parse_args(argv)
-    try:
-        path = convert_file(args.raw, args.out, args.gpu, args.force, args.calls, args.decisions, args.same_as)
-    except TcsmtError as exc:
-        print(f"tcsmt: error: {exc}", file=sys.stderr)
-        return 2
+_IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.argument("raw", type=_IN_FILE)
+@click.option("--calls", type=_IN_FILE, multiple=True,
+              help="further recorded calls of the same GPU and library (e.g. the validation file); repeatable")
+@click.option("--decisions", type=_IN_FILE, default=None,
+              help="decisions made from recorded outputs (hwcheck/library_decide.py): tf32 input rounding, epilogues")
+@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="plan table to write (default models/library/...)")
+@click.option("--gpu", default=None, help="GPU name of the table (default: from the file's gpu field)")
+@click.option("--force", is_flag=True, help="replace an existing table")
+@click.option("--same-as", type=_IN_FILE, multiple=True,
+              help="another GPU's plan file (first) and call files: keep only calls that recorded the same "
+                   "plan there, with its split-K rules; repeatable")
+def library_import_cmd(raw: Path, calls: tuple[Path, ...], decisions: Path | None, out: Path | None, gpu: str | None,
+                       force: bool, same_as: tuple[Path, ...]) -> int:
+    """RAW: the recorded plan file (JSON)."""
+    path = convert_file(raw, out, gpu, force, list(calls), decisions, list(same_as))
     t = load_table(path)
     print(f"wrote {path}: {len(t.plans)} plans, {len(t.unknown)} calls without a plan")
     return 0
 
+
+main = script_main(library_import_cmd, "python -m tcsmt.library_import")
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

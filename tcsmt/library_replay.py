@@ -18,8 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
 import numpy as np
 
+from .cli_errors import CONTEXT_SETTINGS, script_main
+from .cli_options import POSITIVE_INT
 from .errors import TcsmtError
 from .library import plan as plan_of
 from .library import run_pairs
@@ -186,33 +189,26 @@ def _label(call: dict[str, Any]) -> str:
     return f"{call['op']} {call['a_dtype']} {call['M']}x{call['N']}x{call['K']} -> {call.get('out_dtype')}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m tcsmt.library_replay FILE [--json OUT]``: replay a validation file; exit 1 on any differing
-    bit, 2 on errors.  ``--json`` writes the summary (counts per call group, the findings)."""
-    import argparse
-    import sys
-
+@click.command(context_settings=CONTEXT_SETTINGS,
+               help="Replay a recorded validation file (FILE) under the plan tables of --gpu; exit 1 on any differing "
+                    "bit, 2 on errors.  --json writes the summary (counts per call group, the findings).")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--gpu", default="h100", show_default=True, help="the GPU whose plan tables replay the calls")
+@click.option("--max-samples", type=POSITIVE_INT, default=None, help="samples per call (default: all)")
+@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="write the summary here")
+@click.option("--force", is_flag=True, help="replace the --json file")
+def library_replay_cmd(file: Path, gpu: str, max_samples: int | None, json_file: Path | None, force: bool) -> int:
     from . import files
     from .library_plan import tables
 
-    ap = argparse.ArgumentParser(prog="python -m tcsmt.library_replay", description=main.__doc__)
-    ap.add_argument("file", type=Path)
-    ap.add_argument("--gpu", default="h100")
-    ap.add_argument("--max-samples", type=int, default=None, help="samples per call (default: all)")
-    ap.add_argument("--json", type=Path, default=None, help="write the summary here")
-    ap.add_argument("--force", action="store_true", help="replace the --json file")
-    args = ap.parse_args(argv)
     try:
         from tcsmt.hwcheck.library_calls import make_inputs
     except ImportError as exc:
-        print(f"tcsmt: error: the input generator hwcheck/library_calls.py (tcsmt.hwcheck.library_calls) is missing ({exc})", file=sys.stderr)
-        return 2
-    try:
-        out = files.output(args.json, args.force) if args.json else None
-        results = replay_file(args.file, make_inputs, gpu=args.gpu, max_samples=args.max_samples)
-    except TcsmtError as exc:
-        print(f"tcsmt: error: {exc}", file=sys.stderr)
-        return 2
+        raise TcsmtError(f"the input generator hwcheck/library_calls.py (tcsmt.hwcheck.library_calls) is missing "
+                         f"({exc})") from None
+    out = files.output(json_file, force) if json_file else None
+    results = replay_file(file, make_inputs, gpu=gpu, max_samples=max_samples)
     for n, r in enumerate(results):
         state = (f"no plan: {r.error}" if r.error else f"refused: {r.run_error}" if r.run_error
                  else f"{r.checked} checked, {len(r.mismatches)} differ")
@@ -224,13 +220,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"total: {checked} outputs checked, {wrong} differ, "
           f"{sum(1 for r in results if r.error or r.run_error)} calls without a plan (or refused)")
     if out is not None:
-        doc = report(args.file, results, sorted({Path(t.path).name for t in tables() if t.gpu == args.gpu}), args.gpu)
-        if args.max_samples is not None:
-            doc["max_samples"] = args.max_samples
+        doc = report(file, results, sorted({Path(t.path).name for t in tables() if t.gpu == gpu}), gpu)
+        if max_samples is not None:
+            doc["max_samples"] = max_samples
         out.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"written: {out.path}")
     return 1 if wrong else 0
 
+
+main = script_main(library_replay_cmd, "python -m tcsmt.library_replay")
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())

@@ -169,10 +169,6 @@ def default_name(specs: list[str], in_fmt: str, out_fmt: str) -> str:
     return f"{clean(specs[0])}-vs-{clean(specs[1])}-{in_fmt}-{out_fmt}.json"
 
 
-def default_filename(o: Outcome) -> str:
-    return default_name(o.specs, o.in_fmt.name, o.out_fmt.name)
-
-
 def _scale_record(o: Outcome, c: Case) -> dict:
     """The scale factors of one input (block-scaled paths) for its JSON record."""
     if o.scale_fmt is None:

@@ -14,18 +14,19 @@ also replays the inputs the solver found (``--witness a0,a1,..;b0,b1,..`` in hex
 """
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import sys
 from contextlib import contextmanager
 from typing import Any
 
+import click
 import numpy as np
 
 from . import files
 from . import verify_schemes as VS
 from .backend_numpy import NumpyBackend
-from .cli_errors import script_errors
+from .cli_errors import CONTEXT_SETTINGS, script_main
+from .cli_options import NON_NEGATIVE_INT, POSITIVE_INT, k_option
 from .errors import TcsmtError
 from .formats import FP32
 from .params import ModelParams
@@ -94,45 +95,42 @@ def _parse_witness(text: str) -> tuple[list[int], list[int]]:
         raise TcsmtError(f"--witness takes hex fp32 patterns 'a0,a1,...;b0,b1,...', not {text!r}") from exc
 
 
-@script_errors
-def main(argv: list[str] | None = None) -> int:
-    from .cli_options import NON_NEGATIVE_INT, POSITIVE_INT, argparse_type
-
-    ap = argparse.ArgumentParser(prog="python -m tcsmt.verify_device", description=__doc__.split("\n")[0])
-    ap.add_argument("--arch", default="hopper")
-    ap.add_argument("--algos", default="markidis,ootomo")
-    ap.add_argument("--n", type=argparse_type(POSITIVE_INT), default=100_000, help="random rows per range")
-    ap.add_argument("--k", type=argparse_type(POSITIVE_INT), default=16)
-    ap.add_argument("--ranges", default="2^-14..2^14,2^-36..2^-14,1..2")
-    ap.add_argument("--witness", action="append", default=[])
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--seed", type=argparse_type(NON_NEGATIVE_INT), default=0)
-    ap.add_argument("--out", default="")
-    ap.add_argument("--force", action="store_true", help="overwrite --out (a regular file only)")
-    args = ap.parse_args(argv)
-    out = files.output(args.out, args.force) if args.out else None  # claimed before the device runs
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--arch", default="hopper", show_default=True)
+@click.option("--algos", default="markidis,ootomo", show_default=True)
+@click.option("--n", type=POSITIVE_INT, default=100_000, show_default=True, help="random rows per range")
+@k_option("dot-product length", default=16)
+@click.option("--ranges", default="2^-14..2^14,2^-36..2^-14,1..2", show_default=True)
+@click.option("--witness", "witnesses", multiple=True, help="hex fp32 patterns 'a0,a1,...;b0,b1,...' (repeatable)")
+@click.option("--device", "device_name", default="cuda", show_default=True)
+@click.option("--seed", type=NON_NEGATIVE_INT, default=0, show_default=True)
+@click.option("--out", "out_file", default="")
+@click.option("--force", is_flag=True, help="overwrite --out (a regular file only)")
+def verify_device_cmd(arch: str, algos: str, n: int, k: int, ranges: str, witnesses: tuple[str, ...],
+                      device_name: str, seed: int, out_file: str, force: bool) -> int:
+    witness_rows = [_parse_witness(w) for w in witnesses]  # refused before anything runs
+    out = files.output(out_file, force) if out_file else None  # claimed before the device runs
     from .hwcheck.device import get_device
 
-    device = get_device(args.device)
-    p = resolve(args.arch, "fp16", "fp32", "mma")
-    algos = [a.strip() for a in args.algos.split(",") if a.strip()]
-    rng = np.random.default_rng(args.seed)
-    report: dict = {"tool": "python -m tcsmt.verify_device", "arch": args.arch, "model": p.name,
-                    "device": getattr(device, "describe", lambda: args.device)(),
+    device = get_device(device_name)
+    p = resolve(arch, "fp16", "fp32", "mma")
+    algo_names = [a.strip() for a in algos.split(",") if a.strip()]
+    rng = np.random.default_rng(seed)
+    report: dict = {"tool": "python -m tcsmt.verify_device", "arch": arch, "model": p.name,
+                    "device": getattr(device, "describe", lambda: device_name)(),
                     "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-                    "k": args.k, "ranges": {}, "witnesses": []}
-    for rng_text in args.ranges.split(","):
+                    "k": k, "ranges": {}, "witnesses": []}
+    for rng_text in ranges.split(","):
         dom: Domain = parse_range(rng_text)
-        a, b = random_inputs(rng, args.n, args.k, dom, "loguniform")
-        report["ranges"][rng_text] = compare(algos, p, a, b, device)
+        a, b = random_inputs(rng, n, k, dom, "loguniform")
+        report["ranges"][rng_text] = compare(algo_names, p, a, b, device)
         for algo, r in report["ranges"][rng_text].items():
             print(f"{rng_text:>14}  {algo:9} rows {r['rows']:>8}  device != model: {r['mismatches']}")
-    for w in args.witness:
-        wa, wb = _parse_witness(w)
+    for wa, wb in witness_rows:
         a, b = np.array([wa], np.uint32), np.array([wb], np.uint32)
         entry: dict[str, Any] = {"a": [format_value(FP32.to_fraction(x)) for x in wa],
                  "b": [format_value(FP32.to_fraction(x)) for x in wb]}
-        for algo in algos:
+        for algo in algo_names:
             d_dev = int(run_scheme(algo, p, a, b, device)[0])
             d_mod = int(simulate_scheme(algo, p, a, b)[0])
             entry[algo] = {"device": f"0x{d_dev:08x}", "model": f"0x{d_mod:08x}",
@@ -144,10 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     if out is not None:
         out.write_json(report)
     total = sum(r["mismatches"] for rr in report["ranges"].values() for r in rr.values())
-    total += sum(e[a]["device"] != e[a]["model"] for e in report["witnesses"] for a in algos)
+    total += sum(e[a]["device"] != e[a]["model"] for e in report["witnesses"] for a in algo_names)
     print(f"device and model {'agree on every row' if total == 0 else f'differ on {total} rows'}")
     return 0 if total == 0 else 1
 
+
+main = script_main(verify_device_cmd, "python -m tcsmt.verify_device")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -98,11 +98,6 @@ def check_path(p: ModelParams, in_fmt: str = "fp16") -> None:
                          f"(it is {p.in_fmt} -> {p.out_fmt}, C {p.c_fmt}, accumulator {p.acc_fmt})")
 
 
-def negate(B, t: sem.Term) -> sem.Term:
-    """The addend -t."""
-    return dataclasses.replace(t, neg=B.not_(t.neg))
-
-
 def scale(B, t: sem.Term, s: int) -> sem.Term:
     """The addend t * 2^s (exact: only the exponents move)."""
     return dataclasses.replace(t, lsb=B.add(t.lsb, s), top=B.add(t.top, s), lsb_min=t.lsb_min + s,

@@ -41,15 +41,20 @@ def test_internal_error_is_not_a_user_error():
         raise InternalError("x")
 
 
-def test_script_trap_same_rules():
-    """The python -m scripts' trap (cli_errors.script_errors): the same exit statuses as the CLI."""
-    from tcsmt.cli_errors import script_errors
+def test_script_trap_same_rules(capsys):
+    """The python -m scripts' trap (cli_errors.script_main): the same exit statuses and lines as the CLI."""
+    from tcsmt.cli_errors import script_main
 
     def fails(exc: Exception):
-        @script_errors
-        def main() -> int:
+        @click.command()
+        def cmd() -> int:
             raise exc
-        return main
+        return script_main(cmd, "python -m tcsmt.x")
 
-    assert fails(TcsmtError("bad"))() == 2
-    assert fails(InternalError("broken"))() == 70
+    assert fails(TcsmtError("bad"))([]) == 2
+    assert capsys.readouterr().err == "tcsmt: error: bad\n"
+    assert fails(InternalError("broken"))([]) == 70
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "tcsmt: internal error: broken" in err
+    assert fails(TcsmtError("bad"))(["--bogus"]) == 2
+    assert capsys.readouterr().err == "tcsmt: error: No such option '--bogus'. (see python -m tcsmt.x --help)\n"

@@ -1,0 +1,143 @@
+"""No model arithmetic outside the semantics layer (issue 15; docs/architecture.md, "Checking 'no arithmetic
+outside semantics.py'").
+
+A syntactic guard, cheap enough for every CI run: outside the arithmetic layer (``semantics.py``, the back ends,
+``formats.py``) and the declared second implementation of the semantics (``gemm_*.py``, tied to it bit for bit
+by tests/test_gemm_kernel.py and tests/test_gemm_cuda.py), every function of ``tcsmt/`` and ``hwcheck/`` that
+shifts a non-constant integer (``<<``, ``>>``: the way significands are aligned, truncated and packed) or
+calls a rounding function (``round``, ``floor``, ``ceil``, ``trunc``, ``rint``, ``ldexp``, ``frexp``) is listed
+in :data:`ALLOWED` with the reason it is not model arithmetic (input generation, bit patterns of a format's
+fields, presentation, a solver threshold, a static bound).  A new such function fails this test: move the
+arithmetic into ``semantics.py`` (and call it), or, where it is not model arithmetic, add it here with its
+reason.  An entry that no longer matches anything fails too, so the list stays exact.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: the arithmetic layer and the declared second implementation: shifts and roundings belong here
+ARITHMETIC = {"tcsmt/semantics.py", "tcsmt/backend.py", "tcsmt/backend_numpy.py", "tcsmt/backend_smt.py",
+              "tcsmt/backend_cupy.py", "tcsmt/formats.py",
+              "tcsmt/gemm_kernel.py", "tcsmt/gemm_numba.py", "tcsmt/gemm_cuda.py"}
+
+ROUNDING = {"round", "floor", "ceil", "trunc", "rint", "around", "fix", "ldexp", "frexp"}
+
+_INPUTS = "input generation: builds bit patterns of chosen inputs, computes no model output"
+_FIELDS = "bit patterns of a format's fields (sign masks, largest pattern), not values"
+_SHOW = "presentation: digits or rounded numbers for people and JSON, after the semantics computed"
+_PROOF = "a solver threshold or exponent bound of a proof query (proof modules, left to the proofs work)"
+_DEVICE = "device script for a bare GPU host: builds and reads probe inputs with numpy's own IEEE conversions"
+
+#: (file, function) -> why the shift or rounding there is not model arithmetic
+ALLOWED: dict[tuple[str, str], str] = {
+    ("hwcheck/campaign.py", "_run"): _SHOW,
+    ("hwcheck/check.py", "DistResult.as_json"): _SHOW,
+    ("hwcheck/check.py", "mismatch_kinds"): "classifies differing output patterns by their fields (reporting)",
+    ("hwcheck/dists.py", "_generate"): _INPUTS,
+    ("hwcheck/dists.py", "from_exponents"): _INPUTS,
+    ("hwcheck/hopper_vectors.py", "c_alone"): _INPUTS,
+    ("hwcheck/hopper_vectors.py", "zero_c"): _INPUTS,
+    ("hwcheck/hopper_vectors.py", "zero_product"): _INPUTS,
+    ("hwcheck/hopper_vectors.py", "zero_sign"): _INPUTS,
+    ("hwcheck/library_calls.py", "_max_finite_exp"): _FIELDS,
+    ("hwcheck/library_calls.py", "compose"): _INPUTS,
+    ("hwcheck/library_calls.py", "make_inputs"): _INPUTS,
+    ("hwcheck/library_calls.py", "random_matrix"): _INPUTS,
+    ("hwcheck/library_calls.py", "values"): "reads recorded probe patterns back as values (exact decoding)",
+    ("hwcheck/library_plans_device.py", "<module>"): _DEVICE,
+    ("hwcheck/library_plans_device.py", "candidate_starts"): _DEVICE,
+    ("hwcheck/library_plans_device.py", "extra_calls"): _DEVICE,
+    ("hwcheck/library_plans_device.py", "pattern"): _DEVICE,
+    ("hwcheck/library_plans_device.py", "reduce_probe"): _DEVICE,
+    ("hwcheck/library_plans_device.py", "reduce_probe2"): _DEVICE,
+    ("hwcheck/library_plans_device.py", "round_to"): _DEVICE,
+    ("hwcheck/library_plans_device.py", "slice_probe"): _DEVICE,
+    ("tcsmt/discriminate.py", "_mag_mask"): _FIELDS,
+    ("tcsmt/identify_report.py", "result_json"): _SHOW,
+    ("tcsmt/identify_result.py", "Experiment.as_json"): _SHOW,
+    ("tcsmt/identify_search.py", "_patterns"): _INPUTS,
+    ("tcsmt/identify_search.py", "random_rows"): _INPUTS,
+    ("tcsmt/inert.py", "_largest"): "static pass: a bound on the values a stage can reach (docs/architecture.md)",
+    ("tcsmt/inert.py", "_round"): "static pass: a bound on the values a stage can reach (docs/architecture.md)",
+    ("tcsmt/inputs.py", "_convert_chunk"): "exact conversion of user arrays to bit patterns (input layer)",
+    ("tcsmt/inputs.py", "_integer_patterns"): "checks that integer arrays fit the format's width (input layer)",
+    ("tcsmt/library_discriminate.py", "_random_value"): _INPUTS,
+    ("tcsmt/query_report.py", "feature_report"): _SHOW,
+    ("tcsmt/query_report.py", "monotonicity_report"): _SHOW,
+    ("tcsmt/report.py", "bit_diagram"): "presentation: the digits of an exact value; the cut is "
+                                        "semantics.first_block_cut",
+    ("tcsmt/report.py", "outcome_json"): _SHOW,
+    ("tcsmt/smt_encode.py", "finite_constraint"): _FIELDS,
+    ("tcsmt/smt_eval.py", "_eval_node"): "SMT-LIB's own bit-vector operators, evaluated by their definitions",
+    ("tcsmt/smt_eval.py", "_mask"): "SMT-LIB's own bit-vector operators, evaluated by their definitions",
+    ("tcsmt/smt_eval.py", "_signed"): "SMT-LIB's own bit-vector operators, evaluated by their definitions",
+    ("tcsmt/values.py", "naf_terms"): _SHOW,
+    ("tcsmt/verify_cmd.py", "_num"): _SHOW,
+    ("tcsmt/verify_domain.py", "Domain.exp_range"): _FIELDS,
+    ("tcsmt/verify_eval.py", "random_inputs"): _INPUTS,
+    ("tcsmt/verify_lemmas.py", "chain_lemma"): _PROOF,
+    ("tcsmt/verify_lemmas.py", "lo_within"): _PROOF,
+    ("tcsmt/verify_lemmas.py", "short_dyadic"): _PROOF,
+    ("tcsmt/verify_search.py", "_dyadic"): _PROOF,
+    ("tcsmt/verify_smt.py", "exceeds"): _PROOF,
+    ("tcsmt/where.py", "parse_where"): _FIELDS,
+}
+
+
+def _is_constant(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) or (isinstance(node, ast.BinOp) and _is_constant(node.left)
+                                                and _is_constant(node.right))
+
+
+def arithmetic_sites() -> dict[tuple[str, str], set[str]]:
+    """(file, function) -> the kinds of shift or rounding found there, outside :data:`ARITHMETIC`."""
+    found: dict[tuple[str, str], set[str]] = {}
+
+    def visit(node: ast.AST, where: str, fn: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            fn = f"{fn}.{node.name}" if fn != "<module>" else node.name
+        kind = None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.LShift, ast.RShift)) and not _is_constant(node):
+            kind = "shift"
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, (ast.LShift, ast.RShift)):
+            kind = "shift"
+        elif isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+            if name in ROUNDING:
+                kind = name
+        if kind:
+            found.setdefault((where, fn), set()).add(kind)
+        for child in ast.iter_child_nodes(node):
+            visit(child, where, fn)
+
+    for folder in ("tcsmt", "hwcheck"):
+        for path in sorted((REPO / folder).glob("*.py")):
+            where = f"{folder}/{path.name}"
+            if where not in ARITHMETIC:
+                visit(ast.parse(path.read_text(), where), where, "<module>")
+    return found
+
+
+def test_no_model_arithmetic_outside_the_semantics():
+    sites = arithmetic_sites()
+    new = {site: sorted(kinds) for site, kinds in sites.items() if site not in ALLOWED}
+    assert not new, (f"shifts or roundings outside semantics.py: {new}; model arithmetic belongs in "
+                     "tcsmt/semantics.py (call it from there); anything else goes into ALLOWED with its reason")
+    stale = sorted(set(ALLOWED) - set(sites))
+    assert not stale, f"ALLOWED names functions with no shift or rounding any more (remove them): {stale}"
+
+
+def test_the_guard_sees_a_shift_and_a_rounding(tmp_path, monkeypatch):
+    """The scan finds what it is meant to find (a check that cannot fail checks nothing)."""
+    fake = tmp_path / "tcsmt"
+    fake.mkdir()
+    (tmp_path / "hwcheck").mkdir()
+    (fake / "report_x.py").write_text("def cut(m, e):\n    return m >> e\n\n\ndef show(x):\n    return round(x, 3)\n"
+                                      "\n\nLIMIT = 1 << 18\n")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert arithmetic_sites() == {("tcsmt/report_x.py", "cut"): {"shift"}, ("tcsmt/report_x.py", "show"): {"round"}}

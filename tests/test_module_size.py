@@ -1,0 +1,33 @@
+"""Small modules with one job (issue 15): a module of ``tcsmt/`` or ``hwcheck/`` over 400 lines says why in its
+docstring (the words "over 400 lines", then the reason), or is split by concern."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LIMIT = 400
+
+#: over the limit with no reason yet, while other work of this session reshapes them (issue 15, item 4 is open
+#: for these two): params.py (the block-scale work) and library_import.py (the library-chain work)
+PENDING = {"tcsmt/params.py", "tcsmt/library_import.py"}
+
+
+def test_long_modules_say_why():
+    unexplained = {}
+    for folder in ("tcsmt", "hwcheck"):
+        for path in sorted((REPO / folder).glob("*.py")):
+            text = path.read_text()
+            lines = text.count("\n")
+            name = f"{folder}/{path.name}"
+            if lines <= LIMIT:
+                continue
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if re.search(r"over 400 lines", doc, re.IGNORECASE):
+                continue
+            if name in PENDING:
+                continue
+            unexplained[name] = lines
+    assert not unexplained, (f"modules over {LIMIT} lines without a reason in their docstring: {unexplained}; "
+                             "split them by concern, or say in the docstring why they are one module")
