@@ -102,4 +102,7 @@ def test_alignment_floor_is_pinned_at_minus_133(in_fmt, floors):
     assert resolve("hopper", in_fmt, "fp32", "cublas").align_floor == -133
     for fl in floors:
         p = resolve(f"hopper:align_floor={'none' if fl is None else fl}", in_fmt, "fp32", "cublas")
-        assert int((simulate_params(p, a, b, c) != d).sum()) > 0, f"align_floor={fl} fits too"
+        # rows in chunks, stopping at the first chunk with a wrong output (the same verdict as all rows at once)
+        misfit = any((simulate_params(p, a[i:i + 4096], b[i:i + 4096], c[i:i + 4096]) != d[i:i + 4096]).any()
+                     for i in range(0, len(a), 4096))
+        assert misfit, f"align_floor={fl} fits too"
