@@ -185,14 +185,13 @@ def test_cublas_fp16_blocks_of_16(K):
     p = resolve("hopper", "fp16", "fp32", "wgmma")
     assert p.block_k == 16
     half = 2.0**-12  # 2^-12 * 2^-12 = 2^-24 = u/2
+    a = np.zeros((K - 1, K))  # row j - 1: the products in slots 0 and j
+    a[:, 0] = half
+    a[np.arange(K - 1), np.arange(1, K)] = half
+    d = simulate("hopper", a, a.copy(), np.ones(K - 1, dtype=np.float32), "fp16", "fp32", "wgmma")
     for j in range(1, K):
-        a = np.zeros((1, K))
-        b = np.zeros((1, K))
-        a[0, [0, j]] = half
-        b[0, [0, j]] = half
-        d = simulate("hopper", a, b, np.array([1.0], dtype=np.float32), "fp16", "fp32", "wgmma")
         want = 1 + 2.0**-23 if j < 16 else 1.0
-        assert float(d.view(np.float32)[0]) == want, f"slot {j}"
+        assert float(d.view(np.float32)[j - 1]) == want, f"slot {j}"
 
 
 @pytest.mark.parametrize("K", [32, 64])
