@@ -10,7 +10,8 @@ MMA-Sim's reading (``ARCH:zero_exp126,no_floor``, ...); every disagreement left 
 
 MMA-Sim's simulator objects compute every output of an M x N instruction from its own row of A, column
 of B and element of C (and scales) in a loop; the run sets M = N = 1 on the object so that one call is
-one row.  ``--list`` prints the paths and their counterparts without running anything.
+one row.  ``--list`` prints the paths and their counterparts without running anything; ``--table FILE`` prints
+the per-path table of a result file (no MMA-Sim needed).
 
 Exit status: 0 when every path that both run agrees (under the primary reading or the hypotheses), 1
 when a disagreement is left, 2 on a bad argument or when MMA-Sim cannot be imported.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import json
 import subprocess
 import sys
 import time
@@ -251,7 +253,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="write the result here")
     ap.add_argument("--vectors", type=Path, default=None, help="write example rows with both outputs here")
     ap.add_argument("--force", action="store_true", help="replace the --json / --vectors files")
+    ap.add_argument("--table", type=Path, default=None, help="print the per-path table of a --json result; run nothing")
     args = ap.parse_args(argv)
+    if args.table:
+        try:
+            doc = json.loads(args.table.read_text())
+            lines = table_lines(doc["paths"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise TcsmtError(f"--table {args.table}: not a result of this tool ({type(exc).__name__}: {exc})") from None
+        print("\n".join(lines))
+        return 0
     ms = MmaSim(args.mmasim)
     commit = args.mmasim_commit or (_git_head(args.mmasim) if args.mmasim else "")
     if (args.json or args.vectors) and not commit:
@@ -304,4 +315,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except BrokenPipeError:  # output piped into head: stop quietly
+        sys.stderr.close()
+        raise SystemExit(0) from None

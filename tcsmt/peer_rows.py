@@ -2,8 +2,8 @@
 
 A row is one dot product: K elements of A (format ``fa``), K of B (``fb``), one C (``fc``) and, on a
 block-scaled path, K / block scale factors of A and of B (``scale``).  The rows of one call are dealt in
-equal shares to the kinds below (row i has kind i mod 9).  Six kinds are hwcheck's differential-test
-distributions (:mod:`tcsmt.hwcheck.dists`: wide, narrow, cancel, subnormal, tiny, overflow); three are
+equal shares to the kinds below (row i has kind i mod 10).  Six kinds are hwcheck's differential-test
+distributions (:mod:`tcsmt.hwcheck.dists`: wide, narrow, cancel, subnormal, tiny, overflow); four are
 drawn here:
 
 zeros   "wide" rows with zeros put in: each A and B element is a signed zero with probability 0.3, C
@@ -15,6 +15,9 @@ spread  every exponent uniform over the format's whole range (subnormals include
         the largest exponent spreads.
 ties    exponents in -6..2, fractions with their two leading bits only (C likewise, exponents -6..4):
         short exact sums, many of which lie halfway between two outputs (round-to-nearest ties).
+carry   every A, B and C at exponent 0 with a fraction in the top eighth of [1, 2), all products and C of
+        one sign: sums of 2^4 or more over the largest term's 2^0 (carry bits, class 4; seed 000's d = 8
+        test is of this kind).
 
 Scale factors (block-scaled paths): ue8m0 exponents in -8..8 (60 %), uniform over 2^-127..2^127
 (39 %), NaN (1 %); ue4m3 values with exponents -3..3 (60 %), uniform over every pattern 0x00..0x7E
@@ -32,7 +35,7 @@ import numpy as np
 from .formats import Format, get_format
 from .hwcheck.dists import from_exponents, generate
 
-KINDS = ("wide", "narrow", "cancel", "subnormal", "tiny", "overflow", "zeros", "spread", "ties")
+KINDS = ("wide", "narrow", "cancel", "subnormal", "tiny", "overflow", "zeros", "spread", "ties", "carry")
 
 
 @dataclass
@@ -71,6 +74,15 @@ def _kind(name: str, fa: Format, fb: Format, fc: Format, n: int, K: int, rng: np
         return (from_exponents(fa, _uniform_exponents(fa, (n, K), rng), _signs(rng, (n, K)), rng),
                 from_exponents(fb, _uniform_exponents(fb, (n, K), rng), _signs(rng, (n, K)), rng),
                 from_exponents(fc, _uniform_exponents(fc, (n,), rng), _signs(rng, (n,)), rng))
+    if name == "carry":
+        neg = _signs(rng, (n,))
+        out = []
+        for fmt, shape, sign in ((fa, (n, K), neg[:, None]), (fb, (n, K), np.zeros((n, 1), bool)), (fc, (n,), neg)):
+            f = fmt.frac_bits
+            frac = (1 << f) - 1 - rng.integers(0, max(1, (1 << f) // 8), shape)
+            out.append(fmt.pack_fields(np.broadcast_to(sign, shape), np.full(shape, fmt.bias, np.uint64),
+                                       frac.astype(np.uint64)))
+        return out[0], out[1], out[2]
     if name == "ties":
         out = []
         for fmt, shape, hi in ((fa, (n, K), 2), (fb, (n, K), 2), (fc, (n,), 4)):

@@ -119,3 +119,64 @@ def test_vectors_replay(v):
     under = _run(v["spec_hypothesis"], v, x) if v["spec_hypothesis"] != v["spec"] else primary
     bad = np.flatnonzero(~_same(under, mmasim, out.name))
     assert bad.size == 0, f"{v['spec_hypothesis']} differs from MMA-Sim on recorded rows {bad.tolist()}"
+
+
+# ----------------------------------------------------------------- the tool without MMA-Sim
+def test_path_mapping():
+    """Counterparts by architecture, family, formats and K (tcsmt.peer_mmasim_paths), without MMA-Sim."""
+    from tcsmt.peer_mmasim_paths import Counterpart, MmaSimPath, counterpart
+
+    cp = counterpart(MmaSimPath("Turing", "mma", "m8n8k4.f32.f16.f16.f16", 4, "fp16", "fp16", "fp16", "fp32"))
+    assert isinstance(cp, Counterpart) and cp.arch == "turing" and cp.K == 4 and cp.widen_c
+    assert cp.hypotheses == ["zero_exp126"] and "first block" in cp.note
+    cp = counterpart(MmaSimPath("Hopper", "mma", "m16n8k16.f64.f64.f64.f64", 16, "fp64", "fp64", "fp64", "fp64"))
+    assert isinstance(cp, Counterpart) and cp.arch == "hopper" and "4 chained k4" in cp.note
+    cp = counterpart(MmaSimPath("Ada Lovelace", "mma", "m8n8k4.f64.f64.f64.f64", 4, "fp64", "fp64", "fp64", "fp64"))
+    assert isinstance(cp, Counterpart) and cp.arch == "ieee-fma64"
+    cp = counterpart(MmaSimPath("Blackwell", "tcgen05mma_block_scale", "m128n8k32.block32.f32.e4m3.e4m3.ue8m0", 32,
+                                "e4m3", "e4m3", "fp32", "fp32", "ue8m0", 32))
+    assert isinstance(cp, Counterpart) and cp.overrides == ["zero_exponent=-126"]
+    assert cp.spec(hypotheses=True) == "blackwell:zero_exponent=-126"
+    cp = counterpart(MmaSimPath("Volta", "mma", "m8n8k4.f32.f16.f16.f32", 4, "fp16", "fp16", "fp32", "fp32"))
+    assert isinstance(cp, Counterpart) and cp.spec(hypotheses=True) == "volta:zero_exp126,carry_unbounded"
+    why = counterpart(MmaSimPath("CDNA2", "mfma", "f32_32x32x4bf16", 4, "bf16", "bf16", "fp32", "fp32"))
+    assert isinstance(why, str) and "_1k" in why
+    why = counterpart(MmaSimPath("RTX Blackwell", "mma_block_scale", "m16n8k64.block16.f32.e2m1.e2m1.f32.ue8m0", 64,
+                                 "e2m1", "e2m1", "fp32", "fp32", "ue8m0", 16, 2))
+    assert isinstance(why, str) and "ptxas" in why
+
+
+def test_rows_are_valid_and_seeded():
+    from tcsmt.formats import INF
+    from tcsmt.peer_rows import KINDS, make_rows
+
+    for fa, fb, fc, K, s, blk in (("bf16", "bf16", "fp32", 16, "", 0), ("tf32", "tf32", "fp32", 8, "", 0),
+                                  ("e4m3fnuz", "e5m2fnuz", "fp32", 32, "", 0), ("e2m1", "e2m1", "fp32", 64, "ue4m3", 16),
+                                  ("e4m3", "e5m2", "fp32", 32, "ue8m0", 32), ("fp16", "fp16", "fp16", 8, "", 0)):
+        r = make_rows(fa, fb, fc, K, 90, seed=3, scale=s, block=blk)
+        again = make_rows(fa, fb, fc, K, 90, seed=3, scale=s, block=blk)
+        assert (r.a == again.a).all() and (r.c == again.c).all()
+        assert set(r.kind.tolist()) == set(range(len(KINDS)))
+        for x, f in ((r.a, fa), (r.b, fb), (r.c, fc)):
+            fmt = get_format(f)
+            cls = fmt.classify(x)
+            assert not ((cls == NAN) | (cls == INF)).any() and fmt.valid_pattern(x).all()
+        if s:
+            assert r.sa is not None and r.sa.shape == (90, K // blk) and (r.sa <= (0xFF if s == "ue8m0" else 0x7F)).all()
+
+
+def test_cli_refusals(monkeypatch, tmp_path, capsys):
+    """One line and exit 2: MMA-Sim not importable, a missing --mmasim directory, a bad --rows."""
+    import sys
+
+    from tcsmt.peer_mmasim import main
+
+    monkeypatch.setitem(sys.modules, "mmasim", None)  # not importable, whatever is installed
+    assert main(["--mmasim", str(tmp_path), "--list"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "MMA-Sim is not importable" in err
+    assert main(["--mmasim", str(tmp_path / "nowhere")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+    assert main(["--rows", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--rows" in err
