@@ -557,10 +557,10 @@ def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequenc
     if p.scale_fmt:
         terms, flags = scaled_terms(B, p, prods, sa_bits, sb_bits, fin, fbin)
         return terms, c_term, merge_flags(B, [*flags, c_flags])
-    flags = merge_flags(B, [fl for _, fl in prods] + [c_flags])
+    merged = merge_flags(B, [fl for _, fl in prods] + [c_flags])
     if p.product_inf is not None:
-        flags = _product_overflow(B, p.product_inf, [t for t, _ in prods], flags)
-    return [t for t, _ in prods], c_term, flags
+        merged = _product_overflow(B, p.product_inf, [t for t, _ in prods], merged)
+    return [t for t, _ in prods], c_term, merged
 
 
 def _product_overflow(B: Backend, T: int, prods: Sequence[Term], flags: Flags) -> Flags:
