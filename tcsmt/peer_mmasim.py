@@ -268,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     if (args.json or args.vectors) and not commit:
         raise TcsmtError("--json/--vectors record MMA-Sim's commit: give --mmasim-commit (or --mmasim a git checkout)")
     outs = [files.output(f, args.force) for f in (args.json, args.vectors) if f]  # claimed before the run
+    tcsmt_commit = _git_head(Path(__file__).resolve().parent.parent)  # the code that runs (read before it runs)
     paths = [p for p in enumerate_paths(ms.isa, ms.sim) if args.only in p.label]
     if not paths:
         raise TcsmtError(f"--only {args.only!r} matches no MMA-Sim path")
@@ -303,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(no named hypothesis), {totals['left']} disagree still; "
           f"{totals['no_counterpart']} without a tcsmt counterpart, {totals['mmasim_cannot_run']} that MMA-Sim cannot run")
     head = {"tool": "python -m tcsmt.peer_mmasim", "mmasim": {"repo": MMASIM_REPO, "commit": commit, "paper": PAPER},
-            "tcsmt_commit": _git_head(Path(__file__).resolve().parent.parent),
+            "tcsmt_commit": tcsmt_commit,
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "seed": args.seed, "seed_per_path": "seed + crc32(path label)", "rows_per_path": args.rows, "only": args.only, "kinds": list(KINDS)}
     vectors = [e.pop("_vectors") for e in entries if "_vectors" in e]
