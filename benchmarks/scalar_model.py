@@ -195,7 +195,7 @@ def _sum_round(terms, F, p, acc: Fmt, frac_bits: int, mode: str) -> int:
             neg = mode == "rd"
         else:
             neg = all(t.neg for t in terms)
-        return acc.pack(neg and p.zero_sign != "plus", 0, 0)
+        return acc.pack(neg and p.zero_sign not in ("plus", "exact_plus"), 0, 0)
     out = round_value(s < 0, abs(s), lsb, acc, frac_bits, mode, p.subnormal_out, p.overflow_result == "inf")
     if p.zero_sign in ("positive", "plus") and out & (acc.sign_bit - 1) == 0:
         return 0  # a non-zero sum that rounded to zero: +0
@@ -259,7 +259,7 @@ def _after_sum(p, terms, ct, F: int, acc: Fmt) -> int:
             neg = mode == "rd"
         else:
             neg = all(t.neg for t in [*terms, ct])
-        return acc.pack(neg and p.zero_sign != "plus", 0, 0)
+        return acc.pack(neg and p.zero_sign not in ("plus", "exact_plus"), 0, 0)
     out = round_value(total < 0, abs(total), lsb, acc, p.block_frac_bits, mode, p.subnormal_out,
                       p.overflow_result == "inf")
     if p.zero_sign in ("positive", "plus") and out & (acc.sign_bit - 1) == 0:

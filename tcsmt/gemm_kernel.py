@@ -55,7 +55,7 @@ _NO_ARITHMETIC = ("instr", "instr_shape", "name", "sources", "notes")
 _HANDLED = ("in_fmt", "out_fmt", "b_fmt", "c_fmt", "acc_fmt", "operand_fmt", "instr_k", "block_k", "block_interleave",
             "reduction", "product_exponent", "c_mode", "extra_bits", "align", "align_floor", "carry_bits",
             "overflow", "block_round", "block_frac_bits", "c_round", "out_round", "subnormal_in", "subnormal_c",
-            "subnormal_out", "overflow_result", "zero_sign", "zero_exponent", "product_groups", "sum_frac_bits",
+            "subnormal_out", "overflow_result", "zero_sign", "zero_exponent", "product_inf", "product_groups", "sum_frac_bits",
             "late_align", "c_drop", "scale_fmt", "scale_block", "scale_apply", "scale_group_k", "scale_group_bits",
             "scale_zero_group")
 
@@ -98,6 +98,8 @@ def check_supported(p: ModelParams) -> None:
         no("b_fmt", "A and B in one format only")
     if p.zero_exponent is not None:
         no("zero_exponent", "zeros never join the alignment here")
+    if p.product_inf is not None:
+        no("product_inf", "products never overflow here")
     if p.product_groups != 1:
         no("product_groups", "one window per block only")
     if p.scale_fmt:  # the other scale_* fields are read only with a scale format

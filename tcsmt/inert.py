@@ -38,7 +38,7 @@ Proof sketch, fact by fact (``S`` is a stage's exact sum, ``r`` its rounded resu
   ``g >= emin`` when they are flushed) no stage rounds a non-zero sum to zero, so ``positive`` is the
   same function as ``ieee``: inert; ``plus`` is so only where, besides, no stage can sum -0 addends
   only and none rounds with ``rd`` (``after_instr``, whose blocks start from a known +0: +0 + -0 is
-  +0).
+  +0).  ``exact_plus`` is ``plus`` for a zero ``S`` and ``ieee`` for a non-zero one: inert where both are.
 * ``overflow_result``: read only where a rounding overflows with a mode other than RNE (RNE gives inf
   with both values).  A stage whose ``S`` peak is at most the largest finite value with ``fb``
   fraction bits never overflows (rounding is monotone and that value is representable): inert when
@@ -205,7 +205,7 @@ def inert_parameters(p: ModelParams) -> dict[str, Any]:
         ch = dict(sem.unread_parameters(q))
         f = _facts(q)
         if f is not None:
-            if not f.zero and (q.zero_sign != "plus" or not f.neg_zero):
+            if not f.zero and (q.zero_sign not in ("plus", "exact_plus") or not f.neg_zero):
                 ch["zero_sign"] = "ieee"
             if not f.overflow:
                 ch["overflow_result"] = "ieee"

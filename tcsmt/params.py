@@ -160,7 +160,12 @@ class ModelParams:
                to zero keeps its sign; "positive": as "ieee" except that a
                non-zero sum that rounds to zero gives +0; "plus": every zero
                result of a rounded sum is +0 (all-(-0) sums and rd
-               cancellations included), as MMA-Sim's fused dot-add returns.
+               cancellations included), as MMA-Sim's fused dot-add returns;
+               "exact_plus": a sum that is exactly zero gives +0 (all-(-0)
+               sums and rd cancellations included), a non-zero sum that
+               rounds to zero keeps its sign (MMA-Sim's CDNA3 group: the
+               aligned terms are added as numbers from +0, then the exact
+               result is rounded to fp32).
       zero_exponent  None: zero addends take no part in the alignment (E is
                the largest alignment exponent of the non-zero addends); an
                integer z: a zero factor or a zero C has exponent z, so a zero
@@ -168,6 +173,12 @@ class ModelParams:
                two zeros) and a zero C's is z, and both join the maximum E
                (MMA-Sim gives every zero the exponent -126, whatever its
                format).  Only the windowed block sum reads it.
+      product_inf  None: products are exact whatever their size; an integer
+               T: where no input of the block is NaN or infinite, a product
+               of magnitude >= 2^T makes the block's result an infinity of
+               the product's sign, and products >= 2^T of both signs make it
+               NaN (MMA-Sim's CDNA3 group, T = 128: a product that would
+               overflow fp32).  Not read on block-scaled paths.
 
     Block scaling (tcgen05 / sm_120 mxf8f6f4, mxf4nvf4)
       scale_fmt  "" (no block scaling), "ue8m0" or "ue4m3": the format of the
@@ -227,8 +238,9 @@ class ModelParams:
     subnormal_c: bool = _param(True, "bool")
     subnormal_out: bool = _param(True, "bool")
     overflow_result: str = _param("ieee", "choice", choices=("ieee", "inf"))
-    zero_sign: str = _param("ieee", "choice", choices=("ieee", "positive", "plus"))
+    zero_sign: str = _param("ieee", "choice", choices=("ieee", "positive", "plus", "exact_plus"))
     zero_exponent: int | None = _param(None, "int_or_none")
+    product_inf: int | None = _param(None, "int_or_none")
     product_groups: int = _param(1, "int")
     sum_frac_bits: int = _param(0, "int")
     late_align: str = _param("floor", "choice", choices=ALIGN_LOSS)
@@ -401,6 +413,8 @@ def validate(p: ModelParams) -> ModelParams:
         (p.block_interleave == 0 or p.block_k == 0 or p.block_interleave <= p.block_k,
          "block_interleave must not exceed block_k"),
         (p.zero_exponent is None or -1100 <= p.zero_exponent <= 1100, "zero_exponent must be -1100..1100 or none"),
+        (p.product_inf is None or -1100 <= p.product_inf <= 1100, "product_inf must be -1100..1100 or none"),
+        (p.product_inf is None or not p.scale_fmt, "product_inf is not read on a block-scaled path"),
         (0 <= p.instr_k <= MAX_K, f"instr_k must be 0..{MAX_K} (0: no instruction boundary)"),
         (0 <= p.block_k <= MAX_K, f"block_k must be 0..{MAX_K} (0: all K in one block)"),
         (p.block_k == 0 or p.instr_k == 0 or p.block_k <= p.instr_k, "block_k must not exceed instr_k"),

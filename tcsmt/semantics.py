@@ -483,6 +483,8 @@ def _round_sum(B: Backend, p: ModelParams, s: BlockSum, fmt: Format, frac_bits: 
         bits = B.ite(underflow, 0, bits)
     elif p.zero_sign == "plus":  # every zero result is +0
         bits = B.ite(B.eq(B.mod_pow2(bits, fmt.storage_bits - 1), 0), 0, bits)
+    elif p.zero_sign == "exact_plus":  # an exact zero sum is +0; one that rounds to zero keeps its sign
+        bits = B.ite(B.eq(s.mag, 0), 0, bits)
     return bits
 
 
@@ -555,7 +557,25 @@ def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequenc
     if p.scale_fmt:
         terms, flags = scaled_terms(B, p, prods, sa_bits, sb_bits, fin, fbin)
         return terms, c_term, merge_flags(B, [*flags, c_flags])
-    return [t for t, _ in prods], c_term, merge_flags(B, [fl for _, fl in prods] + [c_flags])
+    merged = merge_flags(B, [fl for _, fl in prods] + [c_flags])
+    if p.product_inf is not None:
+        merged = _product_overflow(B, p.product_inf, [t for t, _ in prods], merged)
+    return [t for t, _ in prods], c_term, merged
+
+
+def _product_overflow(B: Backend, T: int, prods: Sequence[Term], flags: Flags) -> Flags:
+    """``ModelParams.product_inf``: where no input is NaN or infinite (``flags`` clear), a product of
+    magnitude >= 2^T (its leading bit, lsb + msb(mag), at T or above) is an infinity of its sign; both
+    signs give NaN.  (MMA-Sim's CDNA3 group returns that before it sums anything.)"""
+    pos, neg = B.false(), B.false()
+    for t in prods:
+        if t.lsb_max + t.mag_bits - 1 < T:  # statically below 2^T
+            continue
+        over = B.and_(B.ne(t.mag, 0), B.ge(B.add(t.lsb, B.msb(t.mag, t.mag_bits)), T))
+        pos, neg = B.or_(pos, B.and_(over, B.not_(t.neg))), B.or_(neg, B.and_(over, t.neg))
+    finite = B.not_(B.or_(flags.nan, B.or_(flags.pinf, flags.ninf)))
+    pos, neg = B.and_(finite, pos), B.and_(finite, neg)
+    return Flags(B.or_(flags.nan, B.and_(pos, neg)), B.or_(flags.pinf, pos), B.or_(flags.ninf, neg))
 
 
 # ------------------------------------------------------------ block scaling

@@ -1,0 +1,192 @@
+"""tcsmt side by side with MMA-Sim (microsoft/MMA-Sim c785138, arXiv 2511.10909).
+
+CI has no MMA-Sim (nor torch): the comparison itself is ``python -m tcsmt.peer_mmasim`` (docs/peer_mmasim.md).
+What runs here:
+
+* the two CDNA3 readings the side-by-side run found missing, with expected values from MMA-Sim's
+  ``amd_fused_dot_rd_add`` (mmasim/simulator/arithmetic.py L227-285) worked by hand below and checked
+  against MMA-Sim c785138 itself when the test was written;
+* the committed vectors ``tests/data/peer_mmasim/vectors.json``: rows of every compared path (the
+  disagreeing ones first) with MMA-Sim's output as that run recorded it, replayed through tcsmt: the
+  primary reading gives the recorded primary bits, the MMA-Sim spec (named hypotheses, or an override
+  where the path has no named hypothesis) gives MMA-Sim's bits;
+* the tool's refusals (one line, exit 2) and its path mapping where MMA-Sim is not importable.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tcsmt
+from tcsmt.formats import NAN, get_format
+from tcsmt.registry import resolve
+from tcsmt.simulator import convert_bits, simulate_params
+
+DATA = Path(__file__).parent / "data" / "peer_mmasim" / "vectors.json"
+
+
+def _cdna3(spec: str, a: list[float], b: list[float], c: float) -> int:
+    """One bf16 group of 8 (MMA-Sim's f32_32x32x8_bf16: k = 8 = one group) on cdna3's bf16 path."""
+    a8 = np.array([a + [0.0] * (8 - len(a))], dtype=ml_dtypes.bfloat16)
+    b8 = np.array([b + [0.0] * (8 - len(b))], dtype=ml_dtypes.bfloat16)
+    return int(tcsmt.simulate(spec, a8, b8, np.array([c], np.float32), "bf16", "fp32")[0])
+
+
+def test_cdna3_tiny_negative_sum_keeps_its_sign():
+    """MMA-Sim arithmetic.py L279-285: 2^-100 * -2^-60 = -2^-160 (exponent -160); the zero C has exponent -126
+    (L93-94), so M = -126 and S is floored to 31 fraction bits below it: -2^-157; S + C = -2^-157 is a Python
+    float, converted to fp32 with RNE (amd.py L97): -0 (0x80000000).  The earlier reading (zero_sign = plus)
+    gave +0.  An exact zero sum stays +0: 1 * -0 + 1 * -0 + (-0) sums floored integers, 0."""
+    assert _cdna3("cdna3", [2.0**-100], [-(2.0**-60)], 0.0) == 0x80000000
+    assert _cdna3("cdna3:zero_sign=plus", [2.0**-100], [-(2.0**-60)], 0.0) == 0x00000000
+    assert _cdna3("cdna3", [1.0, 1.0], [-0.0, -0.0], -0.0) == 0x00000000
+
+
+def test_cdna3_product_inf128():
+    """MMA-Sim arithmetic.py L236-259: with finite inputs, a product >= 2^128 returns +inf before anything is
+    summed, products of both signs NaN.  2^64 * 2^64 = 2^128 next to 2^64 * -2^63: the exact sum 2^127 is what
+    tcsmt's primary reading gives (0x7f000000); the hypothesis gives +inf, and with -2^128 instead NaN."""
+    a, b = [2.0**64, 2.0**64], [2.0**64, -(2.0**63)]
+    assert _cdna3("cdna3", a, b, 0.0) == 0x7F000000
+    assert _cdna3("cdna3:product_inf128", a, b, 0.0) == 0x7F800000
+    assert _cdna3("cdna3:product_inf128", a, [2.0**64, -(2.0**64)], 0.0) == 0x7FFFFFFF
+    assert _cdna3("cdna3:product_inf128", [2.0**63], [2.0**64], 1.0) == 0x7F000000  # 2^127: below the threshold
+
+
+def test_product_inf_refused_where_unread():
+    with pytest.raises(tcsmt.TcsmtError, match="product_inf"):
+        resolve("blackwell:product_inf=128", "e2m1", "fp32", "tcgen05.mma.kind::mxf4nvf4.block_scale.block16.ue8m0")
+
+
+# ----------------------------------------------------------------- committed vectors
+def _vectors() -> dict:
+    """The committed vectors (no paths where the file is missing: test_vectors_provenance then fails)."""
+    return json.loads(DATA.read_text()) if DATA.exists() else {"paths": []}
+
+
+def _ints(text: str, digits: int) -> list[int]:
+    return [int(text[i:i + digits], 16) for i in range(0, len(text), digits)]
+
+
+def _arrays(v: dict, rows: list[dict]) -> dict:
+    fa, fb, fc = get_format(v["in"]), get_format(v["b"]), get_format(v["c"])
+    out = {"a": np.array([_ints(r["a"], fa.hex_digits) for r in rows], dtype=fa.dtype),
+           "b": np.array([_ints(r["b"], fb.hex_digits) for r in rows], dtype=fb.dtype),
+           "c": np.array([int(r["c"], 16) for r in rows], dtype=fc.dtype)}
+    if v["widen_c"]:
+        out["c"] = convert_bits(out["c"], fc, get_format("fp32"))
+    if v["scale"]:
+        out["sa"] = np.array([_ints(r["sa"], 2) for r in rows], dtype=np.uint8)
+        out["sb"] = np.array([_ints(r["sb"], 2) for r in rows], dtype=np.uint8)
+    return out
+
+
+def _run(spec: str, v: dict, x: dict) -> np.ndarray:
+    ref = spec.split(":")[0] in ("ieee-fma64", "ieee-fma32")
+    p = resolve(spec, v["in"], v["out"], None if ref else v["instr"])
+    return simulate_params(p, x["a"], x["b"], x["c"], bits=True, sa=x.get("sa"), sb=x.get("sb")).astype(np.uint64)
+
+
+def _same(x: np.ndarray, y: np.ndarray, fmt: str) -> np.ndarray:
+    f = get_format(fmt)
+    xs, ys = x.astype(f.dtype), y.astype(f.dtype)
+    return (xs == ys) | ((f.classify(xs) == NAN) & (f.classify(ys) == NAN))
+
+
+def test_vectors_provenance():
+    doc = json.loads(DATA.read_text())
+    assert doc["mmasim"]["commit"].startswith("c785138")
+    assert doc["tool"] == "python -m tcsmt.peer_mmasim"
+    assert len(doc["paths"]) >= 100
+
+
+OPEN = {
+    "RTX Blackwell mma_block_scale m16n8k64.block16.f32.e2m1.e2m1.f32.ue4m3": [0],
+}
+"""Recorded rows that MMA-Sim's reading does not reach yet (docs/peer_mmasim.md, "What the run found"): B's
+four ue4m3 scales are all 0, C = -6 * 2^-149; MMA-Sim returns C (a zero scale has exponent -126, so the zero
+groups align far below C), tcsmt +0 under the primary reading and under zero_exponent=-126 alike (its zero
+group, scale_zero_group = aligns, joins the alignment at e(sa) + ue4m3's emin and truncates C away); only
+zero_group_skipped gives C.  Left to the block-scale work; this test fails once they agree, so the entry goes."""
+
+
+@pytest.mark.parametrize("v", _vectors()["paths"], ids=lambda v: v["label"])
+def test_vectors_replay(v):
+    """Every recorded row: tcsmt's primary reading gives the bits it gave in the run, and the MMA-Sim spec
+    (the path's named hypotheses carrying MMA-Sim's reading, or the override the run names) gives MMA-Sim's
+    bits: the disagreement is the named class, not noise (except the rows listed in OPEN, exactly those)."""
+    rows = v["rows"]
+    x = _arrays(v, rows)
+    out = get_format(v["out"])
+    primary = _run(v["spec"], v, x)
+    want_primary = np.array([int(r["primary"], 16) for r in rows], np.uint64)
+    mmasim = np.array([int(r["mmasim"], 16) for r in rows], np.uint64)
+    assert (primary == want_primary).all(), f"primary reading changed on rows {np.flatnonzero(primary != want_primary)}"
+    under = _run(v["spec_hypothesis"], v, x) if v["spec_hypothesis"] != v["spec"] else primary
+    bad = np.flatnonzero(~_same(under, mmasim, out.name))
+    assert bad.tolist() == OPEN.get(v["label"], []), f"{v['spec_hypothesis']} differs from MMA-Sim on recorded rows {bad.tolist()}"
+
+
+# ----------------------------------------------------------------- the tool without MMA-Sim
+def test_path_mapping():
+    """Counterparts by architecture, family, formats and K (tcsmt.peer_mmasim_paths), without MMA-Sim."""
+    from tcsmt.peer_mmasim_paths import Counterpart, MmaSimPath, counterpart
+
+    cp = counterpart(MmaSimPath("Turing", "mma", "m8n8k4.f32.f16.f16.f16", 4, "fp16", "fp16", "fp16", "fp32"))
+    assert isinstance(cp, Counterpart) and cp.arch == "turing" and cp.K == 4 and cp.widen_c
+    assert cp.hypotheses == ["zero_exp126"] and "first block" in cp.note
+    cp = counterpart(MmaSimPath("Hopper", "mma", "m16n8k16.f64.f64.f64.f64", 16, "fp64", "fp64", "fp64", "fp64"))
+    assert isinstance(cp, Counterpart) and cp.arch == "hopper" and "4 chained k4" in cp.note
+    cp = counterpart(MmaSimPath("Ada Lovelace", "mma", "m8n8k4.f64.f64.f64.f64", 4, "fp64", "fp64", "fp64", "fp64"))
+    assert isinstance(cp, Counterpart) and cp.arch == "ieee-fma64"
+    cp = counterpart(MmaSimPath("Blackwell", "tcgen05mma_block_scale", "m128n8k32.block32.f32.e4m3.e4m3.ue8m0", 32,
+                                "e4m3", "e4m3", "fp32", "fp32", "ue8m0", 32))
+    assert isinstance(cp, Counterpart) and cp.overrides == ["zero_exponent=-126"]
+    assert cp.spec(hypotheses=True) == "blackwell:zero_exponent=-126"
+    cp = counterpart(MmaSimPath("Volta", "mma", "m8n8k4.f32.f16.f16.f32", 4, "fp16", "fp16", "fp32", "fp32"))
+    assert isinstance(cp, Counterpart) and cp.spec(hypotheses=True) == "volta:zero_exp126,carry_unbounded"
+    why = counterpart(MmaSimPath("CDNA2", "mfma", "f32_32x32x4bf16", 4, "bf16", "bf16", "fp32", "fp32"))
+    assert isinstance(why, str) and "_1k" in why
+    why = counterpart(MmaSimPath("RTX Blackwell", "mma_block_scale", "m16n8k64.block16.f32.e2m1.e2m1.f32.ue8m0", 64,
+                                 "e2m1", "e2m1", "fp32", "fp32", "ue8m0", 16, 2))
+    assert isinstance(why, str) and "ptxas" in why
+
+
+def test_rows_are_valid_and_seeded():
+    from tcsmt.formats import INF
+    from tcsmt.peer_rows import KINDS, make_rows
+
+    for fa, fb, fc, K, s, blk in (("bf16", "bf16", "fp32", 16, "", 0), ("tf32", "tf32", "fp32", 8, "", 0),
+                                  ("e4m3fnuz", "e5m2fnuz", "fp32", 32, "", 0), ("e2m1", "e2m1", "fp32", 64, "ue4m3", 16),
+                                  ("e4m3", "e5m2", "fp32", 32, "ue8m0", 32), ("fp16", "fp16", "fp16", 8, "", 0)):
+        r = make_rows(fa, fb, fc, K, 90, seed=3, scale=s, block=blk)
+        again = make_rows(fa, fb, fc, K, 90, seed=3, scale=s, block=blk)
+        assert (r.a == again.a).all() and (r.c == again.c).all()
+        assert set(r.kind.tolist()) == set(range(len(KINDS)))
+        for x, f in ((r.a, fa), (r.b, fb), (r.c, fc)):
+            fmt = get_format(f)
+            cls = fmt.classify(x)
+            assert not ((cls == NAN) | (cls == INF)).any() and fmt.valid_pattern(x).all()
+        if s:
+            assert r.sa is not None and r.sa.shape == (90, K // blk) and (r.sa <= (0xFF if s == "ue8m0" else 0x7F)).all()
+
+
+def test_cli_refusals(monkeypatch, tmp_path, capsys):
+    """One line and exit 2: MMA-Sim not importable, a missing --mmasim directory, a bad --rows."""
+    import sys
+
+    from tcsmt.peer_mmasim import main
+
+    monkeypatch.setitem(sys.modules, "mmasim", None)  # not importable, whatever is installed
+    assert main(["--mmasim", str(tmp_path), "--list"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "MMA-Sim is not importable" in err
+    assert main(["--mmasim", str(tmp_path / "nowhere")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+    assert main(["--rows", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--rows" in err
