@@ -18,7 +18,6 @@ when a disagreement is left, 2 on a bad argument or when MMA-Sim cannot be impor
 """
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import json
 import subprocess
@@ -26,13 +25,15 @@ import sys
 import time
 import zlib
 from pathlib import Path
-from typing import Any, NoReturn
+from types import SimpleNamespace
+from typing import Any
 
+import click
 import numpy as np
 
 from . import files
-from .cli_errors import script_errors
-from .cli_options import NON_NEGATIVE_INT, POSITIVE_INT, argparse_type
+from .cli_errors import CONTEXT_SETTINGS, script_main
+from .cli_options import NON_NEGATIVE_INT, POSITIVE_INT
 from .errors import TcsmtError
 from .formats import NAN, get_format
 from .params import ModelParams
@@ -234,27 +235,26 @@ def table_lines(entries: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise TcsmtError(f"{self.prog}: {message}")
-
-
-@script_errors
-def main(argv: list[str] | None = None) -> int:
-    ap = _Parser(prog="python -m tcsmt.peer_mmasim", description=__doc__.split("\n")[0])
-    ap.add_argument("--mmasim", type=Path, default=None, help="directory holding MMA-Sim's package mmasim/")
-    ap.add_argument("--mmasim-commit", default="", help="the MMA-Sim commit (read with git where DIR is a checkout)")
-    ap.add_argument("--rows", type=argparse_type(POSITIVE_INT), default=20_000, help="rows per path")
-    ap.add_argument("--seed", type=argparse_type(NON_NEGATIVE_INT), default=0)
-    ap.add_argument("--only", default="", help="only the paths whose label contains this text")
-    ap.add_argument("--examples", type=argparse_type(NON_NEGATIVE_INT), default=16,
-                    help="disagreeing rows per path kept for --vectors")
-    ap.add_argument("--list", action="store_true", help="print the paths and their counterparts; run nothing")
-    ap.add_argument("--json", type=Path, default=None, help="write the result here")
-    ap.add_argument("--vectors", type=Path, default=None, help="write example rows with both outputs here")
-    ap.add_argument("--force", action="store_true", help="replace the --json / --vectors files")
-    ap.add_argument("--table", type=Path, default=None, help="print the per-path table of a --json result; run nothing")
-    args = ap.parse_args(argv)
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--mmasim", type=click.Path(path_type=Path), default=None,
+              help="directory holding MMA-Sim's package mmasim/")
+@click.option("--mmasim-commit", default="", help="the MMA-Sim commit (read with git where DIR is a checkout)")
+@click.option("--rows", type=POSITIVE_INT, default=20_000, show_default=True, help="rows per path")
+@click.option("--seed", type=NON_NEGATIVE_INT, default=0, show_default=True)
+@click.option("--only", default="", help="only the paths whose label contains this text")
+@click.option("--examples", type=NON_NEGATIVE_INT, default=16, show_default=True,
+              help="disagreeing rows per path kept for --vectors")
+@click.option("--list", "list_", is_flag=True, help="print the paths and their counterparts; run nothing")
+@click.option("--json", "json_", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="write the result here")
+@click.option("--vectors", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="write example rows with both outputs here")
+@click.option("--force", is_flag=True, help="replace the --json / --vectors files")
+@click.option("--table", type=click.Path(path_type=Path), default=None,
+              help="print the per-path table of a --json result; run nothing")
+def peer_mmasim_cmd(**kw: Any) -> int:
+    args = SimpleNamespace(**kw)
+    args.list, args.json = kw["list_"], kw["json_"]
     if args.table:
         try:
             doc = json.loads(args.table.read_text())
@@ -314,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"written: {outs[-1].write_json({**head, 'paths': vectors})}")
     return 1 if left else 0
 
+
+main = script_main(peer_mmasim_cmd, "python -m tcsmt.peer_mmasim")
 
 if __name__ == "__main__":  # pragma: no cover
     try:
