@@ -5,8 +5,9 @@
 #   bash identify_fp8_device.sh      (from a folder holding stage/tcsmt: tcsmt/*.py with hwcheck/,
 #                                     models/, queries/ inside it, and whl/: the pysmt and bitwuzla
 #                                     wheels for the device's Python 3.12; results under $OUT)
-# Environment: TL (seconds per path, default 360), SOLVER (default portfolio: bitwuzla and its local
-# search side by side; the machine has 16 cores, four runs use about 12).
+# Environment: TL (seconds per path, default 360), SOLVER (default portfolio: every query stage in its
+# own process, the full one with bitwuzla and its local search side by side), FP8_PATHS (default the
+# four; the third e4m3 -> fp16 run of 2026-11-25 was FP8_PATHS=e4m3.f16 TL=330, alone on the 16 cores).
 set -u
 cd "$(dirname "$0")"
 OUT=${OUT:-/tmp/tcsmt-out}
@@ -18,7 +19,7 @@ python3 -c "import pysmt.shortcuts, bitwuzla, cupy, tcsmt; print('tcsmt', tcsmt.
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 nproc
 mkdir -p "$OUT/id"
-for s in e4m3.f32 e5m2.f32 e4m3.f16 e5m2.f16; do
+for s in ${FP8_PATHS:-e4m3.f32 e5m2.f32 e4m3.f16 e5m2.f16}; do
   python3 -m tcsmt identify --gpu --path "$s" --instr mma --time-limit "$TL" --solver "$SOLVER" --progress \
     --json "$OUT/identify_h100_${s/./_}_mma.json" --log-dir "$OUT/id/log-$s" > "$OUT/id/$s.txt" 2>&1 &
 done

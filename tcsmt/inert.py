@@ -53,6 +53,12 @@ Proof sketch, fact by fact (``S`` is a stage's exact sum, ``r`` its rounded resu
   addends below ``2^(E+h)`` reaches at most ``2^(E+h+ceil(log2 n))``.)
 * ``align_floor``: inert where :func:`tcsmt.semantics._floor_is_inert` holds for every block (the
   same test the semantics applies: it then leaves the floor out of the circuit).
+* ``zero_exponent``: a zero addend joins E with exponent ``z + e(other factor)`` (``2z`` for two zeros,
+  ``z`` for a zero C).  Where that is at most every non-zero addend's least alignment exponent (a
+  product's static ``top_min``; a C's, and at least its span's grid), E is unchanged whenever some
+  addend is non-zero, and a block of zeros sums to zero with any E: inert (``c_mode`` aligned, after,
+  after_instr).  MMA-Sim's -126 on fp8 -> fp16 paths: zero exponents at most -126 + 15 = -111, products
+  at least 2^-28 (fp16 operands), the chained accumulator at least 2^-14 (fp16 emin).
 * ``extra_bits``: a window that no addend can reach below (every addend's grid at least
   ``E_max - F``, ``E_max`` the largest alignment exponent any addend or the floor can give) drops no
   bit, so with inert carry bits the window sum is the exact sum: ``extra_bits`` is then ``exact``
@@ -109,6 +115,7 @@ class _Facts:
     carry: bool = False       # some block's sum may reach the carry bits
     floor: bool = False       # some block's floor is not inert
     window: bool = False      # some block's window may drop a bit
+    zero_top: bool = False    # a zero addend's exponent may exceed a non-zero addend's (zero_exponent read)
 
 
 def _round(f: _Facts, s: Span, fmt: Format, fb: int, mode: str, keep_sub: bool) -> Span:
@@ -128,13 +135,32 @@ def _round(f: _Facts, s: Span, fmt: Format, fb: int, mode: str, keep_sub: bool) 
     return Span(max(s.grid, fmt.emin - fb), min(up, top), neg_zero)
 
 
+TERM_FIELDS = ("in_fmt", "b_fmt", "operand_fmt", "subnormal_in", "subnormal_c", "zero_exponent", "product_exponent",
+               "align", "align_floor", "carry_bits", "overflow", "scale_fmt", "scale_apply", "scale_group_bits",
+               "scale_group_k", "scale_zero_group")
+"""The parameters :func:`tcsmt.semantics.block_terms` reads (``tests/test_identify_inert.py`` checks the list
+against the semantics' source): its static term facts depend on nothing else."""
+_TERMS: dict[tuple, tuple[list[Any], Any]] = {}
+
+
+def _zero_terms(p: ModelParams, n: int, c_fmt: Format, c_zero: bool) -> tuple[list[Any], Any]:
+    """The static facts (widths, top exponents) of a block's ``n`` product terms and its C term, shared by
+    every model that agrees on :data:`TERM_FIELDS` (identify canonicalises thousands of hypotheses)."""
+    key = (tuple(getattr(p, k) for k in TERM_FIELDS), n, c_fmt.name, c_zero)
+    hit = _TERMS.get(key)
+    if hit is None:
+        z = np.zeros(1, dtype=np.int64)
+        pterms, c_term, _ = sem.block_terms(_NP, p, [z] * n, [z] * n, 0 if c_zero else z, c_fmt)
+        hit = _TERMS[key] = (list(pterms), c_term)
+    return hit
+
+
 def _block_window(f: _Facts, p: ModelParams, n: int, c_span: Span | None, c_fmt: Format, c_zero: bool,
                   with_c: bool) -> Span:
     """The window sum of ``n`` products (and C unless ``with_c`` is False): carry, floor, window facts."""
     fin, fb = get_format(p.in_fmt), get_format(p.b_fmt or p.in_fmt)  # B's own format on mixed paths
     prod = Span(fin.emin - fin.frac_bits + fb.emin - fb.frac_bits, fin.max_finite * fb.max_finite)
-    z = np.zeros(1, dtype=np.int64)
-    pterms, c_term, _ = sem.block_terms(_NP, p, [z] * n, [z] * n, 0 if c_zero else z, c_fmt)
+    pterms, c_term = _zero_terms(p, n, c_fmt, c_zero)
     terms = [*pterms, c_term] if with_c else list(pterms)
     spans = [prod] * n + ([c_span] if with_c and c_span is not None and not c_zero else [])
     F = p.window_frac_bits
@@ -152,10 +178,34 @@ def _block_window(f: _Facts, p: ModelParams, n: int, c_span: Span | None, c_fmt:
             f.window = True
         if p.align != "trunc":
             peak += len(spans) * Fraction(2) ** (e_max - F)
+        if p.zero_exponent is not None and _zero_top_reaches(p, n, c_span, c_fmt, c_zero, with_c):
+            f.zero_top = True
     grid = min((s.grid for s in spans), default=0)
     # every product may be -0 (a zero factor, signs differing); C: a known +0 never, else as its span says
     neg_zero = not (with_c and (c_zero or (c_span is not None and not c_span.neg_zero)))
     return Span(grid, peak, neg_zero)
+
+
+def _zero_top_reaches(p: ModelParams, n: int, c_span: Span | None, c_fmt: Format, c_zero: bool,
+                      with_c: bool) -> bool:
+    """May a zero addend's alignment exponent (``zero_exponent``) exceed a non-zero addend's in this block?
+
+    A zero product's exponent is at most ``max(2z, z + emax)`` (``emax`` of the factors' format after the
+    exact operand conversion), a zero C's ``z``; a non-zero product's is at least its static ``top_min``
+    without zero exponents, a non-zero C's at least that and at least its span's grid (its value is at
+    least ``2^grid``).  Where no zero exponent exceeds them, E is the same whenever an addend is non-zero,
+    and a block of zeros sums to zero with either E.
+    """
+    z = p.zero_exponent
+    assert z is not None
+    fa = get_format(p.operand_fmt or p.in_fmt)
+    fb = get_format(p.operand_fmt or p.b_fmt or p.in_fmt)
+    zero_hi = max(2 * z, z + max(fa.emax, fb.emax), z)
+    pterms, c_term = _zero_terms(dataclasses.replace(p, zero_exponent=None), n, c_fmt, c_zero)
+    lows = [t.top_min for t in pterms]
+    if with_c and not c_zero:
+        lows.append(max(c_term.top_min, c_span.grid) if c_span is not None else c_term.top_min)
+    return bool(lows) and zero_hi > min(lows)
 
 
 def _facts(p: ModelParams) -> _Facts | None:
@@ -220,6 +270,9 @@ def inert_parameters(p: ModelParams) -> dict[str, Any]:
                     ch["align_floor"] = None
                 if not f.window and not f.carry and not f.floor:
                     ch["extra_bits"] = "exact"
+                if (q.zero_exponent is not None and not f.zero_top
+                        and q.c_mode in ("aligned", "after", "after_instr")):
+                    ch["zero_exponent"] = None
         ch = {k: v for k, v in ch.items() if getattr(q, k) != v}
         if not ch:
             break

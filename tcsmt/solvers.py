@@ -135,7 +135,7 @@ def _become_child(parent: int) -> None:
         os._exit(1)
 
 
-def _child(name: str, formula: FNode, symbols: dict[str, FNode], queue, parent: int) -> None:
+def _child(label: str, name: str, formula: FNode, symbols: dict[str, FNode], queue, parent: int) -> None:
     _become_child(parent)
     t0 = time.perf_counter()
     try:
@@ -143,9 +143,9 @@ def _child(name: str, formula: FNode, symbols: dict[str, FNode], queue, parent: 
             status, model = _solve_bitwuzla(formula, symbols, local=name == "bitwuzla-prop")
         else:
             status, model = _solve_pysmt(name, formula, symbols)
-        queue.put((name, status, model, time.perf_counter() - t0, ""))
+        queue.put((label, status, model, time.perf_counter() - t0, ""))
     except Exception as exc:  # reported to the parent as an error answer
-        queue.put((name, "error", {}, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}"))
+        queue.put((label, "error", {}, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}"))
 
 
 def solve(formula: FNode, symbols: dict[str, FNode], solver: str = "auto", timeout: float = 120.0) -> Answer:
@@ -168,20 +168,42 @@ def solve(formula: FNode, symbols: dict[str, FNode], solver: str = "auto", timeo
         rest = solve(formula, symbols, "bitwuzla", timeout - (time.perf_counter() - t0))
         rest.seconds = time.perf_counter() - t0
         return rest
+    t0 = time.perf_counter()
     names = installed() if solver == "portfolio" else [solver]
     if not names:
         raise TcsmtError("no SMT solver is installed (pip install z3-solver)")
     for n in names:
         if not available(n):
             raise TcsmtError(f"solver {n} is not installed (pip install 'tcsmt[solvers]')")
+    _, answer, errors = _run_jobs([(n, formula, n, timeout) for n in names], symbols, timeout, proofs=set(names))
+    if answer:
+        return answer
+    if errors and len(errors) == len(names):
+        raise TcsmtError("solver failed: " + "; ".join(errors))
+    elapsed = time.perf_counter() - t0
+    return Answer("timeout" if elapsed >= timeout - 0.01 else "unknown", solver, elapsed)
+
+
+Job = tuple[str, FNode, str, float]
+"""One formula of a :func:`race`: its label, the formula, the engine (one of :data:`ENGINES`) and its seconds."""
+
+
+def _run_jobs(jobs: list[Job], symbols: dict[str, FNode], timeout: float, proofs: set[str]
+              ) -> tuple[str | None, Answer | None, list[str]]:
+    """Each job in its own child process, side by side; the first "sat", or "unsat" of a job in ``proofs``.
+
+    A job past its own seconds is killed; the others go on.  Returns (label, answer, errors).
+    """
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
-    procs = {n: ctx.Process(target=_child, args=(n, formula, symbols, queue, os.getpid()), daemon=True)
-             for n in names}
+    procs = {label: ctx.Process(target=_child, args=(label, engine, formula, symbols, queue, os.getpid()),
+                                daemon=True) for label, formula, engine, _ in jobs}
+    limits = {label: min(secs, timeout) for label, _, _, secs in jobs}
+    engines = {label: engine for label, _, engine, _ in jobs}
     t0 = time.perf_counter()
-    errors = []
-    pending = set(names)
-    answer = None
+    errors: list[str] = []
+    pending = set(procs)
+    found: tuple[str | None, Answer | None] = (None, None)
     try:
         for p in procs.values():
             p.start()
@@ -189,21 +211,28 @@ def solve(formula: FNode, symbols: dict[str, FNode], solver: str = "auto", timeo
                 with _live_lock:
                     _live[p.pid] = p
         while pending:
-            left = timeout - (time.perf_counter() - t0)
-            if left <= 0:
+            now = time.perf_counter() - t0
+            for label in [x for x in pending if limits[x] <= now]:
+                pending.discard(label)
+                if procs[label].is_alive():
+                    procs[label].kill()
+            if not pending:
                 break
+            left = min(limits[x] for x in pending) - now
             try:
-                name, status, model, _, err = queue.get(timeout=min(left, 0.5))
+                label, status, model, _, err = queue.get(timeout=max(0.01, min(left, 0.5)))
             except Exception:
-                if not any(p.is_alive() for n, p in procs.items() if n in pending):
+                if not any(procs[x].is_alive() for x in pending):
                     break
                 continue
-            pending.discard(name)
-            if status in ("sat", "unsat"):
-                answer = Answer(status, name, time.perf_counter() - t0, model)
+            if label not in pending:
+                continue
+            pending.discard(label)
+            if status == "sat" or (status == "unsat" and label in proofs):
+                found = (label, Answer(status, engines[label], time.perf_counter() - t0, model))
                 break
             if status == "error":
-                errors.append(f"{name}: {err}")
+                errors.append(f"{label}: {err}")
     finally:
         for p in procs.values():
             if p.is_alive():
@@ -213,9 +242,24 @@ def solve(formula: FNode, symbols: dict[str, FNode], solver: str = "auto", timeo
                 p.join(timeout=5)
                 with _live_lock:
                     _live.pop(p.pid, None)
-    if answer:
-        return answer
-    if errors and len(errors) == len(names):
+    return found[0], found[1], errors
+
+
+def race(jobs: list[Job], symbols: dict[str, FNode], timeout: float, proofs: set[str]) -> tuple[str | None, Answer]:
+    """Decide several restrictions of one question side by side (``tcsmt identify``'s stages on many cores).
+
+    Each job runs in its own process for at most its own seconds (and ``timeout``).  The first job to
+    answer "sat" wins; "unsat" ends the race only for a job in ``proofs`` (an unrestricted formula:
+    the others' "unsat" says only that their restriction holds no answer).  Returns the winning label
+    and its answer, or (None, a "timeout" answer).  Raises TcsmtError when every job failed.
+    """
+    for _, _, engine, _ in jobs:
+        if engine not in ENGINES or not available(engine):
+            raise TcsmtError(f"solver {engine} is not installed (pip install 'tcsmt[solvers]')")
+    t0 = time.perf_counter()
+    label, answer, errors = _run_jobs(jobs, symbols, timeout, proofs)
+    if answer is not None:
+        return label, answer
+    if errors and len(errors) == len(jobs):
         raise TcsmtError("solver failed: " + "; ".join(errors))
-    elapsed = time.perf_counter() - t0
-    return Answer("timeout" if elapsed >= timeout - 0.01 else "unknown", solver, elapsed)
+    return None, Answer("timeout", "race", time.perf_counter() - t0)

@@ -188,3 +188,59 @@ def test_plus_is_inert_only_without_all_negative_zero_sums(spec, in_fmt, out_fmt
     ieee = int(simulate_params(dataclasses.replace(p, zero_sign="ieee"), A, B, C)[0])
     assert ieee == (0 if inert else 1 << (get_format(p.out_fmt).storage_bits - 1))
     assert int(simulate_params(canonical(p), A, B, C)[0]) == 0
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[f"{p.label}-{p.instr}" for p in PATHS])
+def test_zero_exponent_inert_only_where_no_zero_reaches_a_product(path):
+    """MMA-Sim's zero exponent -126 (models/hopper.toml ``zero_exp126``, arXiv 2511.10909) on the Hopper paths:
+    on the fp8 mma.sync paths (fp16 operands: products at least 2^-28 in exponent, the chained accumulator
+    at least its span's grid, C added after the instruction) no zero addend's exponent (at most
+    -126 + 15) reaches a non-zero one's, so the pass drops it, and the simulator gives the same outputs on
+    the test rows; on fp16/bf16 -> fp32 (C aligned, fp32 C down to 2^-149) it stays."""
+    p = resolve("hopper:zero_exp126", path.in_fmt, path.out_fmt, path.instr)
+    assert p.zero_exponent == -126
+    inert = inert_parameters(p)
+    assert ("zero_exponent" in inert) == (path.in_fmt in ("e4m3", "e5m2"))
+    A, B, C = _rows(path, 11)
+    # and zero factors beside the largest ones (the highest zero exponents) with the least products
+    fin, fc = get_format(path.in_fmt), get_format(path.c_fmt)
+    big = fin.pack_fields(0, fin.emax + fin.bias, (1 << fin.frac_bits) - 1 - (1 if fin.specials == "fn" else 0))
+    tiny = fin.pack_fields(0, 0, 1)
+    K = path.instr_k
+    za = np.array([[tiny if i < n else 0 for i in range(K)] for n in range(K + 1)], dtype=fin.dtype)
+    zb = np.array([[tiny if i < n else big for i in range(K)] for n in range(K + 1)], dtype=fin.dtype)
+    for c in (0, fc.pack_fields(0, 0, 1), fc.pack_fields(1, 0, 1)):
+        A, B = np.concatenate([A, za]), np.concatenate([B, zb])
+        C = np.concatenate([C, np.full(K + 1, c, dtype=fc.dtype)])
+    d1 = np.asarray(simulate_params(p, A, B, C))
+    d2 = np.asarray(simulate_params(canonical(p), A, B, C))
+    assert np.array_equal(d1, d2)
+
+
+def test_term_fields_are_what_block_terms_reads():
+    """inert caches block_terms' static facts by TERM_FIELDS: every ModelParams field that block_terms (and
+    what it calls in semantics.py) reads must be in it, or two models would share a wrong entry."""
+    import ast
+    import inspect
+
+    from tcsmt import semantics
+    from tcsmt.inert import TERM_FIELDS
+
+    tree = ast.parse(inspect.getsource(semantics))
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+    def reads(name: str, seen: set[str]) -> set[str]:
+        if name in seen or name not in funcs:
+            return set()
+        seen.add(name)
+        out = set()
+        for node in ast.walk(funcs[name]):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "p":
+                out.add(node.attr)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                out |= reads(node.func.id, seen)
+        return out
+
+    got = reads("block_terms", set())
+    assert got, "block_terms reads its model's parameters"
+    assert got <= set(TERM_FIELDS), sorted(got - set(TERM_FIELDS))
