@@ -137,7 +137,7 @@ def _round(f: _Facts, s: Span, fmt: Format, fb: int, mode: str, keep_sub: bool) 
 
 TERM_FIELDS = ("in_fmt", "b_fmt", "operand_fmt", "subnormal_in", "subnormal_c", "zero_exponent", "product_exponent",
                "align", "align_floor", "carry_bits", "overflow", "scale_fmt", "scale_apply", "scale_group_bits",
-               "scale_group_k", "scale_zero_group")
+               "scale_group_k", "scale_zero_group", "product_inf")
 """The parameters :func:`tcsmt.semantics.block_terms` reads (``tests/test_identify_inert.py`` checks the list
 against the semantics' source): its static term facts depend on nothing else."""
 _TERMS: dict[tuple, tuple[list[Any], Any]] = {}
