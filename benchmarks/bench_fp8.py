@@ -15,11 +15,16 @@ Timings depend on the machine and its load: note both with any number you quote.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import statistics
+import sys
 import time
+from types import SimpleNamespace
 
+import click
+
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
+from tcsmt.cli_options import POSITIVE_FLOAT, POSITIVE_INT
 from tcsmt.discriminate import discriminate
 from tcsmt.identify_separate import Separator
 from tcsmt.identify_space import Hypothesis, HypothesisSpace, PathInfo
@@ -70,13 +75,17 @@ def part_f16(solvers: list[str], timeout: float, repeat: int) -> None:
         print(f"| identify e4m3 -> fp16: hopper vs +{name} | " + " | ".join(cells) + " |", flush=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--timeout", type=float, default=30.0)
-    ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--solvers", default="bitwuzla,staged")
-    ap.add_argument("--parts", default="1,2,3")
-    args = ap.parse_args()
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--timeout", type=POSITIVE_FLOAT, default=30.0, show_default=True, help="seconds per solver query")
+@click.option("--repeat", type=POSITIVE_INT, default=1, show_default=True, help="runs per query (the median is printed)")
+@click.option("--solvers", default="bitwuzla,staged", show_default=True)
+@click.option("--parts", default="1,2,3", show_default=True, help="which tables: 1 discriminate, 2 identify e4m3 -> fp32, "
+              "3 identify e4m3 -> fp16")
+def bench_cmd(**options: object) -> None:
+    _main(SimpleNamespace(**options))
+
+
+def _main(args: SimpleNamespace) -> None:
     solvers = args.solvers.split(",")
     parts = args.parts.split(",")
     print("| query | " + " | ".join(f"{s} (s)" for s in solvers) + " |")
@@ -115,5 +124,7 @@ def main() -> None:
         print(f"| identify: hopper vs +{n} | " + " | ".join(cells) + " |", flush=True)
 
 
+main = script_main(bench_cmd, "python benchmarks/bench_fp8.py")
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
