@@ -620,6 +620,22 @@ def _scaled(B: Backend, p: ModelParams, t: Term, sa: Decoded, sb: Decoded, raw_t
     return Term(t.neg, mag, lsb, top, mag_bits, lsb_min, lsb_max, top_min, top_max, 0, 1, zero_joins=joins)
 
 
+def _scale_exp(B: Backend, p: ModelParams, s: Decoded) -> V:
+    """A scale's exponent in an addend's alignment exponent: its own, except that under ``zero_exponent = z``
+    a zero scale (ue4m3 0x00) has exponent z, as every other zero (MMA-Sim gives every zero the exponent
+    -126, mmasim/simulator/arithmetic.py L93-94).  The addend's magnitude is 0 either way."""
+    if p.zero_exponent is None:
+        return s.e
+    return B.ite(B.eq(s.sig, 0), p.zero_exponent, s.e)
+
+
+def _scale_exp_range(p: ModelParams, fs: Format) -> tuple[int, int]:
+    """The range of :func:`_scale_exp` over the scale format ``fs``."""
+    if p.zero_exponent is None:
+        return fs.emin, fs.emax
+    return min(fs.emin, p.zero_exponent), max(fs.emax, p.zero_exponent)
+
+
 def _head(peak: Fraction) -> int:
     """The least h with peak < 2^h."""
     h = max(0, peak.numerator.bit_length() - peak.denominator.bit_length())
@@ -649,9 +665,10 @@ def scaled_terms(B: Backend, p: ModelParams, prods: Sequence[tuple[Term, Flags]]
     if p.scale_apply == "products":
         for (t, fl), sa_b, sb_b in zip(prods, sa_bits, sb_bits):
             sa, sb = decode(B, fs, sa_b), decode(B, fs, sb_b)
-            raw_top = B.add(t.top, B.add(sa.e, sb.e))
+            raw_top = B.add(t.top, B.add(_scale_exp(B, p, sa), _scale_exp(B, p, sb)))
+            lo, hi = _scale_exp_range(p, fs)
             peak = t.peak * sig_peak if t.peak is not None else None
-            terms.append(_scaled(B, p, t, sa, sb, raw_top, (t.top_min + 2 * fs.emin, t.top_max + 2 * fs.emax),
+            terms.append(_scaled(B, p, t, sa, sb, raw_top, (t.top_min + 2 * lo, t.top_max + 2 * hi),
                                  t.gap_min + 2 * fs.frac_bits, t.head + (2 if fs.frac_bits else 0), peak))
             flags.append(_scale_flags(B, fl, sa, sb))
         return terms, flags
@@ -671,8 +688,9 @@ def scaled_terms(B: Backend, p: ModelParams, prods: Sequence[tuple[Term, Flags]]
         # |group sum| <= len * max|a| * max|b|: the bound of the group's significand
         v_max = len(grp) * fa.max_finite * fb.max_finite
         peak = v_max * sig_peak
-        raw_top = B.add(sa.e, sb.e)
-        term = _scaled(B, p, gterm, sa, sb, raw_top, (2 * fs.emin, 2 * fs.emax), 2 * fs.frac_bits - L, _head(peak),
+        raw_top = B.add(_scale_exp(B, p, sa), _scale_exp(B, p, sb))
+        lo, hi = _scale_exp_range(p, fs)
+        term = _scaled(B, p, gterm, sa, sb, raw_top, (2 * lo, 2 * hi), 2 * fs.frac_bits - L, _head(peak),
                        peak, zero_joins=p.scale_zero_group == "aligns")
         terms.append(term)
         flags.append(_scale_flags(B, merge_flags(B, [fl for _, fl in grp]), sa, sb))

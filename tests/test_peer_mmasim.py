@@ -104,14 +104,10 @@ def test_vectors_provenance():
     assert len(doc["paths"]) >= 100
 
 
-OPEN = {
-    "RTX Blackwell mma_block_scale m16n8k64.block16.f32.e2m1.e2m1.f32.ue4m3": [0],
-}
-"""Recorded rows that MMA-Sim's reading does not reach yet (docs/peer_mmasim.md, "What the run found"): B's
-four ue4m3 scales are all 0, C = -6 * 2^-149; MMA-Sim returns C (a zero scale has exponent -126, so the zero
-groups align far below C), tcsmt +0 under the primary reading and under zero_exponent=-126 alike (its zero
-group, scale_zero_group = aligns, joins the alignment at e(sa) + ue4m3's emin and truncates C away); only
-zero_group_skipped gives C.  Left to the block-scale work; this test fails once they agree, so the entry goes."""
+OPEN: dict[str, list[int]] = {}
+"""Recorded rows that MMA-Sim's reading does not reach (docs/peer_mmasim.md, "What the run found"): none since
+a zero ue4m3 scale takes the exponent zero_exponent under the zero_exp126 hypothesis (the last one: B's four
+ue4m3 scales all 0, C = -6 * 2^-149, sm_120 mxf4nvf4 block16: MMA-Sim returns C)."""
 
 
 @pytest.mark.parametrize("v", _vectors()["paths"], ids=lambda v: v["label"])
