@@ -39,7 +39,8 @@ first ``--same-as`` file's families, and ``--decisions`` may then be the other G
 
 Decisions made from recorded outputs (``--decisions FILE``, written by
 ``hwcheck/library_decide.py``) fill what the plan file cannot say: the fp32 ->
-tf32 input rounding of tf32 calls (``in_round``) and epilogues; each carries
+tf32 input rounding of tf32 calls (``in_round``), K tiles, the K-chain of the fp32
+CUDA-core kernels (``chain``) and epilogues; each carries
 its evidence, which becomes the plan's source.  A tf32 call no decision covers
 gets no ``in_round`` (its plan takes tf32 values only).
 """
@@ -102,7 +103,7 @@ def _chain_for(call: dict[str, Any], family: dict[str, Any] | None, arch: Arch) 
         return {"in_fmt": "tf32", "out_fmt": "fp32", "instr": "cublas"}, ""
     if a in FP8:
         return None, f"torch runs no {call['op']} on {a}"
-    return None, f"no chain model for {a} without tf32 (fp32 SIMT GEMMs are not modelled)"
+    return None, f"no chain model for {a} without tf32 on these kernels (no decided K-chain covers them)"
 
 
 def _family(call: dict[str, Any], families: dict[str, Any], where: str) -> tuple[str, dict[str, Any]] | None:
@@ -215,6 +216,17 @@ def _decided(call: dict[str, Any], decisions: list[dict[str, Any]], what: str) -
     return None
 
 
+def _open_question(call: dict[str, Any], decisions: dict[str, Any] | None, name: str, what: str) -> str:
+    """'; open in FILE: QUESTION (hypothesis: agreeing of sampled outputs, ...)' for the first question of a
+    decision file that fits the call, sets ``what`` and was left undecided ('' where none)."""
+    for q in (decisions or {}).get("questions", []):
+        hyps = q.get("hypotheses", {})
+        if q.get("decided") is None and what in q.get("sets", []) and hyps and matches(call, q.get("match", {})):
+            counts = ", ".join(f"{h}: {r['agree']} of {r['samples']}" for h, r in hyps.items())
+            return f"; undecided in {name}: {q['question']} ({counts} sampled outputs agree)"
+    return ""
+
+
 def _steps(steps: Any) -> list[str]:
     steps = list(steps)
     bad = [x for x in steps if x not in EPILOGUE_STEPS]
@@ -251,8 +263,9 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
     pairs of the same GPU and library), with the ``decisions`` (a decision file's object) applied.  With
     ``same_as`` ((name, file) pairs of another GPU, the first a plan file): only calls that recorded the same
     plan there (:func:`plan_signature`) get a plan, with that file's families; the rest are unknown, except, with
-    ``confirmed`` ((name, object) of a confirmation file: per :func:`class_of` class, ``confirmed`` true or false),
-    the calls of a class confirmed on this GPU, which get their own recorded plan under those families."""
+    ``confirmed`` ((name, object) of a confirmation file: per :func:`class_of` class, ``confirmed`` true or false and,
+    for split-K family classes, ``probed_split_k``), the calls of a class confirmed on this GPU (a family class at a
+    probed S), which get their own recorded plan under those families."""
     for key in ("gpu", "calls"):
         if key not in raw:
             raise TcsmtError(f"{source_name}: not a recorded plan file (no {key!r})")
@@ -309,7 +322,8 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
         S = call.get("split_k")
         why = ""
         fields: dict[str, Any] = {}
-        chain, why_chain = _chain_for(call, family, arch)
+        d_chain = _decided(call, decided, "chain")
+        chain, why_chain = (dict(d_chain["set"]["chain"]), "") if d_chain else _chain_for(call, family, arch)
         steps, ep_src = _epilogue(call, family, decided)
         reduce, why_reduce = reduction_of(family, call.get("out_dtype") or call["a_dtype"]) if family else (None, "")
         differs = _differs(call, lt_tables.get(file_name), ref, file_name, rules_gpu) if same_as else ""
@@ -317,22 +331,28 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
         if differs and confirmed is not None:  # this GPU's own plan, where its class was confirmed on it
             cls = class_of(call, families)
             entry = confirmed[1].get("classes", {}).get(cls or "", {})
-            if cls and entry.get("confirmed"):
+            at_s = not cls or not cls.startswith("family") or int(S or 0) in entry.get("probed_split_k", [])
+            if cls and entry.get("confirmed") and at_s:
+                at = f" (at split_k {entry.get('probed_split_k')})" if cls.startswith("family") else ""
                 own = (f"this GPU's own recorded plan (split_k {S}, kernels {', '.join(kernels)}; {differs.split(';')[0]}"
                        f"); its class '{cls}' confirmed on this GPU ({confirmed[0]}: {entry.get('probes_agree', 0)} of "
-                       f"{entry.get('probes', 0)} probes read {rules_gpu}'s slice rule and reduction, "
+                       f"{entry.get('probes', 0)} probes read {rules_gpu}'s slice rule and reduction{at}, "
                        f"{entry.get('outputs', 0)} sampled outputs of {entry.get('samples_same_plan', 0)} calls "
                        f"bit-exact): {rules_gpu}'s rules of that class apply")
                 differs = ""
+            elif not cls:
+                differs += f"; no plan class of {rules_gpu}'s rules covers it ({confirmed[0]})"
+            elif not entry.get("confirmed"):
+                differs += f"; its class '{cls}' was not confirmed on this GPU ({confirmed[0]})"
             else:
-                differs += (f"; its class '{cls}' was not confirmed on this GPU ({confirmed[0]})" if cls else
-                            f"; no plan class of {rules_gpu}'s rules covers it ({confirmed[0]})")
+                differs += (f"; its class '{cls}' was confirmed on this GPU only at split_k "
+                            f"{entry.get('probed_split_k')} ({confirmed[0]})")
         if differs:
             why = differs
         elif S is None:
             why = f"split-K unknown (split_k not recorded in {file_name})"
         elif chain is None:
-            why = why_chain
+            why = why_chain + _open_question(call, decisions, decisions_name, "chain")
         elif steps is None:
             why = ep_src
         elif int(S) > 1 and family is None:
@@ -346,7 +366,7 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
                               slices=family.get("slices", "contiguous"), remainder=family.get("remainder", "last"),
                               reduce=reduce)
             fields["epilogue"] = steps
-            fields["chain"] = {"arch": arch.name, **chain}
+            fields["chain"] = {"arch": arch.name, **chain}  # a decided chain may name a hypothesis (arch:NAME)
             srcs = [f"{file_name} (method: the table's sources): split_k {S} from {call.get('split_k_source')}"
                     + (f"; kernels {', '.join(kernels)}" if kernels else "")]
             if own:
@@ -358,6 +378,8 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
                 srcs.append(f"family {fam_name}: slices (grain {family.get('grain')!r}) and reduction "
                             f"({fields['reduce']}) read from its record in {families_name} (families.{fam_name}: "
                             f"rule, reduce and evidence)")
+            if d_chain:
+                srcs.append(f"K-chain decided from recorded outputs ({decisions_name}): {d_chain.get('evidence', '')}")
             if ep_src:
                 srcs.append(ep_src)
             d = _decided(call, decided, "k_tile_regex")

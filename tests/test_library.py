@@ -580,9 +580,35 @@ def test_recorded_h100_validation_replays_bit_exact():
     for n, f in findings.items():
         r = replay_call(calls[n], library_calls.make_inputs(calls[n], int(calls[n]["seed"])), results[n].plan)
         assert [list(m) for m in r.mismatches] == f["mismatches"], n
-    assert summary["totals"]["replayed"] == len(results) - len(without) == 302
-    # no plan: the 6 fp32 calls without tf32 (SIMT kernels); the 56 e4m3 x e5m2 calls have one now
-    assert all(calls[n]["a_dtype"] == "float32" and not calls[n]["tf32"] for n in without) and len(without) == 6
+    assert summary["totals"]["replayed"] == len(results) - len(without) == 306
+    # no plan: 2 fp32 calls without tf32 whose kernels have no decided chain or slice rule (sm80 xmma
+    # execute_split_k_kernel, gemmSN_NN_kernel); the e4m3 x e5m2 and SIMT-FFMA calls have one
+    assert [calls[n]["kernels"][0].split("_")[0] for n in without] == ["sm80", "gemmSN"]
+
+
+def test_simt_ffma_chain_is_a_serial_fma_chain():
+    """The fp32 CUDA-core chain (models/hopper.toml simt_ffma) is acc = FFMA(a_k, b_k, acc) in k order from +0,
+    each FFMA rounded once (RNE, IEEE 754 fusedMultiplyAdd, as semantics.fma_rounded): tiny, huge, zero and -0
+    inputs included; the 4 recorded SIMT validation calls use it (h100_library_decisions.json)."""
+    from tcsmt import semantics as sem
+    from tcsmt.backend_numpy import NumpyBackend
+    from tcsmt.library_eval import IEEE32
+
+    p = resolve("hopper", "fp32", "fp32", "simt_ffma")
+    rng = np.random.default_rng(RNG_SEED)
+    n, K = 120, 24
+    a, b = rng.standard_normal((n, K)).astype(np.float32), rng.standard_normal((n, K)).astype(np.float32)
+    a[:10] *= np.float32(1e-38)
+    b[10:20] *= np.float32(1e30)
+    a[20:30], a[30:40], b[30:40] = 0.0, -0.0, np.abs(b[30:40])
+    ab, bb = a.view(np.uint32), b.view(np.uint32)
+    acc = np.zeros(n, np.int64)
+    for k in range(K):
+        acc = np.asarray(sem.fma_rounded(NumpyBackend(), IEEE32, ab[:, k].astype(np.int64), bb[:, k].astype(np.int64),
+                                         FP32, acc, FP32, FP32, "rne")).astype(np.int64)
+    assert np.array_equal(simulate_params(p, ab, bb, np.zeros(n, np.uint32)).astype(np.int64), acc)
+    plan = L.plan("mm", 64, 64, 4096, a_dtype="float32")  # cutlass_80_simt_sgemm, 66 slices
+    assert plan.chain == p and plan.split_k == 66 and plan.kernels[0].startswith("cutlass::Kernel2<cutlass_80_simt")
 
 
 MIXED = [("scaled_mm_fast_xe5m2", "scaled_mm_fast"), ("scaled_mm_xe5m2", "scaled_mm")]
