@@ -186,6 +186,8 @@ class Plan:
             lines.append(f"  inputs  : {conv}")
         lines.append(f"  chain   : {self.chain_spec} = {self.chain.name}")
         p = self.chain
+        if p.b_fmt:
+            lines.append(f"            A in {p.in_fmt}, B in {p.b_fmt} (each decoded in its own format; exact products)")
         lines.append(f"            blocks of {p.block_k} products chained through {p.acc_fmt}"
                      + (f", promoted to fp32 every {p.instr_k} products" if p.instr_k else "")
                      + f" (extra_bits={p.extra_bits}, block_frac_bits={p.block_frac_bits}, block_round={p.block_round})")
