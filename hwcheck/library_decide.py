@@ -3,7 +3,8 @@
     python -m tcsmt.hwcheck.library_decide [--plans P] [--validation V] [-o hwcheck/results/h100_library_decisions.json]
 
 The plan file (``h100_cublas_plans.json``) records kernels, split-K counts and the families' slice and
-reduction rules; it does not record how float32 inputs of tf32 calls become tf32, how CUTLASS kernels iterate
+reduction rules; it does not record the K-chain of the fp32 CUDA-core (SIMT) kernels, how float32 inputs of tf32 calls become tf32,
+how CUTLASS kernels iterate
 K inside a slice, or the epilogues of ``addmm``/``linear`` with bias, alpha and beta and of row-wise
 ``_scaled_mm``.  Each of those is a *question* here with a few hypotheses.  For each question in turn, every
 hypothesis is turned into plans by the converter (:func:`tcsmt.library_import.convert`, with the decisions
@@ -56,6 +57,23 @@ QUESTIONS: list[dict[str, Any]] = [
     {"question": "fp32 -> tf32 input rounding of the sm80 xmma tf32 kernels",
      "match": {"tf32": True, "kernel_regex": r"^sm80_xmma_gemm_f32f32_tf32f32"},
      "hypotheses": {m: {"in_round": m} for m in ("rz", "rna", "rne")}},
+    {"question": "K-chain of the fp32 CUDA-core kernels (tf32 off)",
+     "match": {"a_dtype": "float32", "tf32": False,
+               "kernel_regex": r"^(cutlass::Kernel2<cutlass_80_simt_sgemm|sm80_xmma_gemm_f32f32_f32f32_f32_\w*_ffma_\w*_execute_kernel)"},
+     "hypotheses": {f"{what} (models/hopper.toml fp32 simt_ffma{'' if hyp is None else ', hypothesis ' + hyp})":
+                    {"chain": {"arch": "hopper" if hyp is None else f"hopper:{hyp}", "in_fmt": "fp32", "out_fmt": "fp32",
+                               "instr": "simt_ffma"}}
+                    for what, hyp in (("serial FFMA in k order", None),
+                                      ("2 products at a time, exact with the running sum, one RNE", "pairs"),
+                                      ("8 products at a time, exact with the running sum, one RNE", "k_blocks8"))}},
+    {"question": "K-chain of the fp32 gemmSN kernels (tf32 off)",
+     "match": {"a_dtype": "float32", "tf32": False, "kernel_regex": r"^gemmSN_"},
+     "hypotheses": {f"{what} (models/hopper.toml fp32 simt_ffma{'' if hyp is None else ', hypothesis ' + hyp})":
+                    {"chain": {"arch": "hopper" if hyp is None else f"hopper:{hyp}", "in_fmt": "fp32", "out_fmt": "fp32",
+                               "instr": "simt_ffma"}}
+                    for what, hyp in (("serial FFMA in k order", None),
+                                      ("2 products at a time, exact with the running sum, one RNE", "pairs"),
+                                      ("8 products at a time, exact with the running sum, one RNE", "k_blocks8"))}},
     {"question": "epilogue of row-wise _scaled_mm",
      "match": {"op": "scaled_mm", "scale": "row", "bias": False},
      "hypotheses": {"FFMA(y, RN32(scale_a[i]*scale_b[j]), +0)": {"epilogue": ["scale"]},
@@ -142,7 +160,7 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print) -
             if all(n > 0 for n in separating.values()):
                 decided = h
         entry = {"question": q["question"], "match": q["match"], "hypotheses": results, "decided": decided,
-                 "calls": [n for n, _ in calls]}
+                 "sets": sorted({k for h in q["hypotheses"].values() if h for k in h}), "calls": [n for n, _ in calls]}
         report.append(entry)
         if decided is not None and q["hypotheses"][decided] is not None:
             ev = (f"{q['question']}: '{decided}' agrees with {results[decided]['agree']} of "

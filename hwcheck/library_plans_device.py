@@ -969,8 +969,10 @@ def run_probes(torch, grid, quick, budget=1e9):
 
 
 # ------------------------------------------------------------------------------------------------ validation
-def run_validation(torch, quick):
-    calls = LC.validation_calls()
+def run_validation(torch, quick, calls=None):
+    """Run validation calls (``library_calls.validation_calls()``, or ``calls``: dicts with the call fields,
+    ``seed`` and ``dist``) on inputs from make_inputs and record sampled outputs, kernels and split_k."""
+    calls = LC.validation_calls() if calls is None else calls
     if quick:
         calls = calls[::10]
     done, rejected = [], []
@@ -1015,6 +1017,8 @@ def main():
     ap.add_argument("--reduce-from", help="only run reduce_probe2 on the clean probes of this probes file")
     ap.add_argument("--only", help="with --reduce-from: configurations starting with this")
     ap.add_argument("--probe-list", help="only probe the calls of this JSON list (slice probe, then reduce_probe2)")
+    ap.add_argument("--valid-list", help="only run these validation calls (JSON list of calls with seed and dist); "
+                                          "writes valid_list.json in the validation file's format")
     ap.add_argument("--input-crc", action="store_true",
                     help="only write crc32 of make_inputs of every validation call (cross-machine check)")
     args = ap.parse_args()
@@ -1032,6 +1036,21 @@ def main():
         log(f"input crc: {len(crc)} calls, numpy {np.__version__}")
         return
     import torch
+    if args.valid_list:
+        torch.mm(torch.ones(2, 2, device="cuda"), torch.ones(2, 2, device="cuda"))
+        LT_CAPTURE = LtLogCapture(lt_path())
+        with open(args.valid_list) as f:
+            vcalls = json.load(f)
+        meta = info(torch)
+        done, rejected = run_validation(torch, False, vcalls)
+        val = {"gpu": meta["gpu"], "torch": meta["torch"], "cuda": meta["cuda"], "cublas": meta.get("cublas"),
+               "cublaslt": meta.get("cublaslt"), "driver": meta.get("driver"),
+               "generator": "hwcheck/library_calls.py: make_inputs(call, seed); sample_positions(call, seed)",
+               "calls": done, "rejected": rejected}
+        with open(os.path.join(args.out, "valid_list.json"), "w") as f:
+            json.dump(val, f, separators=(",", ":"))
+        if not args.probe_list:
+            return
     if args.probe_list:
         torch.mm(torch.ones(2, 2, device="cuda"), torch.ones(2, 2, device="cuda"))
         LT_CAPTURE = LtLogCapture(lt_path())

@@ -75,11 +75,11 @@ def check_supported(p: ModelParams) -> None:
     def no(field: str, why: str) -> None:
         raise TcsmtError(f"gemm kernel does not support {field} = {getattr(p, field)!r} ({why}); use the numpy simulator")
 
-    fin = get_format(p.in_fmt)
-    if fin.specials != "ieee" and fin.specials != "fn":
-        no("in_fmt", "unknown special-value convention")
-    if fin.frac_bits > 11 or fin.storage_bits > 32:
-        no("in_fmt", "products wider than 24 bits")
+    for field, fmt in (("in_fmt", get_format(p.in_fmt)), ("b_fmt", get_format(p.b_format))):
+        if fmt.specials != "ieee" and fmt.specials != "fn":
+            no(field, "unknown special-value convention")
+        if fmt.frac_bits > 11 or fmt.storage_bits > 32:
+            no(field, "products wider than 24 bits")
     if p.acc_fmt != "fp32":
         no("acc_fmt", "only an fp32 accumulator is compiled")
     fout = get_format(p.out_fmt)
@@ -94,8 +94,6 @@ def check_supported(p: ModelParams) -> None:
         no("reduction", "only chained blocks")
     if p.product_exponent != "raw":
         no("product_exponent", "only raw product exponents e(a)+e(b)")
-    if p.b_fmt and p.b_fmt != p.in_fmt:
-        no("b_fmt", "A and B in one format only")
     if p.zero_exponent is not None:
         no("zero_exponent", "zeros never join the alignment here")
     if p.product_inf is not None:
@@ -161,7 +159,7 @@ def _decode(g, fmt, bits: np.ndarray, keep_sub: bool):
 
 def _config(p: ModelParams, K: int, g) -> np.ndarray:
     """The kernel's int64 configuration vector (slots ``g.CFG_*``) for ``p`` and depth K."""
-    fin, fout = get_format(p.in_fmt), get_format(p.out_fmt)
+    fin, fin_b, fout = get_format(p.in_fmt), get_format(p.b_format), get_format(p.out_fmt)
     instr_k = p.instr_k or K
     block_k = p.block_k or instr_k
     if p.out_fmt != p.acc_fmt and -(-K // instr_k) > 1:
@@ -171,7 +169,7 @@ def _config(p: ModelParams, K: int, g) -> np.ndarray:
         raise TcsmtError(f"gemm kernel: block sums of {block_k} products with F = {p.window_frac_bits} exceed int64")
     cfg = np.zeros(g.CFG_N, dtype=np.int64)
     cfg[g.CFG_F] = _window(p)
-    cfg[g.CFG_F2] = 2 * fin.frac_bits
+    cfg[g.CFG_F2] = fin.frac_bits + fin_b.frac_bits  # fraction bits of an exact product a*b
     cfg[g.CFG_HAS_FLOOR] = p.align_floor is not None
     cfg[g.CFG_FLOOR] = 0 if p.align_floor is None else int(p.align_floor)
     cfg[g.CFG_BLOCK_K] = block_k
@@ -205,7 +203,7 @@ def _load_numba():
 def gemm(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads: int | None = None) -> np.ndarray:
     """D[i, j] = dot(A[i, :], B[:, j]) + (+0) under ``params``, as out_fmt bit patterns, shape (r, c).
 
-    ``A_bits`` (r, K) and ``B_bits`` (K, c) hold in_fmt bit patterns (or exactly
+    ``A_bits`` (r, K) holds in_fmt and ``B_bits`` (K, c) b_fmt bit patterns (in_fmt where b_fmt is unset; or exactly
     representable values, as :func:`tcsmt.simulator.to_bits` accepts).
     ``threads`` caps the numba threads (default: all).  Raises TcsmtError for
     parameters outside :func:`check_supported`, bad shapes, or without numba.
@@ -234,12 +232,12 @@ def _run(params: ModelParams, A: np.ndarray, Bm: np.ndarray, shape: tuple[int, .
     check_supported(params)
     if A.shape[1] == 0:
         raise TcsmtError("K must be at least 1")
-    fin, fout = get_format(params.in_fmt), get_format(params.out_fmt)
+    fin, fin_b, fout = get_format(params.in_fmt), get_format(params.b_format), get_format(params.out_fmt)
     g = _load_numba()
     cfg = _config(params, A.shape[1], g)
     import numba
     a_bits = to_bits(A, fin, "A")
-    b_bits = to_bits(Bm, fin, "B")
+    b_bits = to_bits(Bm, fin_b, "B")
     out = np.empty(shape, dtype=np.int64)
     if out.size:
         old = numba.get_num_threads()
@@ -247,7 +245,7 @@ def _run(params: ModelParams, A: np.ndarray, Bm: np.ndarray, shape: tuple[int, .
         numba.set_num_threads(n)
         try:
             ae, am, an, asp, aw = _decode(g, fin, a_bits, params.subnormal_in)
-            be, bm, bn, bsp, bw = _decode(g, fin, np.ascontiguousarray(b_bits.T), params.subnormal_in)
+            be, bm, bn, bsp, bw = _decode(g, fin_b, np.ascontiguousarray(b_bits.T), params.subnormal_in)
             getattr(g, core)(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1),
                              cfg, out)
         finally:

@@ -104,8 +104,9 @@ def _checked(plan: Plan, A_rows, B_cols, C, bias, scale_a, scale_b, *, paired: b
         raise TcsmtError(f"run needs a Plan (from tcsmt.library.plan), not {type(plan).__name__}")
     call = plan.call
     fin = fmt_of(call.a_dtype) if plan.in_round else get_format(plan.chain.in_fmt)  # in_round: fp32 -> tf32 below
+    fin_b = fmt_of(call.b_dtype) if plan.in_round else get_format(plan.chain.b_format)  # B's own format (mixed fp8)
     A = inputs_to_chain(plan, _matrix(A_rows, fin, "A_rows", call.a_dtype))
-    B = inputs_to_chain(plan, _matrix(B_cols, fin, "B_cols", call.b_dtype))
+    B = inputs_to_chain(plan, _matrix(B_cols, fin_b, "B_cols", call.b_dtype))
     r, K = A.shape
     if K != call.K or B.shape[0] != call.K:
         raise TcsmtError(f"the plan is for K = {call.K}: A_rows must be (r, {call.K}) and B_cols ({call.K}, c); "

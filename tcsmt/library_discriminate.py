@@ -104,10 +104,10 @@ def default_plan(call: Call, gpu: str) -> Plan:
     for the call's dtypes (the base of a plan given entirely by ``field=value`` changes)."""
     from .library_import import _chain_for
 
-    chain_fields, why = _chain_for(dataclasses.asdict(call), None)
+    arch = find_arch(gpu)
+    chain_fields, why = _chain_for(dataclasses.asdict(call), None, arch)
     if chain_fields is None:
         raise TcsmtError(f"no library chain for {call.label()}: {why}")
-    arch = find_arch(gpu)
     chain = resolve(arch.name, chain_fields["in_fmt"], chain_fields["out_fmt"], chain_fields["instr"])
     steps: tuple[str, ...] = ()
     if call.op == "scaled_mm":

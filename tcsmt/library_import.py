@@ -11,8 +11,9 @@ missing, so a lookup names it.  Nothing is filled in by guessing, except:
 
 * the K-chain of a slice comes from the input dtype (the library paths of the
   GPU's architecture file: fp16/bf16 -> the cuBLAS block chain, float32 with
-  tf32 -> the tf32 chain, e4m3 -> ``scaled_mm_fast`` or ``scaled_mm``), or from
-  a family's ``chain`` field when it names one;
+  tf32 -> the tf32 chain, e4m3 -> ``scaled_mm_fast`` or ``scaled_mm``, e4m3 x e5m2
+  -> ``scaled_mm_fast_xe5m2`` or ``scaled_mm_xe5m2``: the same chains with B decoded
+  as e5m2), or from a family's ``chain`` field when it names one;
 * the epilogue of ``mm``/``bmm`` (alpha = 1, beta = 0, no bias: none) and of
   ``_scaled_mm`` without bias (mmaemu's published FFMA), unless the call or its
   family records ``epilogue``; every other epilogue must be recorded.
@@ -38,7 +39,8 @@ first ``--same-as`` file's families, and ``--decisions`` may then be the other G
 
 Decisions made from recorded outputs (``--decisions FILE``, written by
 ``hwcheck/library_decide.py``) fill what the plan file cannot say: the fp32 ->
-tf32 input rounding of tf32 calls (``in_round``) and epilogues; each carries
+tf32 input rounding of tf32 calls (``in_round``), K tiles, the K-chain of the fp32
+CUDA-core kernels (``chain``) and epilogues; each carries
 its evidence, which becomes the plan's source.  A tf32 call no decision covers
 gets no ``in_round`` (its plan takes tf32 values only).
 """
@@ -55,8 +57,8 @@ import click
 
 from .cli_errors import CONTEXT_SETTINGS, script_main
 from .errors import TcsmtError
-from .library_plan import EPILOGUE_STEPS, FP8, OPS, load_table, plans_dir, torch_dtype
-from .registry import find_arch
+from .library_plan import EPILOGUE_STEPS, FP8, OPS, TORCH_DTYPES, load_table, plans_dir, torch_dtype
+from .registry import Arch, find_arch
 
 REDUCE_NAMES = {"fp32_forward": "fp32_forward", "serial": "fp32_forward", "pairwise": "pairwise",
                 "out_rounded": "out_rounded", "out_dtype_rounded": "out_rounded",
@@ -81,25 +83,29 @@ def _gpu_short(name: str) -> str:
     return m.group(1).lower()
 
 
-def _chain_for(call: dict[str, Any], family: dict[str, Any] | None) -> tuple[dict[str, str] | None, str]:
+def _chain_for(call: dict[str, Any], family: dict[str, Any] | None, arch: Arch) -> tuple[dict[str, str] | None, str]:
     """(arch path fields without arch, why not) for the slice K-chain of one raw call."""
     if family and isinstance(family.get("chain"), dict):
         return dict(family["chain"]), ""
     a, b = call["a_dtype"], call.get("b_dtype") or call["a_dtype"]
+    if call["op"] == "scaled_mm":
+        if a != "float8_e4m3fn" or b not in FP8:
+            return None, f"no chain model for _scaled_mm on {a} x {b}"
+        instr = "scaled_mm_fast" if call.get("fast_accum") else "scaled_mm"
+        if b != a:  # B in its own fp8 format: the chain of that pair (instruction family suffix _x<B format>)
+            instr += "_x" + TORCH_DTYPES[b]
+            if not any(p.params.instr == instr for p in arch.find_paths("e4m3", "fp32", instr)):
+                return None, f"no chain model for {a} x {b} ({arch.name} has no library path {instr})"
+        return {"in_fmt": "e4m3", "out_fmt": "fp32", "instr": instr}, ""
     if a != b:
         return None, f"no chain model for {a} x {b}"
-    if call["op"] == "scaled_mm":
-        if a != "float8_e4m3fn":
-            return None, f"no chain model for _scaled_mm on {a}"
-        instr = "scaled_mm_fast" if call.get("fast_accum") else "scaled_mm"
-        return {"in_fmt": "e4m3", "out_fmt": "fp32", "instr": instr}, ""
     if a in ("float16", "bfloat16"):
         return {"in_fmt": {"float16": "fp16", "bfloat16": "bf16"}[a], "out_fmt": "fp32", "instr": "cublas"}, ""
     if a == "float32" and call.get("tf32"):
         return {"in_fmt": "tf32", "out_fmt": "fp32", "instr": "cublas"}, ""
     if a in FP8:
         return None, f"torch runs no {call['op']} on {a}"
-    return None, f"no chain model for {a} without tf32 (fp32 SIMT GEMMs are not modelled)"
+    return None, f"no chain model for {a} without tf32 on these kernels (no decided K-chain covers them)"
 
 
 def _family(call: dict[str, Any], families: dict[str, Any], where: str) -> tuple[str, dict[str, Any]] | None:
@@ -118,6 +124,24 @@ def _family(call: dict[str, Any], families: dict[str, Any], where: str) -> tuple
         if rx and any(re.search(rx, k) for k in kernels) and (scheme is None or mine is None or scheme == mine):
             return name, fam
     return None
+
+
+NO_SPLIT = re.compile(r"^nvjet_sm90_([a-z]+)_")
+"""The nvjet kernel kind of a call without split-K: the letters after ``nvjet_sm90_`` (A/B, C, compute, D types)."""
+
+
+def class_of(call: dict[str, Any], families: dict[str, Any]) -> str | None:
+    """The plan class of a recorded call, what one GPU's probes and samples confirm at once: ``family NAME`` (S > 1:
+    the family of its kernels and reductionScheme, :func:`_family`) or ``no split: nvjet_sm90_KIND`` (S = 1 and
+    nvjet kernels of one kind); None where neither (no rule to confirm)."""
+    S = call.get("split_k")
+    if S is None:
+        return None
+    if int(S) > 1:
+        fam = _family({k: v for k, v in call.items() if k != "family"}, families, "call")
+        return f"family {fam[0]}" if fam else None
+    kinds = sorted({m.group(1) for k in call.get("kernels") or [] for m in [NO_SPLIT.match(k)] if m})
+    return f"no split: nvjet_sm90_{kinds[0]}" if len(kinds) == 1 else None
 
 
 _GRAIN_RULE = re.compile(r"^(\d+) if K % (\d+) == 0 else (\d+)$")
@@ -194,6 +218,17 @@ def _decided(call: dict[str, Any], decisions: list[dict[str, Any]], what: str) -
     return None
 
 
+def _open_question(call: dict[str, Any], decisions: dict[str, Any] | None, name: str, what: str) -> str:
+    """'; open in FILE: QUESTION (hypothesis: agreeing of sampled outputs, ...)' for the first question of a
+    decision file that fits the call, sets ``what`` and was left undecided ('' where none)."""
+    for q in (decisions or {}).get("questions", []):
+        hyps = q.get("hypotheses", {})
+        if q.get("decided") is None and what in q.get("sets", []) and hyps and matches(call, q.get("match", {})):
+            counts = ", ".join(f"{h}: {r['agree']} of {r['samples']}" for h, r in hyps.items())
+            return f"; undecided in {name}: {q['question']} ({counts} sampled outputs agree)"
+    return ""
+
+
 def _steps(steps: Any) -> list[str]:
     steps = list(steps)
     bad = [x for x in steps if x not in EPILOGUE_STEPS]
@@ -224,11 +259,15 @@ def _epilogue(call: dict[str, Any], family: dict[str, Any] | None,
 
 def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
             more_calls: Sequence[tuple[str, dict[str, Any]]] = (), decisions: dict[str, Any] | None = None,
-            decisions_name: str = "", same_as: Sequence[tuple[str, dict[str, Any]]] = ()) -> str:
+            decisions_name: str = "", same_as: Sequence[tuple[str, dict[str, Any]]] = (),
+            confirmed: tuple[str, dict[str, Any]] | None = None) -> str:
     """The plan table (TOML text) for one raw plan file, its calls and those of ``more_calls`` ((name, file)
     pairs of the same GPU and library), with the ``decisions`` (a decision file's object) applied.  With
     ``same_as`` ((name, file) pairs of another GPU, the first a plan file): only calls that recorded the same
-    plan there (:func:`plan_signature`) get a plan, with that file's families; the rest are unknown."""
+    plan there (:func:`plan_signature`) get a plan, with that file's families; the rest are unknown, except, with
+    ``confirmed`` ((name, object) of a confirmation file: per :func:`class_of` class, ``confirmed`` true or false and,
+    for split-K family classes, ``probed_split_k``), the calls of a class confirmed on this GPU (a family class at a
+    probed S), which get their own recorded plan under those families."""
     for key in ("gpu", "calls"):
         if key not in raw:
             raise TcsmtError(f"{source_name}: not a recorded plan file (no {key!r})")
@@ -285,16 +324,37 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
         S = call.get("split_k")
         why = ""
         fields: dict[str, Any] = {}
-        chain, why_chain = _chain_for(call, family)
+        d_chain = _decided(call, decided, "chain")
+        chain, why_chain = (dict(d_chain["set"]["chain"]), "") if d_chain else _chain_for(call, family, arch)
         steps, ep_src = _epilogue(call, family, decided)
         reduce, why_reduce = reduction_of(family, call.get("out_dtype") or call["a_dtype"]) if family else (None, "")
         differs = _differs(call, lt_tables.get(file_name), ref, file_name, rules_gpu) if same_as else ""
+        own = ""
+        if differs and confirmed is not None:  # this GPU's own plan, where its class was confirmed on it
+            cls = class_of(call, families)
+            entry = confirmed[1].get("classes", {}).get(cls or "", {})
+            at_s = not cls or not cls.startswith("family") or int(S or 0) in entry.get("probed_split_k", [])
+            if cls and entry.get("confirmed") and at_s:
+                at = f" (at split_k {entry.get('probed_split_k')})" if cls.startswith("family") else ""
+                own = (f"this GPU's own recorded plan (split_k {S}, kernels {', '.join(kernels)}; {differs.split(';')[0]}"
+                       f"); its class '{cls}' confirmed on this GPU ({confirmed[0]}: {entry.get('probes_agree', 0)} of "
+                       f"{entry.get('probes', 0)} probes read {rules_gpu}'s slice rule and reduction{at}, "
+                       f"{entry.get('outputs', 0)} sampled outputs of {entry.get('samples_same_plan', 0)} calls "
+                       f"bit-exact): {rules_gpu}'s rules of that class apply")
+                differs = ""
+            elif not cls:
+                differs += f"; no plan class of {rules_gpu}'s rules covers it ({confirmed[0]})"
+            elif not entry.get("confirmed"):
+                differs += f"; its class '{cls}' was not confirmed on this GPU ({confirmed[0]})"
+            else:
+                differs += (f"; its class '{cls}' was confirmed on this GPU only at split_k "
+                            f"{entry.get('probed_split_k')} ({confirmed[0]})")
         if differs:
             why = differs
         elif S is None:
             why = f"split-K unknown (split_k not recorded in {file_name})"
         elif chain is None:
-            why = why_chain
+            why = why_chain + _open_question(call, decisions, decisions_name, "chain")
         elif steps is None:
             why = ep_src
         elif int(S) > 1 and family is None:
@@ -308,16 +368,20 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
                               slices=family.get("slices", "contiguous"), remainder=family.get("remainder", "last"),
                               reduce=reduce)
             fields["epilogue"] = steps
-            fields["chain"] = {"arch": arch.name, **chain}
+            fields["chain"] = {"arch": arch.name, **chain}  # a decided chain may name a hypothesis (arch:NAME)
             srcs = [f"{file_name} (method: the table's sources): split_k {S} from {call.get('split_k_source')}"
                     + (f"; kernels {', '.join(kernels)}" if kernels else "")]
-            if same_as:
+            if own:
+                srcs.append(own)
+            elif same_as:
                 srcs.append(f"the same kernels, split_k and reductionScheme as {rules_gpu} recorded for this call "
                             f"({', '.join(n for n, _ in same_as)}): its rules apply")
             if family is not None and int(S) > 1:
                 srcs.append(f"family {fam_name}: slices (grain {family.get('grain')!r}) and reduction "
                             f"({fields['reduce']}) read from its record in {families_name} (families.{fam_name}: "
                             f"rule, reduce and evidence)")
+            if d_chain:
+                srcs.append(f"K-chain decided from recorded outputs ({decisions_name}): {d_chain.get('evidence', '')}")
             if ep_src:
                 srcs.append(ep_src)
             d = _decided(call, decided, "k_tile_regex")
@@ -417,15 +481,19 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
 
 
 def convert_file(raw_path: Path, out_path: Path | None = None, gpu: str | None = None, force: bool = False,
-                 calls: Sequence[Path] = (), decisions: Path | None = None, same_as: Sequence[Path] = ()) -> Path:
+                 calls: Sequence[Path] = (), decisions: Path | None = None, same_as: Sequence[Path] = (),
+                 confirmed: Path | None = None) -> Path:
     """Convert ``raw_path`` (with the calls of ``calls`` and the ``decisions`` file); write the table (refusing
     to overwrite unless ``force``) and check it loads."""
     raw = _read_json(raw_path, "recorded plan file")
     more = [(Path(c).name, _read_json(c, "recorded call file")) for c in calls]
     dec = _read_json(decisions, "decision file") if decisions is not None else None
     ref = [(Path(c).name, _read_json(c, "recorded plan or call file")) for c in same_as]
+    conf = (Path(confirmed).name, _read_json(confirmed, "confirmation file")) if confirmed is not None else None
+    if conf is not None and not same_as:
+        raise TcsmtError("--confirmed widens a --same-as table: pass the other GPU's files with --same-as")
     text = convert(raw, Path(raw_path).name, gpu, more, dec, Path(decisions).name if decisions is not None else "",
-                   ref)
+                   ref, conf)
     if out_path is None:
         m = re.search(r'^gpu = "([^"]+)"', text, re.M)
         assert m is not None  # convert() writes gpu = "<name>" for a name that find_arch accepted
@@ -462,10 +530,13 @@ _IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--same-as", type=_IN_FILE, multiple=True,
               help="another GPU's plan file (first) and call files: keep only calls that recorded the same "
                    "plan there, with its split-K rules; repeatable")
+@click.option("--confirmed", type=_IN_FILE, default=None,
+              help="with --same-as: a confirmation file (hwcheck/library_h200_confirm.py summary): calls whose "
+                   "own plan differs get it where their class is confirmed on this GPU")
 def library_import_cmd(raw: Path, calls: tuple[Path, ...], decisions: Path | None, out: Path | None, gpu: str | None,
-                       force: bool, same_as: tuple[Path, ...]) -> int:
+                       force: bool, same_as: tuple[Path, ...], confirmed: Path | None) -> int:
     """RAW: the recorded plan file (JSON)."""
-    path = convert_file(raw, out, gpu, force, list(calls), decisions, list(same_as))
+    path = convert_file(raw, out, gpu, force, list(calls), decisions, list(same_as), confirmed)
     t = load_table(path)
     print(f"wrote {path}: {len(t.plans)} plans, {len(t.unknown)} calls without a plan")
     return 0

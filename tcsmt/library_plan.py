@@ -186,6 +186,8 @@ class Plan:
             lines.append(f"  inputs  : {conv}")
         lines.append(f"  chain   : {self.chain_spec} = {self.chain.name}")
         p = self.chain
+        if p.b_fmt:
+            lines.append(f"            A in {p.in_fmt}, B in {p.b_fmt} (each decoded in its own format; exact products)")
         lines.append(f"            blocks of {p.block_k} products chained through {p.acc_fmt}"
                      + (f", promoted to fp32 every {p.instr_k} products" if p.instr_k else "")
                      + f" (extra_bits={p.extra_bits}, block_frac_bits={p.block_frac_bits}, block_round={p.block_round})")
@@ -268,7 +270,8 @@ def _check_plan(p: Plan, where: str) -> Plan:
         (p.chain.out_fmt == "fp32" and p.chain.c_fmt == "fp32", "the chain must give fp32 partials"),
         (p.chain.in_fmt == ("tf32" if p.call.tf32 else TORCH_DTYPES[p.call.a_dtype]),
          f"the chain's in_fmt {p.chain.in_fmt} does not take {p.call.a_dtype}" + (" with tf32" if p.call.tf32 else "")),
-        (p.call.b_dtype == p.call.a_dtype, "the chains take one input format (a_dtype = b_dtype)"),
+        (p.chain.b_format == ("tf32" if p.call.tf32 else TORCH_DTYPES[p.call.b_dtype]),
+         f"the chain's B format {p.chain.b_format} does not take {p.call.b_dtype}"),
         (p.chain.instr_k == 0 or p.grain == 0 or p.grain % p.chain.instr_k == 0 or p.split_k == 1,
          "the grain must be a multiple of the chain's promotion interval"),
     ]

@@ -507,6 +507,14 @@ def test_torch_facade_linear_addmm_bmm_matmul_scaled_mm():
     assert got.shape == (1, 3, 2) and torch.equal(got[0].view(torch.int16), L.run(mm, x, w.t()).view(torch.int16))
     with pytest.raises(TcsmtError, match="split-K and epilogue unknown"):
         tt.linear(x, w, bias)
+    mix = L.plan("scaled_mm", 64, 64, 4096, a_dtype="float8_e4m3fn", b_dtype="float8_e5m2", out_dtype="float32",
+                 scale="tensor")
+    a8 = torch.from_numpy(random_bits("e4m3", (64, 4096), rng, span=3)).view(torch.float8_e4m3fn)
+    b5 = torch.from_numpy(random_bits("e5m2", (4096, 64), rng, span=3)).view(torch.float8_e5m2)
+    one = torch.tensor(1.0)
+    got = tt.scaled_mm(a8, b5, one, one, out_dtype=torch.float32)  # the recorded e4m3 x e5m2 plan
+    assert got.dtype == torch.float32 and got.shape == (64, 64)
+    assert torch.equal(got[:2, :3], L.run(mix, a8[:2], b5[:, :3], scale_a=one, scale_b=one))
     sc = h100_plan(op="scaled_mm", fast_accum=True)
     a8 = torch.from_numpy(random_bits("e4m3", (2, 512), rng, span=3)).view(torch.float8_e4m3fn)
     b8 = torch.from_numpy(random_bits("e4m3", (512, 3), rng, span=3)).view(torch.float8_e4m3fn)
@@ -572,7 +580,82 @@ def test_recorded_h100_validation_replays_bit_exact():
     for n, f in findings.items():
         r = replay_call(calls[n], library_calls.make_inputs(calls[n], int(calls[n]["seed"])), results[n].plan)
         assert [list(m) for m in r.mismatches] == f["mismatches"], n
-    assert summary["totals"]["replayed"] == len(results) - len(without) == 246
+    assert summary["totals"]["replayed"] == len(results) - len(without) == 306
+    # no plan: 2 fp32 calls without tf32 whose kernels have no decided chain or slice rule (sm80 xmma
+    # execute_split_k_kernel, gemmSN_NN_kernel); the e4m3 x e5m2 and SIMT-FFMA calls have one
+    assert [calls[n]["kernels"][0].split("_")[0] for n in without] == ["sm80", "gemmSN"]
+
+
+def test_simt_ffma_chain_is_a_serial_fma_chain():
+    """The fp32 CUDA-core chain (models/hopper.toml simt_ffma) is acc = FFMA(a_k, b_k, acc) in k order from +0,
+    each FFMA rounded once (RNE, IEEE 754 fusedMultiplyAdd, as semantics.fma_rounded): tiny, huge, zero and -0
+    inputs included; the 4 recorded SIMT validation calls use it (h100_library_decisions.json)."""
+    from tcsmt import semantics as sem
+    from tcsmt.backend_numpy import NumpyBackend
+    from tcsmt.library_eval import IEEE32
+
+    p = resolve("hopper", "fp32", "fp32", "simt_ffma")
+    rng = np.random.default_rng(RNG_SEED)
+    n, K = 120, 24
+    a, b = rng.standard_normal((n, K)).astype(np.float32), rng.standard_normal((n, K)).astype(np.float32)
+    a[:10] *= np.float32(1e-38)
+    b[10:20] *= np.float32(1e30)
+    a[20:30], a[30:40], b[30:40] = 0.0, -0.0, np.abs(b[30:40])
+    ab, bb = a.view(np.uint32), b.view(np.uint32)
+    acc = np.zeros(n, np.int64)
+    for k in range(K):
+        acc = np.asarray(sem.fma_rounded(NumpyBackend(), IEEE32, ab[:, k].astype(np.int64), bb[:, k].astype(np.int64),
+                                         FP32, acc, FP32, FP32, "rne")).astype(np.int64)
+    assert np.array_equal(simulate_params(p, ab, bb, np.zeros(n, np.uint32)).astype(np.int64), acc)
+    plan = L.plan("mm", 64, 64, 4096, a_dtype="float32")  # cutlass_80_simt_sgemm, 66 slices
+    assert plan.chain == p and plan.split_k == 66 and plan.kernels[0].startswith("cutlass::Kernel2<cutlass_80_simt")
+
+
+MIXED = [("scaled_mm_fast_xe5m2", "scaled_mm_fast"), ("scaled_mm_xe5m2", "scaled_mm")]
+
+
+@pytest.mark.parametrize("mixed,plain", MIXED)
+def test_mixed_fp8_chain_is_the_e4m3_chain_with_b_in_e5m2(mixed, plain):
+    """The e4m3 x e5m2 library chains are the H100-decided e4m3 chains with only B's format changed (the fp8 wgmma
+    block of the wgmma_xe5m2 path, models/hopper.toml), and the recorded mixed plans name them."""
+    p, q = resolve("hopper", "e4m3", "fp32", mixed), resolve("hopper", "e4m3", "fp32", plain)
+    same = {f.name for f in dataclasses.fields(p)} - {"b_fmt", "instr", "instr_shape", "name", "sources"}
+    assert p.b_fmt == "e5m2" and all(getattr(p, f) == getattr(q, f) for f in same)
+    plan = L.plan("scaled_mm", 64, 64, 4096, a_dtype="float8_e4m3fn", b_dtype="float8_e5m2", out_dtype="float32",
+                  scale="tensor", fast_accum=plain == "scaled_mm_fast")
+    assert plan.chain == p and plan.kernels[0].startswith("nvjet_sm90_rq")
+
+
+@pytest.mark.parametrize("mixed", [m for m, _ in MIXED])
+def test_mixed_fp8_operand_order_changes_no_output(mixed):
+    """cuBLAS's nvjet_sm90_rq* kernels take torch's mat2 (e5m2) as their A: the chain with A e5m2 and B e4m3 on
+    the transposed problem gives the same bits as the plan's orientation (products are exact), so the plan need
+    not know which wgmma operand holds e5m2.  Random, tiny, wide and special (inf/NaN/zero) patterns."""
+    p = resolve("hopper", "e4m3", "fp32", mixed)
+    swapped = dataclasses.replace(p, in_fmt="e5m2", b_fmt="e4m3")
+    rng = np.random.default_rng(RNG_SEED)
+    K = 300
+    A = np.concatenate([random_bits("e4m3", (5, K // 2), rng, span=3), random_bits("e4m3", (5, K // 2), rng)], 1)
+    B = np.concatenate([random_bits("e5m2", (K // 2, 6), rng, span=3), random_bits("e5m2", (K // 2, 6), rng)], 0)
+    A[:, ::7] = 0
+    A[0, 3], B[5, 1], B[9, 2] = 0x7F, 0x7C, 0x7E  # e4m3 NaN; e5m2 +inf (row 4 has a zero there: NaN), NaN
+    from tcsmt.library_eval import _chain_numpy
+    want = _chain_numpy(p, A, B)
+    assert np.array_equal(_chain_numpy(swapped, np.ascontiguousarray(B.T), np.ascontiguousarray(A.T)).T, want)
+    assert len({int(x) for x in want.reshape(-1)}) > 12  # 19 distinct of 30: finite sums, inf, NaN
+
+
+def test_mixed_fp8_scaled_mm_numpy_facade():
+    """L.scaled_mm with an e4m3 A and an e5m2 B under the recorded plan: the chain with B decoded as e5m2, then
+    mmaemu's scale step (the recorded per-tensor epilogue)."""
+    rng = np.random.default_rng(RNG_SEED)
+    A, B = random_bits("e4m3", (256, 256), rng, span=3), random_bits("e5m2", (256, 256), rng, span=3)
+    sa, sb = np.array(0.5, np.float32), np.array(4.0, np.float32)
+    got = L.scaled_mm(A, B, sa, sb, a_dtype="float8_e4m3fn", b_dtype="float8_e5m2", out_dtype="float32")
+    p = resolve("hopper", "e4m3", "fp32", "scaled_mm_xe5m2")
+    rows = simulate_params(p, np.repeat(A[:2], 3, axis=0), np.tile(B[:, :3].T, (2, 1)), np.zeros(6, np.uint32))
+    want = (rows.view(np.float32).astype(np.float64) * 2.0).astype(np.float32).reshape(2, 3)  # x2 is exact
+    assert got.shape == (256, 256) and np.array_equal(got[:2, :3].view(np.uint32), want.view(np.uint32))
 
 
 def test_scale_step_without_a_scaled_call_is_refused():

@@ -55,12 +55,32 @@ def test_comparison_file_is_recomputed_from_the_plan_files() -> None:
 
 def test_h200_table_is_the_converters_output() -> None:
     """models/library/h200_cublas13_recorded.toml: the H200 calls that recorded the H100's plan, with the H100's
-    split-K rules and decisions (library_import --same-as), nothing edited by hand."""
+    split-K rules and decisions (library_import --same-as), and the calls whose own plan belongs to a class confirmed
+    on the H200 (--confirmed h200_library_confirm.json); nothing edited by hand."""
     names = ("h200_cublas_plans.json", "h200_library_validation.json", "h100_library_decisions.json",
-             "h100_cublas_plans.json", "h100_library_validation.json")
-    raw, val, dec, p100, v100 = (_load(n) for n in names)
-    text = convert(raw, names[0], "h200", [(names[1], val)], dec, names[2], [(names[3], p100), (names[4], v100)])
+             "h100_cublas_plans.json", "h100_library_validation.json", "h200_library_confirm.json")
+    raw, val, dec, p100, v100, conf = (_load(n) for n in names)
+    text = convert(raw, names[0], "h200", [(names[1], val)], dec, names[2], [(names[3], p100), (names[4], v100)],
+                   (names[5], conf))
     assert text == (REPO / "models" / "library" / "h200_cublas13_recorded.toml").read_text()
+
+
+def test_h200_confirmations_are_recomputed_from_the_device_files() -> None:
+    """hwcheck/results/h200_library_confirm.json is what `python -m tcsmt.hwcheck.library_h200_confirm summary`
+    computes from the committed H200 probes and validation samples (h200_library_confirm_{probes,samples}.json,
+    recorded on the H200 with driver 580.159.04, torch 2.11.0+cu130, cuBLAS 13.1): every class of differing plans
+    confirmed, every probe reading the H100 family's slice rule and reduction, every replayed output bit-exact."""
+    from tcsmt.hwcheck import library_h200_confirm as HC
+
+    committed = _load("h200_library_confirm.json")
+    mine = HC.summary(_load(HC.SAMPLES), _load(HC.PROBES), _load("h200_cublas_plans.json"),
+                      _load("h100_cublas_plans.json"), _load("h100_library_decisions.json"))
+    assert mine["classes"] == committed["classes"]
+    assert (committed["gpu"], committed["driver"], committed["cublas"]) == ("NVIDIA H200", "580.159.04", "130100")
+    split = [c for name, c in committed["classes"].items() if name.startswith("family")]
+    assert len(split) == 2 and all(c["probes"] == c["probes_agree"] > 0 for c in split)
+    assert all(c["confirmed"] and c["outputs"] > 0 and c["outputs_differ"] == 0 for c in committed["classes"].values())
+    assert sum(committed["differing_calls_per_class"].values()) == 4322
 
 
 def test_h200_plan_where_the_h200_recorded_the_h100_plan() -> None:
@@ -70,25 +90,38 @@ def test_h200_plan_where_the_h200_recorded_the_h100_plan() -> None:
     assert any("same kernels, split_k and reductionScheme" in s for s in p200.sources)
 
 
-@pytest.mark.parametrize("args, what", [
-    (("mm", 1, 512, 16384), "differs in split_k"),     # H200 S = 11, H100 S = 9
-    (("mm", 3, 5, 7), "no recorded cuBLAS plan"),      # recorded on neither GPU
+def test_h200_own_plan_where_its_class_was_confirmed() -> None:
+    """mm bf16 1x512x16384: the H200 traced numSplitsK = 11, the H100 9; the nvjet 16-bit split-K family was
+    confirmed on the H200, so gpu="h200" has the H200's own plan (S = 11, the family's 64-wide chunks)."""
+    p200 = L.plan("mm", 1, 512, 16384, gpu="h200", a_dtype="bfloat16")
+    p100 = L.plan("mm", 1, 512, 16384, gpu="h100", a_dtype="bfloat16")
+    assert (p200.split_k, p100.split_k) == (11, 9) and p200.grain == p100.grain == 64
+    assert any("confirmed on this GPU" in s for s in p200.sources)
+
+
+@pytest.mark.parametrize("args, kw, what", [
+    (("scaled_mm", 256, 256, 256), dict(a_dtype="float8_e4m3fn", b_dtype="float8_e5m2", out_dtype="bfloat16",
+                                        scale="tensor"),
+     "class 'no split: nvjet_sm90_rqtst' was not confirmed"),  # other nvjet kernels on the H200, class unsampled
+    (("mm", 3, 5, 7), dict(a_dtype="bfloat16"), "no recorded cuBLAS plan"),      # recorded on neither GPU
 ])
-def test_h200_refuses_where_its_plan_differs_or_was_not_recorded(args, what) -> None:
+def test_h200_refuses_where_its_plan_is_not_confirmed_or_not_recorded(args, kw, what) -> None:
     with pytest.raises(TcsmtError, match=what) as exc:
-        L.plan(*args, gpu="h200", a_dtype="bfloat16")
+        L.plan(*args, gpu="h200", **kw)
     assert "\n" not in str(exc.value)
 
 
 def test_h200_replays_as_committed() -> None:
     """The committed replays (python -m tcsmt.library_replay on h200_library_validation.json): under the h200
-    table every replayed output is bit-exact; under the H100 table every differing output lies in a call whose
-    H200 trace has another numSplitsK than the H100's for the same call and inputs."""
+    table every replayed output is bit-exact (300 calls: the 70 whose H200 plan differs from the H100's included;
+    refused: 6 e4m3 x e5m2 calls of an unconfirmed class and the 2 fp32 calls the H100 table refuses too); under
+    the H100 table every differing output lies in a call whose H200 trace has another numSplitsK than the H100's
+    for the same call and inputs."""
     own = _load("h200_library_replay.json")
     assert own["plan_tables"] == ["h200_cublas13_recorded.toml"]
-    assert own["totals"]["checked"] == 49488 and own["totals"]["differ"] == 0
+    assert (own["totals"]["replayed"], own["totals"]["checked"], own["totals"]["differ"]) == (300, 82640, 0)
     h100 = _load("h200_library_replay_h100_plans.json")
-    assert h100["totals"]["checked"] == 68816 and h100["totals"]["differ"] == 2076
+    assert h100["totals"]["checked"] == 84176 and h100["totals"]["differ"] == 2076
     v200, v100 = _load("h200_library_validation.json")["calls"], _load("h100_library_validation.json")["calls"]
     assert all(v200[n]["seed"] == v100[n]["seed"] for n in range(len(v200)))
     assert {f["call"] for f in h100["findings"]} <= {n for n in range(len(v200))
@@ -100,6 +133,6 @@ def test_h100_rules_at_the_h200_own_plans_as_committed() -> None:
     H200 validation calls whose plan differs, under their own kernels and S with the H100 families: no output
     differs, and the calls with another S than the H100's are among them."""
     own = _load("h200_library_replay_own_plans.json")
-    assert own["totals"]["replayed"] == 70 and own["totals"]["checked"] == 19328 and own["totals"]["differ"] == 0
+    assert own["totals"]["replayed"] == 76 and own["totals"]["checked"] == 20864 and own["totals"]["differ"] == 0
     other_s = [n for n, (s200, s100) in own["split_k_h200_h100"].items() if s200 != s100]
     assert len(other_s) == 21

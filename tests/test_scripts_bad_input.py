@@ -81,6 +81,12 @@ CASES = {
         ["{tmp}", "--results", "{tmp}/results", "--workspace", "-1"],
         ["{tmp}", "--results", "{tmp}/results"],               # a folder without the device run's files
     ],
+    "tcsmt.hwcheck.library_h200_confirm": [
+        ["nosuch"],                                            # unknown sub-command
+        ["ingest", "{tmp}/missing"],
+        ["ingest"],                                            # no folder
+        ["summary", "--bogus"],
+    ],
     "tcsmt.hwcheck.library_plans_compare": [
         ["--bogus"],
         ["--a", "{tmp}/missing.json", "-o", "{tmp}/out.json"],
