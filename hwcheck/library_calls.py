@@ -57,11 +57,12 @@ def compose(fmt: str, sign: np.ndarray, exp: np.ndarray, mant: np.ndarray) -> np
     exp = np.asarray(exp, dtype=np.int64)
     mant = np.asarray(mant, dtype=np.int64)
     biased = exp + bias
-    normal = biased >= 1
-    # subnormal: value = 2^(1-bias) * f / 2^m  with f = (2^m + mant) >> (1 - biased)
-    shift = np.clip(1 - biased, 0, 62)
-    sub_f = np.where(shift <= m_bits + 1, ((1 << m_bits) + mant) >> np.minimum(shift, m_bits + 1), 0)
-    field = np.where(normal, (biased << m_bits) | mant, sub_f)
+    field = (biased << m_bits) | mant
+    if biased.size and int(biased.min()) < 1:  # some subnormals (most calls have none: skip the extra passes)
+        # subnormal: value = 2^(1-bias) * f / 2^m  with f = (2^m + mant) >> (1 - biased)
+        shift = np.clip(1 - biased, 0, 62)
+        sub_f = np.where(shift <= m_bits + 1, ((1 << m_bits) + mant) >> np.minimum(shift, m_bits + 1), 0)
+        field = np.where(biased >= 1, field, sub_f)
     if fmt == "float8_e4m3fn":  # 0x7f / 0xff are NaN: keep below
         field = np.minimum(field, 0x7E)
     out = (np.asarray(sign, dtype=np.int64) << (bits - 1)) | field
