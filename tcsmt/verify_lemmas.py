@@ -225,6 +225,107 @@ def tc_lemma(p: ModelParams, n: int, timeout: float) -> Lemma:
     return tighten(f"gamma[{p.name}, n={n}]", stmt, ask, value, Fraction(1, 1 << 22), timeout)
 
 
+# ------------------------------------------------------------------ one instruction, composable
+#: every fp16 product is a multiple of 2^PRODUCT_GRID (subnormal x subnormal: 2^-24 * 2^-24), and so is
+#: every truncated or rounded sum of such products, hence every accumulator a scheme's chain holds
+PRODUCT_GRID = -48
+#: the instruction lemma's accumulators: |C| < 2^INSTR_C_TOP (fp16 products are below 2^32)
+INSTR_C_TOP = 46
+
+
+def _fp16_exact(bits: int, keep_subnormals: bool) -> tuple[Fraction, int]:
+    """(value, decoded exponent) of a finite fp16 pattern as the model reads it (subnormals flushed to a
+    zero of their sign when ``keep_subnormals`` is false; the exponent is emin for subnormals and zeros)."""
+    d = sem.decode(NB, FP16, np.array([bits], dtype=np.int64), keep_subnormals)
+    sig, e = int(np.asarray(d.sig)[0]), int(np.asarray(d.e)[0])
+    v = Fraction(sig) * Fraction(2) ** (e - FP16.frac_bits)
+    return (-v if int(np.asarray(d.neg)[0]) else v), e
+
+
+def instr_lemma(p: ModelParams, n: int, timeout: float, measure: str = "tops", heads: bool = False,
+                c_set: str = "grid", exp_fields: tuple[int, int] | None = None, start: Fraction | None = None,
+                max_steps: int = 12, abstract: bool = False) -> Lemma:
+    """gamma with |D - (x.y + C)| <= gamma * mu for one instruction D = TC(x.y + C) of model ``p`` on n
+    free fp16 pairs: the building block of a composed bound on a whole tensor-core chain.
+
+    Inputs: x_i, y_i finite fp16 (normal, |v| >= 2^-14, where ``heads``; exponent fields pinned to
+    ``exp_fields`` = (lo, hi) for case splits and tests); C = +0 (``c_set = "zero"``) or an fp32
+    multiple of 2^PRODUCT_GRID with |C| < 2^INSTR_C_TOP (``"grid"``: every accumulator a chain of fp16
+    products can hold, see PRODUCT_GRID).  x_i y_i is the exact product of the values the model reads
+    (subnormals flushed where ``p.subnormal_in`` is false), so the lemma states the arithmetic error of
+    the instruction only.  The measure mu is sum_i 2^(e(x_i) + e(y_i)) + |C| (``"tops"``: the alignment
+    exponents the window is relative to, e = emin for subnormals and zeros; a bound for any pieces) or
+    sum_i |x_i y_i| + |C| (``"products"``; meaningful with ``heads``).  A result that is inf, NaN or off
+    the grid counts as exceeding every threshold.
+    """
+    from .verify_smt import fp32_on_grid
+
+    if measure not in ("tops", "products") or c_set not in ("grid", "zero"):
+        raise ValueError(f"instr_lemma: measure {measure!r}, c_set {c_set!r}")
+    G, H = PRODUCT_GRID, INSTR_C_TOP + 2
+    xs = [SB.symbol(f"x{i}", 16) for i in range(n)]
+    ys = [SB.symbol(f"y{i}", 16) for i in range(n)]
+    c = SB.symbol("c", 32)
+    syms = {f"x{i}": xs[i].t.arg(0) for i in range(n)}
+    syms.update({f"y{i}": ys[i].t.arg(0) for i in range(n)})
+    syms["c"] = c.t.arg(0)
+    cons = []
+    for v in xs + ys:
+        f = BVExtract(v.t.arg(0), 10, 14)
+        lo, hi = exp_fields if exp_fields is not None else (1 if heads else 0, 30)
+        cons += [BVULE(BV(lo, 5), f), BVULE(f, BV(hi, 5))]
+    cval, c_off, c_special = fp32_on_grid(c, G, INSTR_C_TOP)
+    cons += [SB.not_(c_off), SB.not_(c_special)]
+    if c_set == "zero":
+        cons.append(Equals(syms["c"], BV(0, 32)))
+    D = sem.dot(SB, p, xs, ys, c)
+    S, mu = cval, _abs(SB, cval)
+    for x, y in zip(xs, ys):
+        dx, dy = sem.decode(SB, FP16, x, p.subnormal_in), sem.decode(SB, FP16, y, p.subnormal_in)
+        t = sem.product_term(SB, p, dx, dy)[0]
+        m = sem.on_grid(SB, t, G, specials=False)
+        S = SB.add(S, SB.ite(t.neg, SB.neg(m), m))
+        if measure == "products":
+            mu = SB.add(mu, m)
+        else:
+            top_max = 2 * FP16.emax - G
+            mu = SB.add(mu, SB.shl(1, SB.sub(SB.add(dx.e, dy.e), G), top_max, top_max + 1))
+    dval, outside, special = fp32_on_grid(D, G, H)
+    err = _abs(SB, SB.sub(dval, S))
+    base = And(cons)
+
+    def ask(t: Fraction, limit: float) -> Answer:
+        worse = SB.gt(SB.mul_const(err, t.denominator), SB.mul_const(mu, t.numerator))
+        f = And(base, Or(special, outside, worse))
+        if not abstract:
+            return solve(f, syms, "bitwuzla", limit)
+        g, fresh = abstract_products(f)
+        return solve(g, {**syms, **fresh}, "bitwuzla", limit)
+
+    def value(model: dict[str, int]) -> Fraction:
+        xa = [np.array([model[f"x{i}"]], dtype=np.int64) for i in range(n)]
+        ya = [np.array([model[f"y{i}"]], dtype=np.int64) for i in range(n)]
+        d = FP32.to_fraction(int(np.asarray(sem.dot(NB, p, xa, ya, np.array([model["c"]], dtype=np.int64)))[0]))
+        cv = FP32.to_fraction(model["c"])
+        if isinstance(d, float) or isinstance(cv, float):
+            return Fraction(1 << 60)  # a non-finite result: no finite gamma (replayed as huge)
+        exact, total = cv, abs(cv)
+        for i in range(n):
+            (xv, ex), (yv, ey) = _fp16_exact(model[f"x{i}"], p.subnormal_in), _fp16_exact(model[f"y{i}"], p.subnormal_in)
+            exact += xv * yv
+            total += abs(xv * yv) if measure == "products" else Fraction(2) ** (ex + ey)
+        return abs(d - exact) / total if total else Fraction(0)
+
+    mu_text = "sum|x_i y_i| + |C|" if measure == "products" else "sum 2^(e(x_i)+e(y_i)) + |C|"
+    pieces = "normal" if heads else "finite"
+    if exp_fields is not None:
+        pieces += f", exponent fields {exp_fields[0]}..{exp_fields[1]}"
+    cs = "C = +0" if c_set == "zero" else f"fp32 C a multiple of 2^{G} with |C| < 2^{INSTR_C_TOP}"
+    stmt = (f"|TC - (x.y + C)| <= gamma ({mu_text}) for one {p.name} instruction on {n} {pieces} fp16 pairs, {cs}")
+    return tighten(f"gamma[{p.name}, n={n}, {measure}]", stmt, ask, value, start or Fraction(1, 1 << 20), timeout,
+                   max_steps=max_steps, abstracted=abstract)
+
+
 # ------------------------------------------------------------------ product abstraction
 def abstract_products(formula: FNode, prefix: str = "mul") -> tuple[FNode, dict[str, FNode]]:
     """Replace every product of two non-constant bit-vectors by a fresh variable M, constrained by
