@@ -11,7 +11,8 @@ Queries, for the domain 2^-14 <= |x| <= 2^14 (fp32 inputs, C = 0):
 * per model, the first query of the one-instruction lemma :func:`tcsmt.verify_lemmas.instr_lemma` (the
   building block of a composed chain bound) at K = 2 products: normal pieces with C = +0 ("error > 2^-22
   sum|x y|"), the same with every exponent field pinned to 14..16, and any pieces with an accumulator C
-  on the 2^-48 grid ("error > 2^-20 (sum 2^(e(x)+e(y)) + |C|)").
+  on the 2^-48 grid ("error > 2^-20 (sum 2^(e(x)+e(y)) + |C|)"), and the same compared on the grid
+  2^(E - 40) relative to the largest exponent (``relative=40``), split by which addend is largest.
 
 Every query stops at --timeout; a row then says "timeout".  Timings on a loaded machine are not
 benchmark numbers: note the machine and its load with every table.
@@ -101,7 +102,13 @@ def main() -> None:
                  ("normal pieces, exponent fields 14..16, C = +0: error > 2^-22 sum|x y|",
                   {"measure": "products", "heads": True, "c_set": "zero", "exp_fields": (14, 16)}, 22),
                  ("any pieces, C on the 2^-48 grid: error > 2^-20 (sum 2^(e(x)+e(y)) + |C|)",
-                  {"measure": "tops", "c_set": "grid"}, 20)]
+                  {"measure": "tops", "c_set": "grid"}, 20),
+                 ("normal pieces, C = +0, grid 2^(E-40): error > 2^-20 sum|x y|",
+                  {"measure": "products", "heads": True, "c_set": "zero", "relative": 40}, 20),
+                 ("any pieces, C on the grid, grid 2^(E-40), case C largest: error > 2^-16 (sum 2^(e(x)+e(y)) + |C|)",
+                  {"measure": "tops", "c_set": "grid", "relative": 40, "top": "c"}, 16),
+                 ("any pieces, C on the grid, grid 2^(E-40), case product 0 largest: error > 2^-16 (...)",
+                  {"measure": "tops", "c_set": "grid", "relative": 40, "top": "0"}, 16)]
         for title, kw, e in instr:
             def first(p=p, kw=kw, e=e) -> str:
                 return VL.instr_lemma(p, args.k, T, start=Fraction(1, 1 << e), max_steps=1, **kw).steps[0].status

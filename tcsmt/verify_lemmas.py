@@ -244,7 +244,8 @@ def _fp16_exact(bits: int, keep_subnormals: bool) -> tuple[Fraction, int]:
 
 def instr_lemma(p: ModelParams, n: int, timeout: float, measure: str = "tops", heads: bool = False,
                 c_set: str = "grid", exp_fields: tuple[int, int] | None = None, start: Fraction | None = None,
-                max_steps: int = 12, abstract: bool = False) -> Lemma:
+                max_steps: int = 12, abstract: bool = False, relative: int | None = None,
+                top: str | None = None) -> Lemma:
     """gamma with |D - (x.y + C)| <= gamma * mu for one instruction D = TC(x.y + C) of model ``p`` on n
     free fp16 pairs: the building block of a composed bound on a whole tensor-core chain.
 
@@ -257,12 +258,23 @@ def instr_lemma(p: ModelParams, n: int, timeout: float, measure: str = "tops", h
     exponents the window is relative to, e = emin for subnormals and zeros; a bound for any pieces) or
     sum_i |x_i y_i| + |C| (``"products"``; meaningful with ``heads``).  A result that is inf, NaN or off
     the grid counts as exceeding every threshold.
+
+    ``top`` ("c" or a product index "0", "1", ...): only the inputs where that addend's exponent (e(C), or
+    e(x_i) + e(y_i)) is the largest, C non-zero for "c": one case of a case split; the cases "c", "0", ...,
+    "n-1" together cover every input (a zero C decodes with fp32's emin, below every product's).
+
+    ``relative = R``: the solver compares on the grid g = 2^(E - R) relative to E = max(e(x_i) + e(y_i),
+    e(C)) instead of the absolute grid 2^PRODUCT_GRID: every product, C and D are truncated to multiples of
+    g (each loses less than g) and mu to mu' <= mu / g.  2^E <= mu (a term of the "tops" measure, |C|, or
+    with ``heads`` a product |x_i y_i| >= 2^(e(x_i) + e(y_i))), so a proven |D' - S'| <= t mu' gives
+    |D - S| <= (t + (n + 2) 2^-R) mu: the lemma's bound is t + (n + 2) 2^-R.  Every shift is then relative
+    to E, as the model's own alignment is.
     """
     from .verify_smt import fp32_on_grid
 
     if measure not in ("tops", "products") or c_set not in ("grid", "zero"):
         raise ValueError(f"instr_lemma: measure {measure!r}, c_set {c_set!r}")
-    G, H = PRODUCT_GRID, INSTR_C_TOP + 2
+    G = PRODUCT_GRID
     xs = [SB.symbol(f"x{i}", 16) for i in range(n)]
     ys = [SB.symbol(f"y{i}", 16) for i in range(n)]
     c = SB.symbol("c", 32)
@@ -279,6 +291,41 @@ def instr_lemma(p: ModelParams, n: int, timeout: float, measure: str = "tops", h
     if c_set == "zero":
         cons.append(Equals(syms["c"], BV(0, 32)))
     D = sem.dot(SB, p, xs, ys, c)
+    if top is not None:  # a case split: which addend has the largest exponent
+        dc = sem.decode(SB, FP32, c)
+        es = [SB.add(sem.decode(SB, FP16, x, p.subnormal_in).e, sem.decode(SB, FP16, y, p.subnormal_in).e)
+              for x, y in zip(xs, ys)]
+        lead = dc.e if top == "c" else es[int(top)]
+        cons += [SB.le(e, lead) for e in [dc.e, *es]]
+        if top == "c":
+            cons.append(SB.not_(Equals(BVExtract(syms["c"], 0, 30), BV(0, 31))))
+    if relative is not None:
+        if measure == "products" and not heads:
+            raise ValueError("instr_lemma: relative grid with the products measure needs heads")
+        err, mu, outside, special = _relative_terms(p, xs, ys, c, D, measure, relative)
+        slack = Fraction(n + 2, 1 << relative)
+    else:
+        err, mu, outside, special = _absolute_terms(p, xs, ys, cval, D, measure)
+        slack = Fraction(0)
+    base = And(cons)
+
+    def ask(t: Fraction, limit: float) -> Answer:
+        worse = SB.gt(SB.mul_const(err, t.denominator), SB.mul_const(mu, t.numerator))
+        f = And(base, Or(special, outside, worse))
+        if not abstract:
+            return solve(f, syms, "bitwuzla", limit)
+        g, fresh = abstract_products(f)
+        return solve(g, {**syms, **fresh}, "bitwuzla", limit)
+
+    return _instr_tighten(p, n, measure, heads, c_set, exp_fields, start, timeout, max_steps, abstract or slack > 0,
+                          ask, slack, relative, top)
+
+
+def _absolute_terms(p: ModelParams, xs: list, ys: list, cval: Any, D: Any, measure: str) -> tuple[Any, Any, Any, Any]:
+    """(|D - S|, mu, outside, special) on the absolute grid 2^PRODUCT_GRID (see :func:`instr_lemma`)."""
+    from .verify_smt import fp32_on_grid
+
+    G, H = PRODUCT_GRID, INSTR_C_TOP + 2
     S, mu = cval, _abs(SB, cval)
     for x, y in zip(xs, ys):
         dx, dy = sem.decode(SB, FP16, x, p.subnormal_in), sem.decode(SB, FP16, y, p.subnormal_in)
@@ -291,16 +338,52 @@ def instr_lemma(p: ModelParams, n: int, timeout: float, measure: str = "tops", h
             top_max = 2 * FP16.emax - G
             mu = SB.add(mu, SB.shl(1, SB.sub(SB.add(dx.e, dy.e), G), top_max, top_max + 1))
     dval, outside, special = fp32_on_grid(D, G, H)
-    err = _abs(SB, SB.sub(dval, S))
-    base = And(cons)
+    return _abs(SB, SB.sub(dval, S)), mu, outside, special
 
-    def ask(t: Fraction, limit: float) -> Answer:
-        worse = SB.gt(SB.mul_const(err, t.denominator), SB.mul_const(mu, t.numerator))
-        f = And(base, Or(special, outside, worse))
-        if not abstract:
-            return solve(f, syms, "bitwuzla", limit)
-        g, fresh = abstract_products(f)
-        return solve(g, {**syms, **fresh}, "bitwuzla", limit)
+
+def _rel(B, neg: Any, mag: Any, mag_bits: int, lsb: Any, base: Any, smax: int) -> Any:
+    """(-1)^neg * mag * 2^lsb as a signed integer on the grid 2^base, its magnitude truncated; lsb - base <= smax."""
+    sh = B.sub(lsb, base)
+    up = B.shl(mag, B.min(B.max(sh, 0), smax), smax, mag_bits + smax)
+    m = B.shr(up, B.max(B.neg(sh), 0))
+    return B.ite(neg, B.neg(m), m)
+
+
+def _relative_terms(p: ModelParams, xs: list, ys: list, c: Any, D: Any, measure: str,
+                    R: int) -> tuple[Any, Any, Any, Any]:
+    """(|D' - S'|, mu', outside, special) on the grid 2^(E - R) (see :func:`instr_lemma`)."""
+    dc = sem.decode(SB, FP32, c)
+    decs = [(sem.decode(SB, FP16, x, p.subnormal_in), sem.decode(SB, FP16, y, p.subnormal_in)) for x, y in zip(xs, ys)]
+    tops = [SB.add(dx.e, dy.e) for dx, dy in decs]
+    E = dc.e  # a zero C decodes with e = emin(fp32), below every product's exponent sum
+    for e_sum in tops:
+        E = SB.max(E, e_sum)
+    base = SB.sub(E, R)
+    S = _rel(SB, dc.neg, dc.sig, FP32.frac_bits + 1, SB.sub(dc.e, FP32.frac_bits), base, R - FP32.frac_bits)
+    mu = _abs(SB, S)
+    for (dx, dy), top in zip(decs, tops):
+        t = sem.product_term(SB, p, dx, dy)[0]
+        v = _rel(SB, t.neg, t.mag, t.mag_bits, t.lsb, base, R - 2 * FP16.frac_bits)
+        S = SB.add(S, v)
+        if measure == "products":
+            mu = SB.add(mu, _abs(SB, v))
+        else:
+            sh = SB.sub(top, base)
+            mu = SB.add(mu, SB.ite(SB.lt(sh, 0), 0, SB.shl(1, SB.max(sh, 0), R, R + 1)))
+    dd = sem.decode(SB, FP32, D)
+    d_lsb = SB.sub(dd.e, FP32.frac_bits)
+    smax = R - FP32.frac_bits + 8  # a sum of n + 1 addends below 2^(E + 2) each stays far below 2^(E + 8)
+    outside = SB.gt(SB.sub(d_lsb, base), smax)
+    dval = _rel(SB, dd.neg, dd.sig, FP32.frac_bits + 1, d_lsb, base, smax)
+    return _abs(SB, SB.sub(dval, S)), mu, outside, Or(dd.nan, dd.inf)
+
+
+def _instr_tighten(p: ModelParams, n: int, measure: str, heads: bool, c_set: str, exp_fields: tuple[int, int] | None,
+                   start: Fraction | None, timeout: float, max_steps: int, abstracted: bool,
+                   ask: Callable[[Fraction, float], Answer], slack: Fraction, relative: int | None,
+                   top: str | None) -> Lemma:
+    """Bisect :func:`instr_lemma`'s gamma (``slack`` added to the proven threshold, see ``relative``)."""
+    G = PRODUCT_GRID
 
     def value(model: dict[str, int]) -> Fraction:
         xa = [np.array([model[f"x{i}"]], dtype=np.int64) for i in range(n)]
@@ -322,8 +405,16 @@ def instr_lemma(p: ModelParams, n: int, timeout: float, measure: str = "tops", h
         pieces += f", exponent fields {exp_fields[0]}..{exp_fields[1]}"
     cs = "C = +0" if c_set == "zero" else f"fp32 C a multiple of 2^{G} with |C| < 2^{INSTR_C_TOP}"
     stmt = (f"|TC - (x.y + C)| <= gamma ({mu_text}) for one {p.name} instruction on {n} {pieces} fp16 pairs, {cs}")
-    return tighten(f"gamma[{p.name}, n={n}, {measure}]", stmt, ask, value, start or Fraction(1, 1 << 20), timeout,
-                   max_steps=max_steps, abstracted=abstract)
+    if top is not None:
+        stmt += ", where " + ("C is non-zero and has" if top == "c" else f"product {top} has") + \
+            " the largest exponent (one case of a split)"
+    if relative is not None:
+        stmt += f" (compared on the grid 2^(E - {relative}); bound = proven threshold + {n + 2} * 2^-{relative})"
+    lem = tighten(f"gamma[{p.name}, n={n}, {measure}]", stmt, ask, value, start or Fraction(1, 1 << 20), timeout,
+                  max_steps=max_steps, abstracted=abstracted)
+    if lem.bound is not None:
+        lem.bound += slack
+    return lem
 
 
 # ------------------------------------------------------------------ product abstraction

@@ -332,3 +332,17 @@ def test_instr_lemma_witness_replays(arch, fields):
 
     lem = instr_lemma(V.model_for(arch), 1, 60, exp_fields=fields, start=Fraction(1, 1 << 40), max_steps=1)
     assert lem.steps[0].status == "sat" and lem.found > Fraction(1, 1 << 40) and lem.bound is None
+
+
+def test_instr_lemma_relative_grid():
+    """The relative grid 2^(E - R) (every shift relative to the largest exponent E) proves the single-product
+    exactness above, with the bound widened by the (n + 2) 2^-R the truncation to that grid may hide, and
+    still finds Volta's truncation of C (a sat answer replayed above the threshold)."""
+    from tcsmt.verify_lemmas import instr_lemma
+
+    exact = instr_lemma(V.model_for("hopper"), 1, 60, measure="products", heads=True, c_set="zero",
+                        start=Fraction(1, 1 << 30), max_steps=1, relative=40)
+    assert exact.steps[0].status == "unsat" and exact.bound == Fraction(1, 1 << 30) + Fraction(3, 1 << 40)
+    lossy = instr_lemma(V.model_for("volta"), 1, 60, exp_fields=(15, 15), start=Fraction(1, 1 << 30), max_steps=1,
+                        relative=40, top="c")
+    assert lossy.steps[0].status == "sat" and lossy.found > Fraction(1, 1 << 30)
