@@ -1,4 +1,5 @@
-"""Small solver lemmas from which :mod:`tcsmt.verify_proof` composes error bounds of whole schemes.
+"""Small solver lemmas from which error bounds of whole schemes are to be composed (the composition and
+what is still missing: docs/verify.md, "Composed proofs"; no module composes them yet).
 
 Every lemma is a statement "Q <= c for every input of a stated set", proven by an UNSAT answer of
 the solver to "Q > c"; the constant c is tightened by bisection on short dyadic thresholds, and
@@ -15,7 +16,15 @@ Lemmas:
   finite fp16 pairs and a free fp32 C that is zero or has 2^-48 <= |C| < 2^45:
   |TC - (sum x_i y_i + C)| <= gamma (sum |x_i y_i| + |C|).  The set contains every accumulator a
   scheme's chain can hold (fp16 products are multiples of 2^-48, so are their truncated and
-  rounded sums; their magnitude stays below 64 * 4 * 65504^2 < 2^45 for K <= 64).
+  rounded sums; their magnitude stays below 64 * 4 * 65504^2 < 2^45 for K <= 64).  Its measure
+  sum|x_i y_i| + |C| makes gamma large for subnormal pieces (their raw alignment exponent overstates
+  them), and its C set admits fp32 values off the 2^-48 grid: :func:`instr_lemma` is the form a
+  composition needs.
+* one-instruction lemma (:func:`instr_lemma`): C = +0 or an fp32 multiple of 2^-48, pieces read as the
+  model reads them (flushes), measure sum 2^(e(x_i) + e(y_i)) + |C| (any pieces) or sum|x_i y_i| + |C|
+  (normal pieces); optionally compared on a grid relative to the largest exponent and split by which
+  addend has it.  Proven in seconds for one product or from +0 at n = 2; with an accumulator at n = 2
+  a minute or more per case (docs/verify.md).
 """
 from __future__ import annotations
 
