@@ -7,12 +7,17 @@ Queries, for the domain 2^-14 <= |x| <= 2^14 (fp32 inputs, C = 0):
 * the lo-bound lemma |2^-s lo| <= 2^(e(x_h) - 11) (one UNSAT query);
 * per model: the whole-scheme bound query "relative error > EPS" of ``tcsmt verify --bound`` at K = 2
   (EPS = 2^-9, above the Markidis worst case 2^-10 on this domain), and the Markidis tensor-core chain
-  lemma's first query (free fp16 pieces, products abstracted; threshold 2^-21).
+  lemma's first query (free fp16 pieces, products abstracted; threshold 2^-21);
+* per model, the first query of the one-instruction lemma :func:`tcsmt.verify_lemmas.instr_lemma` (the
+  building block of a composed chain bound) at K = 2 products: normal pieces with C = +0 ("error > 2^-22
+  sum|x y|"), the same with every exponent field pinned to 14..16, and any pieces with an accumulator C
+  on the 2^-48 grid ("error > 2^-20 (sum 2^(e(x)+e(y)) + |C|)"), and the same compared on the grid
+  2^(E - 40) relative to the largest exponent (``relative=40``), split by which addend is largest.
 
 Every query stops at --timeout; a row then says "timeout".  Timings on a loaded machine are not
 benchmark numbers: note the machine and its load with every table.
 
-    python benchmarks/bench_verify_proofs.py [--archs volta,hopper] [--runs 1] [--timeout 60]
+    python benchmarks/bench_verify_proofs.py [--archs volta,hopper] [--runs 1] [--timeout 60] [--rows instr]
 """
 from __future__ import annotations
 
@@ -90,11 +95,29 @@ def _main(args: SimpleNamespace) -> None:
                 VL.tighten = lem
             return first[0]
         queries.append((f"markidis chain lemma {arch} K={args.k}: Gamma > 2^-21", chain))
+        instr = [("normal pieces, C = +0: error > 2^-22 sum|x y|",
+                  {"measure": "products", "heads": True, "c_set": "zero"}, 22),
+                 ("normal pieces, exponent fields 14..16, C = +0: error > 2^-22 sum|x y|",
+                  {"measure": "products", "heads": True, "c_set": "zero", "exp_fields": (14, 16)}, 22),
+                 ("any pieces, C on the 2^-48 grid: error > 2^-20 (sum 2^(e(x)+e(y)) + |C|)",
+                  {"measure": "tops", "c_set": "grid"}, 20),
+                 ("normal pieces, C = +0, grid 2^(E-40): error > 2^-20 sum|x y|",
+                  {"measure": "products", "heads": True, "c_set": "zero", "relative": 40}, 20),
+                 ("any pieces, C on the grid, grid 2^(E-40), case C largest: error > 2^-16 (sum 2^(e(x)+e(y)) + |C|)",
+                  {"measure": "tops", "c_set": "grid", "relative": 40, "top": "c"}, 16),
+                 ("any pieces, C on the grid, grid 2^(E-40), case product 0 largest: error > 2^-16 (...)",
+                  {"measure": "tops", "c_set": "grid", "relative": 40, "top": "0"}, 16)]
+        for title, kw, e in instr:
+            def first(p=p, kw=kw, e=e) -> str:
+                return VL.instr_lemma(p, args.k, T, start=Fraction(1, 1 << e), max_steps=1, **kw).steps[0].status
+            queries.append((f"instr lemma {arch} n={args.k}, {title}", first))
     print(f"machine: {platform.machine()}, {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f} at start; "
           f"timeout {T:g} s per query")
     print("| query | result | median (s) | runs (s) |")
     print("|---|---|---|---|")
     for name, fn in queries:
+        if args.rows not in name:
+            continue
         res = [timed(fn) for _ in range(args.runs)]
         times = [t for _, t in res]
         print(f"| {name} | {res[-1][0]} | {statistics.median(times):.1f} | {', '.join(f'{t:.1f}' for t in times)} |",
@@ -106,6 +129,7 @@ def _main(args: SimpleNamespace) -> None:
 @click.option("--runs", type=POSITIVE_INT, default=1, show_default=True)
 @click.option("--timeout", type=POSITIVE_FLOAT, default=60.0, show_default=True)
 @click.option("--k", type=POSITIVE_INT, default=2, show_default=True)
+@click.option("--rows", default="", help="run only the rows whose name contains this text")
 def bench_cmd(**options) -> None:
     return _main(SimpleNamespace(**options))
 

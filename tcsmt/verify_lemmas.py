@@ -1,4 +1,5 @@
-"""Small solver lemmas from which :mod:`tcsmt.verify_proof` composes error bounds of whole schemes.
+"""Small solver lemmas from which error bounds of whole schemes are to be composed (the composition and
+what is still missing: docs/verify.md, "Composed proofs"; no module composes them yet).
 
 Every lemma is a statement "Q <= c for every input of a stated set", proven by an UNSAT answer of
 the solver to "Q > c"; the constant c is tightened by bisection on short dyadic thresholds, and
@@ -15,7 +16,19 @@ Lemmas:
   finite fp16 pairs and a free fp32 C that is zero or has 2^-48 <= |C| < 2^45:
   |TC - (sum x_i y_i + C)| <= gamma (sum |x_i y_i| + |C|).  The set contains every accumulator a
   scheme's chain can hold (fp16 products are multiples of 2^-48, so are their truncated and
-  rounded sums; their magnitude stays below 64 * 4 * 65504^2 < 2^45 for K <= 64).
+  rounded sums; their magnitude stays below 64 * 4 * 65504^2 < 2^45 for K <= 64).  Its measure
+  sum|x_i y_i| + |C| makes gamma large for subnormal pieces (their raw alignment exponent overstates
+  them), and its C set admits fp32 values off the 2^-48 grid: :func:`instr_lemma` is the form a
+  composition needs.
+* one-instruction lemma (:func:`instr_lemma`): C = +0 or an fp32 multiple of 2^-48, pieces read as the
+  model reads them (flushes), measure sum 2^(e(x_i) + e(y_i)) + |C| (any pieces) or sum|x_i y_i| + |C|
+  (normal pieces); optionally compared on a grid relative to the largest exponent and split by which
+  addend has it.  Proven in seconds for one product or from +0 at n = 2; with an accumulator at n = 2
+  a minute or more per case (docs/verify.md).
+
+The module is over 400 lines because the three lemma families share one proof method (the input sets of
+free fp16 pairs and grid-aligned C, the bisection driver on dyadic thresholds, the witness replay in the
+simulator); a split would put one method's pieces in several places.
 """
 from __future__ import annotations
 
@@ -223,6 +236,198 @@ def tc_lemma(p: ModelParams, n: int, timeout: float) -> Lemma:
     stmt = (f"|TC - (x.y + C)| <= gamma (|x|.|y| + |C|) for one {p.name} instruction on {n} finite fp16 "
             f"pairs, fp32 C = 0 or 2^{C_EMIN} <= |C| < 2^{C_EMAX + 1}")
     return tighten(f"gamma[{p.name}, n={n}]", stmt, ask, value, Fraction(1, 1 << 22), timeout)
+
+
+# ------------------------------------------------------------------ one instruction, composable
+#: every fp16 product is a multiple of 2^PRODUCT_GRID (subnormal x subnormal: 2^-24 * 2^-24), and so is
+#: every truncated or rounded sum of such products, hence every accumulator a scheme's chain holds
+PRODUCT_GRID = -48
+#: the instruction lemma's accumulators: |C| < 2^INSTR_C_TOP (fp16 products are below 2^32)
+INSTR_C_TOP = 46
+
+
+def _fp16_exact(bits: int, keep_subnormals: bool) -> tuple[Fraction, int]:
+    """(value, decoded exponent) of a finite fp16 pattern as the model reads it (subnormals flushed to a
+    zero of their sign when ``keep_subnormals`` is false; the exponent is emin for subnormals and zeros)."""
+    d = sem.decode(NB, FP16, np.array([bits], dtype=np.int64), keep_subnormals)
+    sig, e = int(np.asarray(d.sig)[0]), int(np.asarray(d.e)[0])
+    v = Fraction(sig) * Fraction(2) ** (e - FP16.frac_bits)
+    return (-v if int(np.asarray(d.neg)[0]) else v), e
+
+
+def instr_lemma(p: ModelParams, n: int, timeout: float, measure: str = "tops", heads: bool = False,
+                c_set: str = "grid", exp_fields: tuple[int, int] | None = None, start: Fraction | None = None,
+                max_steps: int = 12, abstract: bool = False, relative: int | None = None,
+                top: str | None = None) -> Lemma:
+    """gamma with |D - (x.y + C)| <= gamma * mu for one instruction D = TC(x.y + C) of model ``p`` on n
+    free fp16 pairs: the building block of a composed bound on a whole tensor-core chain.
+
+    Inputs: x_i, y_i finite fp16 (normal, |v| >= 2^-14, where ``heads``; exponent fields pinned to
+    ``exp_fields`` = (lo, hi) for case splits and tests); C = +0 (``c_set = "zero"``) or an fp32
+    multiple of 2^PRODUCT_GRID with |C| < 2^INSTR_C_TOP (``"grid"``: every accumulator a chain of fp16
+    products can hold, see PRODUCT_GRID).  x_i y_i is the exact product of the values the model reads
+    (subnormals flushed where ``p.subnormal_in`` is false), so the lemma states the arithmetic error of
+    the instruction only.  The measure mu is sum_i 2^(e(x_i) + e(y_i)) + |C| (``"tops"``: the alignment
+    exponents the window is relative to, e = emin for subnormals and zeros; a bound for any pieces) or
+    sum_i |x_i y_i| + |C| (``"products"``; meaningful with ``heads``).  A result that is inf, NaN or off
+    the grid counts as exceeding every threshold.
+
+    ``top`` ("c" or a product index "0", "1", ...): only the inputs where that addend's exponent (e(C), or
+    e(x_i) + e(y_i)) is the largest, C non-zero for "c": one case of a case split; the cases "c", "0", ...,
+    "n-1" together cover every input (a zero C decodes with fp32's emin, below every product's).
+
+    ``relative = R``: the solver compares on the grid g = 2^(E - R) relative to E = max(e(x_i) + e(y_i),
+    e(C)) instead of the absolute grid 2^PRODUCT_GRID: every product, C and D are truncated to multiples of
+    g (each loses less than g) and mu to mu' <= mu / g.  2^E <= mu (a term of the "tops" measure, |C|, or
+    with ``heads`` a product |x_i y_i| >= 2^(e(x_i) + e(y_i))), so a proven |D' - S'| <= t mu' gives
+    |D - S| <= (t + (n + 2) 2^-R) mu: the lemma's bound is t + (n + 2) 2^-R.  Every shift is then relative
+    to E, as the model's own alignment is.
+    """
+    from .verify_smt import fp32_on_grid
+
+    if measure not in ("tops", "products") or c_set not in ("grid", "zero"):
+        raise ValueError(f"instr_lemma: measure {measure!r}, c_set {c_set!r}")
+    G = PRODUCT_GRID
+    xs = [SB.symbol(f"x{i}", 16) for i in range(n)]
+    ys = [SB.symbol(f"y{i}", 16) for i in range(n)]
+    c = SB.symbol("c", 32)
+    syms = {f"x{i}": xs[i].t.arg(0) for i in range(n)}
+    syms.update({f"y{i}": ys[i].t.arg(0) for i in range(n)})
+    syms["c"] = c.t.arg(0)
+    cons = []
+    for v in xs + ys:
+        f = BVExtract(v.t.arg(0), 10, 14)
+        lo, hi = exp_fields if exp_fields is not None else (1 if heads else 0, 30)
+        cons += [BVULE(BV(lo, 5), f), BVULE(f, BV(hi, 5))]
+    cval, c_off, c_special = fp32_on_grid(c, G, INSTR_C_TOP)
+    cons += [SB.not_(c_off), SB.not_(c_special)]
+    if c_set == "zero":
+        cons.append(Equals(syms["c"], BV(0, 32)))
+    D = sem.dot(SB, p, xs, ys, c)
+    if top is not None:  # a case split: which addend has the largest exponent
+        dc = sem.decode(SB, FP32, c)
+        es = [SB.add(sem.decode(SB, FP16, x, p.subnormal_in).e, sem.decode(SB, FP16, y, p.subnormal_in).e)
+              for x, y in zip(xs, ys)]
+        lead = dc.e if top == "c" else es[int(top)]
+        cons += [SB.le(e, lead) for e in [dc.e, *es]]
+        if top == "c":
+            cons.append(SB.not_(Equals(BVExtract(syms["c"], 0, 30), BV(0, 31))))
+    if relative is not None:
+        if measure == "products" and not heads:
+            raise ValueError("instr_lemma: relative grid with the products measure needs heads")
+        err, mu, outside, special = _relative_terms(p, xs, ys, c, D, measure, relative)
+        slack = Fraction(n + 2, 1 << relative)
+    else:
+        err, mu, outside, special = _absolute_terms(p, xs, ys, cval, D, measure)
+        slack = Fraction(0)
+    base = And(cons)
+
+    def ask(t: Fraction, limit: float) -> Answer:
+        worse = SB.gt(SB.mul_const(err, t.denominator), SB.mul_const(mu, t.numerator))
+        f = And(base, Or(special, outside, worse))
+        if not abstract:
+            return solve(f, syms, "bitwuzla", limit)
+        g, fresh = abstract_products(f)
+        return solve(g, {**syms, **fresh}, "bitwuzla", limit)
+
+    return _instr_tighten(p, n, measure, heads, c_set, exp_fields, start, timeout, max_steps, abstract or slack > 0,
+                          ask, slack, relative, top)
+
+
+def _absolute_terms(p: ModelParams, xs: list, ys: list, cval: Any, D: Any, measure: str) -> tuple[Any, Any, Any, Any]:
+    """(|D - S|, mu, outside, special) on the absolute grid 2^PRODUCT_GRID (see :func:`instr_lemma`)."""
+    from .verify_smt import fp32_on_grid
+
+    G, H = PRODUCT_GRID, INSTR_C_TOP + 2
+    S, mu = cval, _abs(SB, cval)
+    for x, y in zip(xs, ys):
+        dx, dy = sem.decode(SB, FP16, x, p.subnormal_in), sem.decode(SB, FP16, y, p.subnormal_in)
+        t = sem.product_term(SB, p, dx, dy)[0]
+        m = sem.on_grid(SB, t, G, specials=False)
+        S = SB.add(S, SB.ite(t.neg, SB.neg(m), m))
+        if measure == "products":
+            mu = SB.add(mu, m)
+        else:
+            top_max = 2 * FP16.emax - G
+            mu = SB.add(mu, SB.shl(1, SB.sub(SB.add(dx.e, dy.e), G), top_max, top_max + 1))
+    dval, outside, special = fp32_on_grid(D, G, H)
+    return _abs(SB, SB.sub(dval, S)), mu, outside, special
+
+
+def _rel(B, neg: Any, mag: Any, mag_bits: int, lsb: Any, base: Any, smax: int) -> Any:
+    """(-1)^neg * mag * 2^lsb as a signed integer on the grid 2^base, its magnitude truncated; lsb - base <= smax."""
+    sh = B.sub(lsb, base)
+    up = B.shl(mag, B.min(B.max(sh, 0), smax), smax, mag_bits + smax)
+    m = B.shr(up, B.max(B.neg(sh), 0))
+    return B.ite(neg, B.neg(m), m)
+
+
+def _relative_terms(p: ModelParams, xs: list, ys: list, c: Any, D: Any, measure: str,
+                    R: int) -> tuple[Any, Any, Any, Any]:
+    """(|D' - S'|, mu', outside, special) on the grid 2^(E - R) (see :func:`instr_lemma`)."""
+    dc = sem.decode(SB, FP32, c)
+    decs = [(sem.decode(SB, FP16, x, p.subnormal_in), sem.decode(SB, FP16, y, p.subnormal_in)) for x, y in zip(xs, ys)]
+    tops = [SB.add(dx.e, dy.e) for dx, dy in decs]
+    E = dc.e  # a zero C decodes with e = emin(fp32), below every product's exponent sum
+    for e_sum in tops:
+        E = SB.max(E, e_sum)
+    base = SB.sub(E, R)
+    S = _rel(SB, dc.neg, dc.sig, FP32.frac_bits + 1, SB.sub(dc.e, FP32.frac_bits), base, R - FP32.frac_bits)
+    mu = _abs(SB, S)
+    for (dx, dy), top in zip(decs, tops):
+        t = sem.product_term(SB, p, dx, dy)[0]
+        v = _rel(SB, t.neg, t.mag, t.mag_bits, t.lsb, base, R - 2 * FP16.frac_bits)
+        S = SB.add(S, v)
+        if measure == "products":
+            mu = SB.add(mu, _abs(SB, v))
+        else:
+            sh = SB.sub(top, base)
+            mu = SB.add(mu, SB.ite(SB.lt(sh, 0), 0, SB.shl(1, SB.max(sh, 0), R, R + 1)))
+    dd = sem.decode(SB, FP32, D)
+    d_lsb = SB.sub(dd.e, FP32.frac_bits)
+    smax = R - FP32.frac_bits + 8  # a sum of n + 1 addends below 2^(E + 2) each stays far below 2^(E + 8)
+    outside = SB.gt(SB.sub(d_lsb, base), smax)
+    dval = _rel(SB, dd.neg, dd.sig, FP32.frac_bits + 1, d_lsb, base, smax)
+    return _abs(SB, SB.sub(dval, S)), mu, outside, Or(dd.nan, dd.inf)
+
+
+def _instr_tighten(p: ModelParams, n: int, measure: str, heads: bool, c_set: str, exp_fields: tuple[int, int] | None,
+                   start: Fraction | None, timeout: float, max_steps: int, abstracted: bool,
+                   ask: Callable[[Fraction, float], Answer], slack: Fraction, relative: int | None,
+                   top: str | None) -> Lemma:
+    """Bisect :func:`instr_lemma`'s gamma (``slack`` added to the proven threshold, see ``relative``)."""
+    G = PRODUCT_GRID
+
+    def value(model: dict[str, int]) -> Fraction:
+        xa = [np.array([model[f"x{i}"]], dtype=np.int64) for i in range(n)]
+        ya = [np.array([model[f"y{i}"]], dtype=np.int64) for i in range(n)]
+        d = FP32.to_fraction(int(np.asarray(sem.dot(NB, p, xa, ya, np.array([model["c"]], dtype=np.int64)))[0]))
+        cv = FP32.to_fraction(model["c"])
+        if isinstance(d, float) or isinstance(cv, float):
+            return Fraction(1 << 60)  # a non-finite result: no finite gamma (replayed as huge)
+        exact, total = cv, abs(cv)
+        for i in range(n):
+            (xv, ex), (yv, ey) = _fp16_exact(model[f"x{i}"], p.subnormal_in), _fp16_exact(model[f"y{i}"], p.subnormal_in)
+            exact += xv * yv
+            total += abs(xv * yv) if measure == "products" else Fraction(2) ** (ex + ey)
+        return abs(d - exact) / total if total else Fraction(0)
+
+    mu_text = "sum|x_i y_i| + |C|" if measure == "products" else "sum 2^(e(x_i)+e(y_i)) + |C|"
+    pieces = "normal" if heads else "finite"
+    if exp_fields is not None:
+        pieces += f", exponent fields {exp_fields[0]}..{exp_fields[1]}"
+    cs = "C = +0" if c_set == "zero" else f"fp32 C a multiple of 2^{G} with |C| < 2^{INSTR_C_TOP}"
+    stmt = (f"|TC - (x.y + C)| <= gamma ({mu_text}) for one {p.name} instruction on {n} {pieces} fp16 pairs, {cs}")
+    if top is not None:
+        stmt += ", where " + ("C is non-zero and has" if top == "c" else f"product {top} has") + \
+            " the largest exponent (one case of a split)"
+    if relative is not None:
+        stmt += f" (compared on the grid 2^(E - {relative}); bound = proven threshold + {n + 2} * 2^-{relative})"
+    lem = tighten(f"gamma[{p.name}, n={n}, {measure}]", stmt, ask, value, start or Fraction(1, 1 << 20), timeout,
+                  max_steps=max_steps, abstracted=abstracted)
+    if lem.bound is not None:
+        lem.bound += slack
+    return lem
 
 
 # ------------------------------------------------------------------ product abstraction

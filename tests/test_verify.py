@@ -308,3 +308,41 @@ def test_split_lemma_ootomo_theta():
 
     lem = split_lemma(V.parse_range("2^-14..2^14"), 11, "t", timeout=60)
     assert lem.bound is not None and 0 < lem.found <= lem.bound < Fraction(1, 1 << 20)
+
+
+# ------------------------------------------------------------ instruction lemma (composed proofs)
+def test_instr_lemma_single_product_is_exact():
+    """One product of normal fp16 values has at most 2 x 11 = 22 significant bits, within fp32's 24
+    (IEEE 754-2019, Table 3.5: binary16 p = 11, binary32 p = 24), so one Hopper instruction on one product
+    and C = +0 returns it exactly: "error > 2^-30 |x y|" is unsat."""
+    from tcsmt.verify_lemmas import instr_lemma
+
+    lem = instr_lemma(V.model_for("hopper"), 1, 60, measure="products", heads=True, c_set="zero",
+                      start=Fraction(1, 1 << 30), max_steps=1)
+    assert lem.steps[0].status == "unsat" and lem.bound == Fraction(1, 1 << 30) and lem.found == 0
+
+
+@pytest.mark.parametrize("arch, fields", [("volta", (15, 15)), ("cdna2", (0, 1))])
+def test_instr_lemma_witness_replays(arch, fields):
+    """A truncating accumulator (Volta: F = 23) and a flushing one (CDNA2: fp16 subnormals read as zero,
+    exponent field 0 included here) both lose low bits of an fp32 C: the solver's input for "error >
+    2^-40 mu" is replayed in the simulator with the values the model reads (tighten raises if the replayed
+    error does not exceed the threshold)."""
+    from tcsmt.verify_lemmas import instr_lemma
+
+    lem = instr_lemma(V.model_for(arch), 1, 60, exp_fields=fields, start=Fraction(1, 1 << 40), max_steps=1)
+    assert lem.steps[0].status == "sat" and lem.found > Fraction(1, 1 << 40) and lem.bound is None
+
+
+def test_instr_lemma_relative_grid():
+    """The relative grid 2^(E - R) (every shift relative to the largest exponent E) proves the single-product
+    exactness above, with the bound widened by the (n + 2) 2^-R the truncation to that grid may hide, and
+    still finds Volta's truncation of C (a sat answer replayed above the threshold)."""
+    from tcsmt.verify_lemmas import instr_lemma
+
+    exact = instr_lemma(V.model_for("hopper"), 1, 60, measure="products", heads=True, c_set="zero",
+                        start=Fraction(1, 1 << 30), max_steps=1, relative=40)
+    assert exact.steps[0].status == "unsat" and exact.bound == Fraction(1, 1 << 30) + Fraction(3, 1 << 40)
+    lossy = instr_lemma(V.model_for("volta"), 1, 60, exp_fields=(15, 15), start=Fraction(1, 1 << 30), max_steps=1,
+                        relative=40, top="c")
+    assert lossy.steps[0].status == "sat" and lossy.found > Fraction(1, 1 << 30)
