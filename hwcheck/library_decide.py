@@ -28,8 +28,8 @@ import click
 
 from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
 from tcsmt.inputs import read_json
+from tcsmt.library_families import matches as _matches
 from tcsmt.library_import import convert
-from tcsmt.library_import import matches as _matches
 from tcsmt.library_plan import Call, Plan, load_table
 from tcsmt.library_replay import replay_call
 

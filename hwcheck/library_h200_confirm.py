@@ -40,7 +40,7 @@ from tcsmt.hwcheck.library_calls import CALL_FIELDS, make_inputs
 
 from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
 from tcsmt.errors import TcsmtError
-from tcsmt.library_import import class_of, grain_of, plan_signature, reduction_of
+from tcsmt.library_families import class_of, grain_of, plan_signature, reduction_of
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SAMPLES = "h200_library_confirm_samples.json"

@@ -22,7 +22,8 @@ import click
 from tcsmt.hwcheck.library_calls import CALL_FIELDS, make_inputs
 
 from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
-from tcsmt.library_import import convert, plan_signature
+from tcsmt.library_families import plan_signature
+from tcsmt.library_import import convert
 from tcsmt.library_plan import Plan, load_table
 from tcsmt.library_replay import replay_file, report
 

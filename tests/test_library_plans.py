@@ -26,7 +26,8 @@ from tcsmt.backend_numpy import NumpyBackend
 from tcsmt.cli import main
 from tcsmt.formats import get_format
 from tcsmt.library_eval import IEEE32, chain_gemm, slice_operands
-from tcsmt.library_import import convert, grain_of, reduction_of
+from tcsmt.library_families import grain_of, reduction_of
+from tcsmt.library_import import convert
 from tcsmt.library_plan import Call, Plan
 
 FP32, TF32, BF16 = get_format("fp32"), get_format("tf32"), get_format("bf16")
