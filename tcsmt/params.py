@@ -4,6 +4,10 @@ Every per-GPU number lives in ``models/*.toml``; this module only defines what
 the parameters mean, checks their values and applies overrides such as
 ``carry_bits=2``.  The arithmetic they select is defined in
 :mod:`tcsmt.semantics`.
+
+The module is over 400 lines because the :class:`ModelParams` docstring (about 240 lines) is the parameter
+reference: every field's meaning, unit, choices and published source next to its declaration; the override,
+coercion and validation code after it reads the same per-field roles, so it stays beside them.
 """
 from __future__ import annotations
 
