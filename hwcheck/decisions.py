@@ -177,6 +177,8 @@ QUESTIONS: dict[str, list[Question]] = {
         Question("cdna3-fp8", "cdna3", "cdna3:one_window", "e4m3fnuz", "fp32", "mfma", 32, where=_zero_from(16, 32)),
         Question("cdna3-fp8", "cdna3", "cdna3:keep_small_c", "e5m2fnuz", "fp32", "mfma", 32,
                  where=_zero_from(16, 32)),
+        Question("product-overflow", "cdna3", "cdna3:exact_products", "bf16", "fp32", "mfma", 16,
+                 where=_zero_from(8, 16)),
     ],
 }
 """The questions of each generation (docs/open_questions.md names the classes).  Volta and Turing have fp16

@@ -46,7 +46,6 @@ MMASIM_READINGS = {
     "carry_unbounded": "unbounded carries (class 4)",
     "pairwise4": "fp32 RNE pairwise trees per group of 4 (class 6)",
     "pairwise2": "fp32 RNE pairwise trees per group of 2 (class 6)",
-    "product_inf128": "a product >= 2^128 makes the result infinite (CDNA3)",
 }
 """The named hypotheses (models/*.toml) that carry MMA-Sim's reading where tcsmt's primary differs
 (docs/open_questions.md); a path's MMA-Sim spec names every one of them that the path has."""

@@ -48,13 +48,14 @@ def test_cdna3_tiny_negative_sum_keeps_its_sign():
 
 def test_cdna3_product_inf128():
     """MMA-Sim arithmetic.py L236-259: with finite inputs, a product >= 2^128 returns +inf before anything is
-    summed, products of both signs NaN.  2^64 * 2^64 = 2^128 next to 2^64 * -2^63: the exact sum 2^127 is what
-    tcsmt's primary reading gives (0x7f000000); the hypothesis gives +inf, and with -2^128 instead NaN."""
+    summed, products of both signs NaN (CDNA3's primary reading, models/cdna3.toml).  2^64 * 2^64 = 2^128 next
+    to 2^64 * -2^63: +inf, and with -2^128 instead NaN; the exact sum 2^127 (0x7f000000) is the hypothesis
+    exact_products (this file's reading before the side-by-side run)."""
     a, b = [2.0**64, 2.0**64], [2.0**64, -(2.0**63)]
-    assert _cdna3("cdna3", a, b, 0.0) == 0x7F000000
-    assert _cdna3("cdna3:product_inf128", a, b, 0.0) == 0x7F800000
-    assert _cdna3("cdna3:product_inf128", a, [2.0**64, -(2.0**64)], 0.0) == 0x7FFFFFFF
-    assert _cdna3("cdna3:product_inf128", [2.0**63], [2.0**64], 1.0) == 0x7F000000  # 2^127: below the threshold
+    assert _cdna3("cdna3", a, b, 0.0) == 0x7F800000
+    assert _cdna3("cdna3:exact_products", a, b, 0.0) == 0x7F000000
+    assert _cdna3("cdna3", a, [2.0**64, -(2.0**64)], 0.0) == 0x7FFFFFFF
+    assert _cdna3("cdna3", [2.0**63], [2.0**64], 1.0) == 0x7F000000  # 2^127: below the threshold
 
 
 def test_product_inf_refused_where_unread():

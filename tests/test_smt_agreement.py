@@ -100,8 +100,8 @@ def _cases():
     # zero-sign reading replaced (an all-(-0) sum -0); on an aligned C path and on the HMMA emulation with C
     # added after the blocks (every primary NVIDIA path above has MMA-Sim's zero_sign = plus)
     for spec, fi, fo in (("ampere:zero_exp126,zero_positive", "bf16", "fp32"), ("blackwell:zero_exp126", "e5m2", "fp16"),
-                         ("turing:blocks4", "fp16", "fp32"), ("cdna3:product_inf128", "bf16", "fp32"),
-                         ("cdna3:product_inf128", "tf32", "fp32")):
+                         ("turing:blocks4", "fp16", "fp32"), ("cdna3:exact_products", "bf16", "fp32"),
+                         ("cdna3:exact_products", "tf32", "fp32")):
         out.append(pytest.param(resolve(spec, fi, fo), id=f"{spec}/{fi}.{fo}"))
     return out
 
