@@ -51,16 +51,8 @@ MMASIM_READINGS = {
 (docs/open_questions.md); a path's MMA-Sim spec names every one of them that the path has."""
 
 NO_PATH_REASONS = {
-    ("rtx_blackwell", "mma", "fp16"): "models/rtx_blackwell.toml has the f8f6f4 and block-scaled kinds only; "
-                                      "MMA-Sim gives RTX Blackwell's fp16/bf16/tf32 mma the Blackwell arithmetic",
-    ("rtx_blackwell", "mma", "bf16"): "models/rtx_blackwell.toml has the f8f6f4 and block-scaled kinds only; "
-                                      "MMA-Sim gives RTX Blackwell's fp16/bf16/tf32 mma the Blackwell arithmetic",
-    ("rtx_blackwell", "mma", "tf32"): "models/rtx_blackwell.toml has the f8f6f4 and block-scaled kinds only; "
-                                      "MMA-Sim gives RTX Blackwell's fp16/bf16/tf32 mma the Blackwell arithmetic",
     ("rtx_blackwell", "mma", "scale"): "ptxas 13.0 refuses this scale format and block for sm_120a mma.sync "
                                        "kind::mxf4nvf4 (models/rtx_blackwell.toml, source mxf4nvf4_combos)",
-    ("cdna2", "mfma", "bf16"): "models/cdna2.toml models CDNA2's bf16 through the _1k instructions only "
-                               "(MMA-Sim: the older bf16 instructions on CDNA2 are pairwise groups of 2 with flushing)",
 }
 
 

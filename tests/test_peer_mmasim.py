@@ -147,8 +147,17 @@ def test_path_mapping():
     assert cp.spec(hypotheses=True) == "blackwell:zero_exp126"
     cp = counterpart(MmaSimPath("Volta", "mma", "m8n8k4.f32.f16.f16.f32", 4, "fp16", "fp16", "fp32", "fp32"))
     assert isinstance(cp, Counterpart) and cp.spec(hypotheses=True) == "volta:zero_exp126,carry_unbounded"
-    why = counterpart(MmaSimPath("CDNA2", "mfma", "f32_32x32x4bf16", 4, "bf16", "bf16", "fp32", "fp32"))
-    assert isinstance(why, str) and "_1k" in why
+    # CDNA2's older bf16 instructions and the _1k ones are different paths (MMA-Sim amd.py L44-47: groups of 2 / 4)
+    cp = counterpart(MmaSimPath("CDNA2", "mfma", "f32_32x32x4bf16", 4, "bf16", "bf16", "fp32", "fp32"))
+    assert isinstance(cp, Counterpart) and cp.instr == "mfma_non1k" and cp.spec(hypotheses=True) == "cdna2:pairwise2"
+    cp = counterpart(MmaSimPath("CDNA2", "mfma", "f32_32x32x8bf16_1k", 8, "bf16", "bf16", "fp32", "fp32"))
+    assert isinstance(cp, Counterpart) and cp.instr == "mfma" and cp.hypotheses == ["pairwise4"]
+    # RTX Blackwell's fp16 mma (MMA-Sim nv_mma.py L111-114: Ampere's qualifiers) and a mixed fp8 -> fp16 path
+    cp = counterpart(MmaSimPath("RTX Blackwell", "mma", "m16n8k8.f32.bf16.bf16.f32", 8, "bf16", "bf16", "fp32", "fp32"))
+    assert isinstance(cp, Counterpart) and cp.instr == "mma.sync" and "first block" in cp.note
+    assert cp.spec(hypotheses=True) == "rtx_blackwell:zero_exp126,no_floor"
+    cp = counterpart(MmaSimPath("Hopper", "wgmma", "m64n8k32.f16.e5m2.e4m3", 32, "e5m2", "e4m3", "fp16", "fp16"))
+    assert isinstance(cp, Counterpart) and cp.instr == "wgmma_xe4m3"
     why = counterpart(MmaSimPath("RTX Blackwell", "mma_block_scale", "m16n8k64.block16.f32.e2m1.e2m1.f32.ue8m0", 64,
                                  "e2m1", "e2m1", "fp32", "fp32", "ue8m0", 16, 2))
     assert isinstance(why, str) and "ptxas" in why

@@ -103,6 +103,8 @@ def _cases():
                          ("turing:blocks4", "fp16", "fp32"), ("cdna3:exact_products", "bf16", "fp32"),
                          ("cdna3:exact_products", "tf32", "fp32")):
         out.append(pytest.param(resolve(spec, fi, fo), id=f"{spec}/{fi}.{fo}"))
+    # MMA-Sim's CDNA2 reading of the older bf16 instructions: pairwise groups of 2, flushing, zero_sign = exact_plus
+    out.append(pytest.param(resolve("cdna2:pairwise2", "bf16", "fp32", "mfma_non1k"), id="cdna2:pairwise2/mfma_non1k"))
     return out
 
 
