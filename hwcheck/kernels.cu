@@ -562,6 +562,25 @@ static __device__ __forceinline__ void stage_rows(u8* s, const u8* g, int rows, 
     }
 }
 
+// One tcgen05 tile's tail, shared by the kernels below: wait for the MMAs (mbarrier phase), read the 128x8
+// fp32 accumulator from tensor memory (32x32b.x8: one row per thread) and store it to D.
+#define TCGEN05_WAIT_STORE()                                                               \
+    asm volatile("{\n.reg .pred done;\nWAIT_%=:\n"                                         \
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"              \
+                 "@!done bra WAIT_%=;\n}"                                                  \
+                 :: "r"((u32)__cvta_generic_to_shared(&mbar)), "r"(phase) : "memory");     \
+    phase ^= 1;                                                                            \
+    asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");                        \
+    u32 r[8];                                                                              \
+    asm volatile("tcgen05.ld.sync.aligned.32x32b.x8.b32 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8];"  \
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), \
+                   "=r"(r[6]), "=r"(r[7]) : "r"(lane_addr) : "memory");                    \
+    asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");                           \
+    u32* d = D + (tile * 128 + tid) * 8;                                                   \
+    for (int n = 0; n < 8; n++) d[n] = r[n];                                               \
+    asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");                       \
+    __syncthreads();
+
 #define TCGEN05_F32(NAME, KIND, ETYPE, ESIZE, KI, AFMT, BFMT)                                       \
 extern "C" __global__ void __launch_bounds__(128) NAME(const ETYPE* __restrict__ A,            \
         const ETYPE* __restrict__ B, const u32* __restrict__ C, u32* __restrict__ D, long long T, int K) { \
@@ -612,21 +631,7 @@ extern "C" __global__ void __launch_bounds__(128) NAME(const ETYPE* __restrict__
             asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" \
                          :: "r"((u32)__cvta_generic_to_shared(&mbar)) : "memory");             \
         }                                                                                      \
-        asm volatile("{\n.reg .pred done;\nWAIT_%=:\n"                                         \
-                     "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"              \
-                     "@!done bra WAIT_%=;\n}"                                                  \
-                     :: "r"((u32)__cvta_generic_to_shared(&mbar)), "r"(phase) : "memory");     \
-        phase ^= 1;                                                                            \
-        asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");                        \
-        u32 r[8];                                                                              \
-        asm volatile("tcgen05.ld.sync.aligned.32x32b.x8.b32 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8];"  \
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), \
-                       "=r"(r[6]), "=r"(r[7]) : "r"(lane_addr) : "memory");                    \
-        asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");                           \
-        u32* d = D + (tile * 128 + tid) * 8;                                                   \
-        for (int n = 0; n < 8; n++) d[n] = r[n];                                               \
-        asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");                       \
-        __syncthreads();                                                                       \
+        TCGEN05_WAIT_STORE();                                                                  \
     }                                                                                          \
     if (warp == 0)                                                                             \
         asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, 32;" :: "r"(tmem) : "memory"); \
@@ -735,21 +740,7 @@ extern "C" __global__ void __launch_bounds__(128) NAME(const u8* __restrict__ A,
             asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" \
                          :: "r"((u32)__cvta_generic_to_shared(&mbar)) : "memory");             \
         }                                                                                      \
-        asm volatile("{\n.reg .pred done;\nWAIT_%=:\n"                                         \
-                     "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"              \
-                     "@!done bra WAIT_%=;\n}"                                                  \
-                     :: "r"((u32)__cvta_generic_to_shared(&mbar)), "r"(phase) : "memory");     \
-        phase ^= 1;                                                                            \
-        asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");                        \
-        u32 r[8];                                                                              \
-        asm volatile("tcgen05.ld.sync.aligned.32x32b.x8.b32 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8];"  \
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]), "=r"(r[4]), "=r"(r[5]), \
-                       "=r"(r[6]), "=r"(r[7]) : "r"(lane_addr) : "memory");                    \
-        asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");                           \
-        u32* d = D + (tile * 128 + tid) * 8;                                                   \
-        for (int n = 0; n < 8; n++) d[n] = r[n];                                               \
-        asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");                       \
-        __syncthreads();                                                                       \
+        TCGEN05_WAIT_STORE();                                                                  \
     }                                                                                          \
     if (warp == 0)                                                                             \
         asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, 128;" :: "r"(tmem) : "memory"); \
