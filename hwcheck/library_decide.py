@@ -39,6 +39,15 @@ RESULTS = Path(__file__).resolve().parent / "results"
 CUTLASS_TILE = r"^cutlass::Kernel2<cutlass_80_\w*?gemm\w*?_\d+x\d+_(\d+)x\d+_"
 """A CUTLASS 2.x kernel name; group 1 is the threadblock tile's K (``..._64x64_32x6_...``: 32 k's, 6 stages)."""
 
+_SIMT_CHAINS = {f"{what} (models/hopper.toml fp32 simt_ffma{'' if hyp is None else ', hypothesis ' + hyp})":
+                {"chain": {"arch": "hopper" if hyp is None else f"hopper:{hyp}", "in_fmt": "fp32", "out_fmt": "fp32",
+                           "instr": "simt_ffma"}}
+                for what, hyp in (("serial FFMA in k order", None),
+                                  ("2 products at a time, exact with the running sum, one RNE", "pairs"),
+                                  ("8 products at a time, exact with the running sum, one RNE", "k_blocks8"))}
+"""The K-chains the fp32 kernels with tf32 off are tested against (the CUDA-core and the gemmSN kernels alike)."""
+
+
 QUESTIONS: list[dict[str, Any]] = [
     {"question": "K iteration inside a slice of the sm80 CUTLASS 16-bit kernels",
      "match": {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_\w*s16816gemm"},
@@ -60,20 +69,10 @@ QUESTIONS: list[dict[str, Any]] = [
     {"question": "K-chain of the fp32 CUDA-core kernels (tf32 off)",
      "match": {"a_dtype": "float32", "tf32": False,
                "kernel_regex": r"^(cutlass::Kernel2<cutlass_80_simt_sgemm|sm80_xmma_gemm_f32f32_f32f32_f32_\w*_ffma_\w*_execute_kernel)"},
-     "hypotheses": {f"{what} (models/hopper.toml fp32 simt_ffma{'' if hyp is None else ', hypothesis ' + hyp})":
-                    {"chain": {"arch": "hopper" if hyp is None else f"hopper:{hyp}", "in_fmt": "fp32", "out_fmt": "fp32",
-                               "instr": "simt_ffma"}}
-                    for what, hyp in (("serial FFMA in k order", None),
-                                      ("2 products at a time, exact with the running sum, one RNE", "pairs"),
-                                      ("8 products at a time, exact with the running sum, one RNE", "k_blocks8"))}},
+     "hypotheses": _SIMT_CHAINS},
     {"question": "K-chain of the fp32 gemmSN kernels (tf32 off)",
      "match": {"a_dtype": "float32", "tf32": False, "kernel_regex": r"^gemmSN_"},
-     "hypotheses": {f"{what} (models/hopper.toml fp32 simt_ffma{'' if hyp is None else ', hypothesis ' + hyp})":
-                    {"chain": {"arch": "hopper" if hyp is None else f"hopper:{hyp}", "in_fmt": "fp32", "out_fmt": "fp32",
-                               "instr": "simt_ffma"}}
-                    for what, hyp in (("serial FFMA in k order", None),
-                                      ("2 products at a time, exact with the running sum, one RNE", "pairs"),
-                                      ("8 products at a time, exact with the running sum, one RNE", "k_blocks8"))}},
+     "hypotheses": _SIMT_CHAINS},
     {"question": "epilogue of row-wise _scaled_mm",
      "match": {"op": "scaled_mm", "scale": "row", "bias": False},
      "hypotheses": {"FFMA(y, RN32(scale_a[i]*scale_b[j]), +0)": {"epilogue": ["scale"]},

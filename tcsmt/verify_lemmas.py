@@ -320,16 +320,7 @@ def instr_lemma(p: ModelParams, n: int, timeout: float, measure: str = "tops", h
     else:
         err, mu, outside, special = _absolute_terms(p, xs, ys, cval, D, measure)
         slack = Fraction(0)
-    base = And(cons)
-
-    def ask(t: Fraction, limit: float) -> Answer:
-        worse = SB.gt(SB.mul_const(err, t.denominator), SB.mul_const(mu, t.numerator))
-        f = And(base, Or(special, outside, worse))
-        if not abstract:
-            return solve(f, syms, "bitwuzla", limit)
-        g, fresh = abstract_products(f)
-        return solve(g, {**syms, **fresh}, "bitwuzla", limit)
-
+    ask = _ask_exceeds(And(cons), err, mu, Or(special, outside), syms, abstract)
     return _instr_tighten(p, n, measure, heads, c_set, exp_fields, start, timeout, max_steps, abstract or slack > 0,
                           ask, slack, relative, top)
 
@@ -431,6 +422,23 @@ def _instr_tighten(p: ModelParams, n: int, measure: str, heads: bool, c_set: str
 
 
 # ------------------------------------------------------------------ product abstraction
+def _ask_exceeds(base: FNode, err: Any, measure: Any, escape: FNode, syms: dict[str, Any],
+                 abstract: bool) -> Callable[[Fraction, float], Answer]:
+    """The query of a lemma "err <= t * measure" at threshold t: an input of ``base`` with ``err > t * measure``
+    or one that leaves the lemma's set (``escape``: a special value, an output off the grid); with
+    ``abstract``, the products abstracted first (:func:`abstract_products`)."""
+
+    def ask(t: Fraction, limit: float) -> Answer:
+        worse = SB.gt(SB.mul_const(err, t.denominator), SB.mul_const(measure, t.numerator))
+        f = And(base, Or(escape, worse))
+        if not abstract:
+            return solve(f, syms, "bitwuzla", limit)
+        g, fresh = abstract_products(f)
+        return solve(g, {**syms, **fresh}, "bitwuzla", limit)
+
+    return ask
+
+
 def abstract_products(formula: FNode, prefix: str = "mul") -> tuple[FNode, dict[str, FNode]]:
     """Replace every product of two non-constant bit-vectors by a fresh variable M, constrained by
     linear facts the true product satisfies (an over-approximation: UNSAT stays a proof).
@@ -564,15 +572,7 @@ def chain_lemma(p: ModelParams, spec: ChainSpec, timeout: float, abstract: bool 
             A = m if A is None else SB.add(A, m)
     dval, outside, special = fp32_on_grid(D, L, H)
     err = _abs(SB, SB.sub(dval, S))
-    base = And(cons)
-
-    def ask(t: Fraction, limit: float) -> Answer:
-        worse = SB.gt(SB.mul_const(err, t.denominator), SB.mul_const(A, t.numerator))
-        f = And(base, Or(special, outside, worse))
-        if not abstract:
-            return solve(f, syms, "bitwuzla", limit)
-        g, fresh = abstract_products(f)
-        return solve(g, {**syms, **fresh}, "bitwuzla", limit)
+    ask = _ask_exceeds(And(cons), err, A, Or(special, outside), syms, abstract)
 
     def value(model: dict[str, int]) -> Fraction:
         nv = {n: np.array([model[n]], dtype=np.int64) for n in spec.names}
