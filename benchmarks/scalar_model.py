@@ -314,6 +314,12 @@ def block_fma(p, a: Sequence[int], b: Sequence[int], c: int, c_fmt: Fmt) -> int:
             ninf = True
         else:
             pinf = True
+    if p.product_inf is not None and not (nan or pinf or ninf):
+        # product_inf T (ModelParams docstring): with no NaN or infinite input, a product of magnitude >= 2^T is
+        # an infinity of its sign, both signs NaN
+        big = [t.neg for t in terms if t.mag and t.lsb + t.mag.bit_length() - 1 >= p.product_inf]
+        pinf, ninf = (False in big), (True in big)
+        nan = pinf and ninf
     F = None if p.extra_bits == "exact" else acc.fb + int(p.extra_bits)
     if p.reduction == "pairwise":
         parts = [_sum_round([t], None, p, acc, acc.fb, "rne") for t in terms]
