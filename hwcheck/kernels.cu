@@ -562,6 +562,26 @@ static __device__ __forceinline__ void stage_rows(u8* s, const u8* g, int rows, 
     }
 }
 
+// One tcgen05 kernel's set-up, shared by the kernels below: COLS (a string, "32" or "128") tensor-memory
+// columns allocated by warp 0, the mbarrier initialised, and the per-warp lane address of the accumulator.
+#define TCGEN05_INIT(COLS)                                                                 \
+    if (warp == 0) {                                                                           \
+        asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], " COLS ";"\
+                     :: "r"((u32)__cvta_generic_to_shared(&tmem_slot)) : "memory");            \
+        asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory"); \
+    }                                                                                          \
+    if (tid == 0) {                                                                            \
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;"                                  \
+                     :: "r"((u32)__cvta_generic_to_shared(&mbar)) : "memory");                 \
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");                     \
+    }                                                                                          \
+    asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");                           \
+    __syncthreads();                                                                           \
+    asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");                            \
+    const u32 tmem = tmem_slot;                                                                \
+    const u32 lane_addr = tmem + ((u32)(warp * 32) << 16);                                     \
+    u32 phase = 0;
+
 // One tcgen05 tile's tail, shared by the kernels below: wait for the MMAs (mbarrier phase), read the 128x8
 // fp32 accumulator from tensor memory (32x32b.x8: one row per thread) and store it to D.
 #define TCGEN05_WAIT_STORE()                                                               \
@@ -591,22 +611,7 @@ extern "C" __global__ void __launch_bounds__(128) NAME(const ETYPE* __restrict__
     u8* sB = smem + 128 * K * ESIZE;                                                           \
     const int tid = threadIdx.x, warp = tid >> 5;                                              \
     const u32 idesc = (1u << 4) | ((u32)(AFMT) << 7) | ((u32)(BFMT) << 10) | ((8u >> 3) << 17) | ((128u >> 4) << 24); \
-    if (warp == 0) {                                                                           \
-        asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 32;"        \
-                     :: "r"((u32)__cvta_generic_to_shared(&tmem_slot)) : "memory");            \
-        asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory"); \
-    }                                                                                          \
-    if (tid == 0) {                                                                            \
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;"                                  \
-                     :: "r"((u32)__cvta_generic_to_shared(&mbar)) : "memory");                 \
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");                     \
-    }                                                                                          \
-    asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");                           \
-    __syncthreads();                                                                           \
-    asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");                            \
-    const u32 tmem = tmem_slot;                                                                \
-    const u32 lane_addr = tmem + ((u32)(warp * 32) << 16);                                     \
-    u32 phase = 0;                                                                             \
+    TCGEN05_INIT("32");                                                                    \
     for (long long tile = blockIdx.x; tile < T; tile += gridDim.x) {                           \
         stage_rows(sA, (const u8*)(A + tile * 128LL * K), 128, K, ESIZE);                      \
         stage_rows(sB, (const u8*)(B + tile * 8LL * K), 8, K, ESIZE);                          \
@@ -684,22 +689,7 @@ extern "C" __global__ void __launch_bounds__(128) NAME(const u8* __restrict__ A,
     const int nb = K / BLOCK, per = KI / BLOCK;                                                \
     const u32 idesc = ((u32)(AFMT) << 7) | ((u32)(BFMT) << 10) | ((8u >> 3) << 17) |            \
                       ((u32)(SFMT_UE8M0) << 23) | ((128u >> 4) << 24);                         \
-    if (warp == 0) {                                                                           \
-        asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], 128;"       \
-                     :: "r"((u32)__cvta_generic_to_shared(&tmem_slot)) : "memory");            \
-        asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory"); \
-    }                                                                                          \
-    if (tid == 0) {                                                                            \
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;"                                  \
-                     :: "r"((u32)__cvta_generic_to_shared(&mbar)) : "memory");                 \
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");                     \
-    }                                                                                          \
-    asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");                           \
-    __syncthreads();                                                                           \
-    asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");                            \
-    const u32 tmem = tmem_slot;                                                                \
-    const u32 lane_addr = tmem + ((u32)(warp * 32) << 16);                                     \
-    u32 phase = 0;                                                                             \
+    TCGEN05_INIT("128");                                                                   \
     for (long long tile = blockIdx.x; tile < T; tile += gridDim.x) {                           \
         if (PACKED) {                                                                          \
             stage_rows_fp4(sA, A + tile * 128LL * K, 128, K);                                  \

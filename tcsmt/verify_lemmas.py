@@ -183,17 +183,24 @@ def split_lemma(dom: Domain, residual_log2: int, which: str, timeout: float) -> 
     return tighten(name, stmt, ask, value, Fraction(1, 1 << 20), timeout)
 
 
-# ------------------------------------------------------------------ tensor-core lemma
-def tc_lemma(p: ModelParams, n: int, timeout: float) -> Lemma:
-    """gamma of one instruction of ``p`` on n product pairs and an accumulator C (module docstring)."""
-    from .verify_smt import fp32_on_grid  # the error-term helpers live with the query encodings
-
+def _pair_symbols(n: int) -> tuple[list[Any], list[Any], Any, dict[str, FNode]]:
+    """The free inputs of a one-instruction lemma: fp16 patterns x0..x(n-1), y0..y(n-1) and an fp32 pattern c
+    (back-end values), and their solver symbols by name."""
     xs = [SB.symbol(f"x{i}", 16) for i in range(n)]
     ys = [SB.symbol(f"y{i}", 16) for i in range(n)]
     c = SB.symbol("c", 32)
     syms = {f"x{i}": xs[i].t.arg(0) for i in range(n)}
     syms.update({f"y{i}": ys[i].t.arg(0) for i in range(n)})
     syms["c"] = c.t.arg(0)
+    return xs, ys, c, syms
+
+
+# ------------------------------------------------------------------ tensor-core lemma
+def tc_lemma(p: ModelParams, n: int, timeout: float) -> Lemma:
+    """gamma of one instruction of ``p`` on n product pairs and an accumulator C (module docstring)."""
+    from .verify_smt import fp32_on_grid  # the error-term helpers live with the query encodings
+
+    xs, ys, c, syms = _pair_symbols(n)
     cons = [BVULE(BVExtract(v.t.arg(0), 10, 14), BV(30, 5)) for v in xs + ys]  # finite fp16
     ce = BVExtract(syms["c"], 23, 30)
     cons.append(Or(Equals(BVExtract(syms["c"], 0, 30), BV(0, 31)),
@@ -288,12 +295,7 @@ def instr_lemma(p: ModelParams, n: int, timeout: float, measure: str = "tops", h
     if measure not in ("tops", "products") or c_set not in ("grid", "zero"):
         raise ValueError(f"instr_lemma: measure {measure!r}, c_set {c_set!r}")
     G = PRODUCT_GRID
-    xs = [SB.symbol(f"x{i}", 16) for i in range(n)]
-    ys = [SB.symbol(f"y{i}", 16) for i in range(n)]
-    c = SB.symbol("c", 32)
-    syms = {f"x{i}": xs[i].t.arg(0) for i in range(n)}
-    syms.update({f"y{i}": ys[i].t.arg(0) for i in range(n)})
-    syms["c"] = c.t.arg(0)
+    xs, ys, c, syms = _pair_symbols(n)
     cons = []
     for v in xs + ys:
         f = BVExtract(v.t.arg(0), 10, 14)
