@@ -57,11 +57,12 @@ def exact_dot_text(fin: Format, fc: Format, a: np.ndarray, b: np.ndarray, c: int
     return format_value(s)
 
 
-def git_commit() -> str:
-    """$TCSMT_COMMIT, else the checkout's commit (``+dirty`` when tracked files differ), else ``unknown``."""
-    if os.environ.get("TCSMT_COMMIT"):
+def git_commit(directory: Path | None = None) -> str:
+    """The commit of the git checkout ``directory`` (``+dirty`` when tracked files differ), else ``unknown``.
+    Without ``directory``: this checkout's, where $TCSMT_COMMIT (set on a device that ships no .git) wins."""
+    if directory is None and os.environ.get("TCSMT_COMMIT"):
         return os.environ["TCSMT_COMMIT"]
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parent.parent if directory is None else directory
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
         if rev.returncode != 0:

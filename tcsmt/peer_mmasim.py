@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import subprocess
 import sys
 import time
 import zlib
@@ -36,6 +35,7 @@ from .cli_errors import CONTEXT_SETTINGS, script_main
 from .cli_options import NON_NEGATIVE_INT, POSITIVE_INT
 from .errors import TcsmtError
 from .formats import NAN, get_format
+from .hwcheck.check import git_commit
 from .params import ModelParams
 from .peer_mmasim_paths import MMASIM_READINGS, Counterpart, MmaSimPath, counterpart, enumerate_paths
 from .peer_rows import KINDS, Rows, make_rows
@@ -205,15 +205,6 @@ def compare_path(ms: MmaSim, path: MmaSimPath, n: int, seed: int, examples: int)
     return entry
 
 
-def _git_head(directory: Path) -> str:
-    try:
-        r = subprocess.run(["git", "-C", str(directory), "rev-parse", "HEAD"], capture_output=True, text=True,
-                           timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return r.stdout.strip() if r.returncode == 0 else ""
-
-
 def table_lines(entries: list[dict[str, Any]]) -> list[str]:
     """The per-path table (markdown) of a result."""
     out = ["| MMA-Sim path | tcsmt | rows | differ (primary) | MMA-Sim reading (hypotheses) | differ then |",
@@ -264,11 +255,12 @@ def peer_mmasim_cmd(**kw: Any) -> int:
         print("\n".join(lines))
         return 0
     ms = MmaSim(args.mmasim)
-    commit = args.mmasim_commit or (_git_head(args.mmasim) if args.mmasim else "")
+    commit = args.mmasim_commit or (git_commit(args.mmasim) if args.mmasim else "")
+    commit = "" if commit == "unknown" else commit
     if (args.json or args.vectors) and not commit:
         raise TcsmtError("--json/--vectors record MMA-Sim's commit: give --mmasim-commit (or --mmasim a git checkout)")
     outs = [files.output(f, args.force) for f in (args.json, args.vectors) if f]  # claimed before the run
-    tcsmt_commit = _git_head(Path(__file__).resolve().parent.parent)  # the code that runs (read before it runs)
+    tcsmt_commit = git_commit()  # the code that runs (read before it runs)
     paths = [p for p in enumerate_paths(ms.isa, ms.sim) if args.only in p.label]
     if not paths:
         raise TcsmtError(f"--only {args.only!r} matches no MMA-Sim path")
