@@ -598,7 +598,7 @@ def _scaled(B: Backend, p: ModelParams, t: Term, sa: Decoded, sb: Decoded, raw_t
     ``zero_joins`` (or ``t.zero_joins``: a product under ``zero_exponent``, whose zero exponent
     z + e(other factor) is in ``t.top``): the term's alignment exponent joins E even where its
     magnitude is 0; such a zero product's exponent is ``t.top + e(sa) + e(sb)`` under either
-    ``product_exponent``.
+    ``product_exponent`` (a zero scale's e as :func:`_scale_exp` says).
     """
     fs = sa.fmt.frac_bits
     smin, smax = sa.fmt.emin, sa.fmt.emax
@@ -614,9 +614,10 @@ def _scaled(B: Backend, p: ModelParams, t: Term, sa: Decoded, sb: Decoded, raw_t
                     raw_head, peak=raw_peak, zero_joins=joins)
     top = B.add(lsb, B.msb(mag, mag_bits))
     top_min, top_max = lsb_min, lsb_max + mag_bits
-    if t.zero_joins:  # a zero product keeps its zero exponent (plus the scales')
-        top = B.ite(B.eq(t.mag, 0), B.add(t.top, B.add(sa.e, sb.e)), top)
-        top_min, top_max = min(top_min, t.top_min + 2 * smin), max(top_max, t.top_max + 2 * smax)
+    if t.zero_joins:  # a zero product keeps its zero exponent (plus the scales', :func:`_scale_exp`)
+        top = B.ite(B.eq(t.mag, 0), B.add(t.top, B.add(_scale_exp(B, p, sa), _scale_exp(B, p, sb))), top)
+        lo, hi = _scale_exp_range(p, sa.fmt)
+        top_min, top_max = min(top_min, t.top_min + 2 * lo), max(top_max, t.top_max + 2 * hi)
     return Term(t.neg, mag, lsb, top, mag_bits, lsb_min, lsb_max, top_min, top_max, 0, 1, zero_joins=joins)
 
 
