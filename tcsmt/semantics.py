@@ -757,6 +757,89 @@ def block_fma(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[
     return apply_flags(B, acc, flags, bits)
 
 
+@dataclass(frozen=True)
+class Alignment:
+    """One alignment step of a block FMA: ``addends`` addends placed on one grid 2^L with
+    L <= T - ``frac_bits``, where T is the block's reference exponent (the largest alignment exponent of
+    its non-zero inputs, or :attr:`BlockShape.extra_top`); each addend loses what lies below the grid
+    by ``mode`` (:func:`_align_term`): less than 2^L ("trunc", "floor"), at most 2^(L - 1) ("rne")."""
+
+    addends: int
+    frac_bits: int
+    mode: str
+
+
+@dataclass(frozen=True)
+class BlockShape:
+    """The error structure of one block FMA, read off :func:`block_fma` (a static fact for composed
+    error bounds, ``tcsmt.verify_proof``).
+
+    D = round(sum of the aligned addends): every alignment of :attr:`alignments` (each addend of each
+    level once; a level's sum enters the next level as one addend, exactly), no carry bit binds (checked
+    here), then one rounding into the accumulator format with ``round_frac_bits`` fraction bits,
+    ``round_mode`` and subnormal results kept or flushed (``keep_subnormals``).  Hence, with X the exact
+    sum of the block's inputs as the model reads them and T their reference exponent,
+    |D - X| <= (1 + u) * lambda * 2^T + u |X| + a, where lambda = sum over alignments of
+    addends * 2^-frac_bits (halved for "rne"), and u, a are the rounding's relative and absolute error.
+    T is at most the largest alignment exponent of the non-zero inputs, ``extra_top`` (the alignment
+    floor, a zero C's joining exponent ``zero_exponent``, or a subnormal C's emin), or a zero product's
+    z + e(other factor) (2z for two zero factors), z = ``zero_product``.
+    """
+
+    alignments: tuple[Alignment, ...]
+    round_frac_bits: int
+    round_mode: str
+    keep_subnormals: bool
+    extra_top: int
+    zero_product: int | None
+
+
+def block_shape(p: ModelParams, pterms: Sequence[Term], c_term: Term) -> BlockShape:
+    """:class:`BlockShape` of one block FMA of ``p`` on these addends (their static facts only: build them
+    with :func:`block_terms` on any back end).  TcsmtError where the block is not a single rounding of
+    aligned sums (pairwise reduction, C added after the products, block scales, operand conversion,
+    normalized product exponents, C dropped below the sum, a carry bit that can bind)."""
+    why = None
+    if p.reduction != "chain":
+        why = f"reduction {p.reduction} rounds every partial sum"
+    elif p.c_mode in ("after", "after_instr") or (p.c_mode == "after_sum" and p.window_frac_bits is None):
+        why = f"c_mode {p.c_mode} rounds twice"
+    elif p.scale_fmt or p.operand_fmt:
+        why = "block scales or operand conversion"
+    elif p.product_exponent != "raw":
+        why = f"product_exponent {p.product_exponent}"
+    elif p.c_drop is not None:
+        why = "c_drop"
+    if why is not None:
+        raise TcsmtError(f"no block error shape for {p.name}: {why} (not a single rounding of aligned sums)")
+    F = p.window_frac_bits
+    c_fmt = get_format(p.c_fmt)
+    extra = c_fmt.emin  # a subnormal C aligns at emin
+    if p.align_floor is not None and F is not None:
+        extra = max(extra, p.align_floor)
+    if p.zero_exponent is not None:  # a zero C joins at z (a zero product at z + e(other factor): zero_product)
+        extra = max(extra, p.zero_exponent)
+    if F is None:
+        aligns: tuple[Alignment, ...] = ()
+    else:
+        g = p.product_groups if p.c_mode == "after_sum" else 1
+        subsets = [list(pterms[j::g]) for j in range(g)] if g > 1 and len(pterms) > 1 else [list(pterms)]
+        if p.c_mode == "aligned":
+            subsets = [[*pterms, c_term]]
+        for sub in subsets:
+            if p.carry_bits != "unbounded":
+                width = max(t.head for t in sub) + F + 1
+                if F + 1 + int(p.carry_bits) < _sum_bits(sub, F, p, width):
+                    raise TcsmtError(f"no block error shape for {p.name}: its {p.carry_bits} carry bits can "
+                                     f"bind with {len(sub)} addends")
+        aligns = (Alignment(sum(len(s) for s in subsets), F, p.align),)
+        if p.c_mode == "after_sum":
+            if len(subsets) > 1:
+                aligns += (Alignment(len(subsets), F, p.late_align),)
+            aligns += (Alignment(1, p.sum_frac_bits, p.late_align), Alignment(1, F, p.late_align))
+    return BlockShape(aligns, p.block_frac_bits, p.block_round, p.subnormal_out, extra, p.zero_exponent)
+
+
 def unread_parameters(p: ModelParams) -> dict[str, Any]:
     """The parameters this module never reads for ``p``'s configuration, each with the value that
     stands for "unused" (models that differ only in these compute the same function).

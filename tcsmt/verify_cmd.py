@@ -19,6 +19,7 @@ from .formats import FP32
 from .progress import NO_PROGRESS, Progress
 from .values import format_value, parse_value
 from .verify_schemes import ALGOS, input_format, scheme_key, tensor_core_calls
+from .verify_stages import StageLemma
 
 
 def _num(v: Fraction | float | None) -> str:
@@ -76,8 +77,10 @@ def _header(algo: str, K: int, dom: V.Domain, relative: bool) -> str:
 
 
 def _status_of(r: V.WorstResult) -> str:
+    composed = r.proof is not None and r.proof.bound is not None and r.bound == r.proof.bound
+    how = " (composed proof)" if composed else ""
     if r.bound is not None and r.witness is not None:
-        return "proven max in [found, bound]"
+        return "proven max in [found, bound]" + how
     if r.bound is not None:
         return "proven bound (no witness)"
     return "searched only (" + r.stopped + ")"
@@ -107,14 +110,27 @@ def _run_worst(algo: str, archs: list[str], K: int, dom: V.Domain, relative: boo
         calls = tensor_core_calls(algo, K, p) if p is not None else 0
         found = f"{_num(r.found)} {_pow2(r.found)}"
         bound = f"<= {_num(r.bound)} {_pow2(r.bound)}" if r.bound is not None else "-"
-        click.echo(f"{r.arch:{w1}}  {calls:>8}  {found:>22}  {bound:>22}  {len(r.queries):>7}  "
+        nq = len(r.queries) + (r.proof.queries if r.proof is not None else 0)
+        click.echo(f"{r.arch:{w1}}  {calls:>8}  {found:>22}  {bound:>22}  {nq:>7}  "
                    f"{r.seconds:>6.1f}s  {_status_of(r)}")
-    click.echo("proven = an unsat answer: no input in the domain has a larger error; found = the worst input "
-               "of a fixed simulator candidate set or a solver answer, replayed in the simulator")
+    click.echo("proven = no input in the domain has a larger error: an unsat answer to the whole query, or a "
+               "composed proof (small lemmas, each an unsat answer, combined exactly: docs/verify.md); found = "
+               "the worst input of a fixed simulator candidate set or a solver answer, replayed in the simulator")
     if verbose:
         for r in rows:
+            if r.proof is not None:
+                pr = r.proof
+                head = (f"bound {_num(pr.bound)} = split {_num(pr.split_part)} + chain {_num(pr.chain_part)}"
+                        if pr.bound is not None else f"no composed bound: {pr.missing}")
+                click.echo(f"{r.arch} composed proof: {head}")
+                for lem in pr.lemmas:
+                    if isinstance(lem, StageLemma):
+                        click.echo(f"  {lem.name}: {lem.status} {lem.seconds:.1f}s: {lem.statement}")
+                    else:
+                        click.echo(f"  {lem.name} <= {_num(lem.bound)} (witness {_num(lem.found)}, {len(lem.steps)} "
+                                   f"queries, {lem.seconds:.1f}s): {lem.statement}")
             qs = ", ".join(f"> {format_value(q.threshold)}: {q.status} {q.seconds:.1f}s" for q in r.queries)
-            click.echo(f"{r.arch} queries: {qs}; stopped: {r.stopped}")
+            click.echo(f"{r.arch} queries: {qs or 'none'}; stopped: {r.stopped}")
     for r in rows:
         if r.witness is not None:
             click.echo(f"\n{r.arch}: worst input found")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -81,6 +82,8 @@ class WorstResult:
     queries: list[Query] = field(default_factory=list)
     seconds: float = 0.0
     stopped: str = ""
+    proof: Any = None
+    """the composed proof (:class:`tcsmt.verify_proof.Proof`) tried before the solver search, if any"""
 
     @property
     def found(self) -> Fraction | float | None:

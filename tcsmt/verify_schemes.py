@@ -224,12 +224,18 @@ def markidis(B, p: ModelParams, a: Sequence[V], b: Sequence[V], full: bool = Fal
 def markidis_chain(B, p: ModelParams, ah: Sequence[V], al: Sequence[V], bh: Sequence[V], bl: Sequence[V],
                    full: bool = False) -> V:
     """Markidis's tensor-core chain on given fp16 pieces (x_h, r_x): the scheme after its splits."""
-    pairs = [(ah, bh), (ah, bl), (al, bh)] + ([(al, bl)] if full else [])
+    a_pieces, b_pieces = (ah, al), (bh, bl)
     acc: V = B.const(0)
     for k0, k1 in kblocks(len(ah), p):
-        for xs, ys in pairs:
-            acc = tc(B, p, xs[k0:k1], ys[k0:k1], acc)
+        for i, j in markidis_pairs(full):
+            acc = tc(B, p, a_pieces[i][k0:k1], b_pieces[j][k0:k1], acc)
     return acc
+
+
+def markidis_pairs(full: bool = False) -> list[tuple[int, int]]:
+    """Markidis's piece products (i, j) = A_i . B_j in chain order, piece 0 = x_h, piece 1 = r_x:
+    A_h.B_h, A_h.R_B, R_A.B_h (and R_A.R_B for ``markidis-full``)."""
+    return [(0, 0), (0, 1), (1, 0)] + ([(1, 1)] if full else [])
 
 
 def ootomo(B, p: ModelParams, a: Sequence[V], b: Sequence[V]) -> V:

@@ -19,6 +19,7 @@ from .solvers import solve
 from .values import format_value
 from .verify_domain import Domain
 from .verify_eval import errors_fp64, params_for, random_inputs, simulate_scheme
+from .verify_proof import compose
 from .verify_results import BoundResult, CompareResult, Query, Witness, WorstResult, _model_inputs, replay
 from .verify_schemes import scheme_key
 from .verify_smt import error_terms, exceeds, make_problem, scheme_term, symmetry, worse
@@ -114,10 +115,22 @@ def simulator_candidates(algo: str, p: ModelParams | None, K: int, dom: Domain, 
     return replay([algo], p, [int(x) for x in a[i]], [int(x) for x in b[i]], relative)
 
 
+#: a composed bound at most this factor above the worst input found ends the search (issue 14: within 2x)
+COMPOSED_ENOUGH = 2
+#: the least time limit of one lemma query of a composed proof (they answer in seconds; a generous limit
+#: keeps the answer independent of the machine's load)
+LEMMA_TIMEOUT = 60.0
+
+
 def search_worst(algo: str, arch: str, K: int, dom: Domain, relative: bool = True, solver: str = "auto",
                  per_query: float = 20.0, budget: float | None = None, max_queries: int = 14,
-                 tolerance: Fraction = Fraction(1, 8)) -> WorstResult:
+                 tolerance: Fraction = Fraction(1, 8), prove_first: bool = True) -> WorstResult:
     """Search the largest error by iterative tightening.
+
+    First, for the relative error of a chain scheme, a composed proof (:func:`tcsmt.verify_proof.compose`,
+    small solver lemmas, ``per_query`` seconds each): where its bound is within COMPOSED_ENOUGH times the
+    worst simulator candidate, the search ends there; otherwise the bound is the search's first proven
+    bound (``prove_first=False`` skips it).
 
     The search starts from the worst of :func:`simulator_candidates` (its first threshold is that
     error times 1 + tolerance).  Each query asks for an input whose error exceeds a threshold t.  A sat
@@ -152,6 +165,21 @@ def search_worst(algo: str, arch: str, K: int, dom: Domain, relative: bool = Tru
     if start is not None and isinstance(e0, Fraction):
         best, res.witness = e0, start
         t = _dyadic(e0 * (1 + tolerance), 4, True)
+    if relative and p is not None and prove_first:
+        res.proof = compose(algo, arch, p, K, dom, max(per_query, LEMMA_TIMEOUT))
+        if res.proof.bound is not None:
+            res.bound = res.proof.bound
+            if best is not None and res.bound <= COMPOSED_ENOUGH * best:
+                res.stopped = f"composed proof within {COMPOSED_ENOUGH}x of the worst input found"
+                res.seconds = time.perf_counter() - t0
+                return res
+            if best is not None:
+                nxt = _between(best, res.bound)
+                if nxt is None:
+                    res.stopped = "no threshold left between best and bound"
+                    res.seconds = time.perf_counter() - t0
+                    return res
+                t = nxt
     while len(res.queries) < max_queries:
         left = per_query if budget is None else budget - (time.perf_counter() - t0)
         if left <= 0.5:

@@ -84,6 +84,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tcsmt/verify_domain.py", "Domain.exp_range"): _FIELDS,
     ("tcsmt/verify_eval.py", "random_inputs"): _INPUTS,
     ("tcsmt/verify_lemmas.py", "chain_lemma"): _PROOF,
+    ("tcsmt/verify_proof.py", "_block_const"): _PROOF,
+    ("tcsmt/verify_stages.py", "round_lemma"): _PROOF,
     ("tcsmt/verify_lemmas.py", "instr_lemma"): _PROOF,
     ("tcsmt/verify_lemmas.py", "lo_within"): _PROOF,
     ("tcsmt/verify_lemmas.py", "short_dyadic"): _PROOF,

@@ -1,0 +1,315 @@
+"""Composed proofs of error bounds for tensor-core chain schemes (``tcsmt verify``, issue 14).
+
+A whole-scheme solver query (24 x 24-bit products, the splits, every instruction and the exact error
+at once) does not answer within minutes; this module proves a bound from small lemmas instead, each
+an UNSAT answer on the model's own semantics, and composes them with exact rational arithmetic.
+
+Schemes covered: the chain schemes, where every fp32 input x is cut into pieces P_0(x), ..., P_(n-1)(x)
+of a narrow format and chosen piece products are accumulated in one tensor-core accumulator from +0
+(Markidis, ``markidis-full``, the vendor piece schemes bf16x9 / bf16x3 / tf32x3 and their orders).
+Inputs: fp32 with LO <= |a_k|, |b_k| <= HI, LO > 0.  The bound is on the relative error
+|D - A.B| / N with N = sum_k |a_k| |b_k|.
+
+Lemmas (solver, UNSAT answers):
+
+* piece lemmas (:func:`piece_lemma`, bisection): |x - P_0 - ... - P_i| <= rho_i |x| on the domain, with
+  every piece read as the model reads it (subnormals flushed where ``subnormal_in`` is false);
+* stage lemmas (:mod:`tcsmt.verify_stages`, one query each): the block's rounding into the accumulator
+  is within u |v| + a of its input v, and placing an addend on a window's grid 2^L loses less than 2^L.
+
+Static facts of the semantics: :func:`tcsmt.semantics.block_shape` (each block FMA is one rounding of
+aligned sums with the stated alignments and no binding carry bit).
+
+Composition (exact rationals; the proof in docs/verify.md, "Composed proofs"):
+
+* with pi_0 = 1 + rho_0 and pi_i = rho_(i-1) + rho_i bounding |P_i| / |x|, and kappa_i =
+  max(pi_i, 2^emin(fmt) / LO) bounding 2^e(P_i) / |x| (e the alignment exponent, emin for a
+  subnormal or zero piece), the products the chain drops cost
+  |A.B - P| <= (sum over dropped (i, j) of pi_i pi_j + (2 + rho_(n-1)) rho_(n-1)) N, where P is the
+  exact sum of the piece products the chain adds (a = sum_i P_i + R_a, |R_a| <= rho_(n-1) |a|);
+* every block FMA of the chain (D_j = BLK(pieces, C = D_(j-1)), D_0 = +0) adds at most
+  (1 + u) lambda 2^T + u |X_j + C| + a (:class:`tcsmt.semantics.BlockShape`), with
+  2^T <= kappa_i kappa_j N + |C| + 2^extra_top, |X_j| <= pi_i pi_j N, |C| <= (sum of earlier |X|) + e;
+  where the model flushes a subnormal C, reading it costs less than 2^emin more;
+* so |D - A.B| <= c N + d, and the relative bound is c + d / N_min with N_min = K LO^2.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from pysmt.shortcuts import And, Or
+
+from . import semantics as sem
+from .backend_numpy import NumpyBackend
+from .backend_smt import SmtBackend
+from .errors import TcsmtError
+from .formats import FP32, Format, get_format
+from .params import ModelParams
+from .solvers import solve
+from .verify_domain import Domain
+from .verify_lemmas import Lemma, _domain_symbol, tighten
+from .verify_schemes import VENDOR, kblocks, markidis_pairs, piece_pairs, pieces, scheme_key, split
+from .verify_stages import StageLemma, align_lemma, round_lemma
+
+SB = SmtBackend()
+NB = NumpyBackend()
+FP16 = get_format("fp16")
+
+
+@dataclass
+class ChainScheme:
+    """A chain scheme's splitting: ``n`` pieces of ``fmt`` per input (``cut`` gives their patterns) and the
+    piece products (i, j) = A_i . B_j accumulated per k-block, in order."""
+
+    fmt: Format
+    n: int
+    pairs: list[tuple[int, int]]
+    cut: Callable[[Any, Any], list[Any]]
+
+
+def chain_scheme(algo: str) -> ChainScheme:
+    """The splitting of a chain scheme; TcsmtError for a scheme with another structure."""
+    key = scheme_key(algo)
+    if key in ("markidis", "markidis-full"):
+        return ChainScheme(FP16, 2, markidis_pairs(key == "markidis-full"), lambda B, x: list(split(B, x, 0)))
+    if key in VENDOR:
+        fmt, n, full, order = VENDOR[key]
+        return ChainScheme(fmt, n, piece_pairs(n, full, order), lambda B, x: pieces(B, x, fmt, n))
+    raise TcsmtError(f"no composed proof for {key}: only chain schemes (one tensor-core accumulator from +0: "
+                     "markidis, markidis-full, bf16x9, bf16x3, tf32x3 and their orders) are composed")
+
+
+@dataclass
+class Proof:
+    """A composed bound (None where some lemma is missing: ``missing`` says which) and its lemmas."""
+
+    algo: str
+    arch: str
+    K: int
+    dom: Domain
+    bound: Fraction | None = None
+    split_part: Fraction = Fraction(0)
+    chain_part: Fraction = Fraction(0)
+    lemmas: list[Lemma | StageLemma] = field(default_factory=list)
+    missing: str = ""
+    seconds: float = 0.0
+
+    @property
+    def queries(self) -> int:
+        return sum(len(lem.steps) if isinstance(lem, Lemma) else 1 for lem in self.lemmas)
+
+
+# ------------------------------------------------------------------ piece lemmas
+def _piece_units(B, x_dec: sem.Decoded, lsb: Any, piece: Any, fmt: Format, keep: bool) -> tuple[Any, Any]:
+    """(signed units, off-grid flag): the piece as the model reads it, in units of x's grid 2^lsb, signed
+    relative to x's sign; off-grid where a set bit would fall below that grid (then the units are wrong)."""
+    d = sem.decode(B, fmt, piece, keep)
+    sh = B.sub(B.sub(d.e, fmt.frac_bits), lsb)
+    up = B.shl(d.sig, B.min(B.max(sh, 0), 30), 30, fmt.frac_bits + 31)
+    down_by = B.max(B.neg(sh), 0)
+    units = B.ite(B.lt(sh, 0), B.shr(d.sig, down_by), up)
+    off = B.and_(B.lt(sh, 0), B.low_nonzero(d.sig, down_by))
+    special = B.or_(d.nan, d.inf)
+    return B.ite(B.xor(d.neg, x_dec.neg), B.neg(units), units), B.or_(off, special)
+
+
+def piece_lemma(cs: ChainScheme, keep: bool, dom: Domain, i: int, timeout: float) -> Lemma:
+    """rho_i: |x - P_0 - ... - P_i| <= rho_i |x| for fp32 x in ``dom`` (x >= 0: the splits are odd)."""
+    x, sym, cons = _domain_symbol(dom, "x")
+    dx = sem.decode(SB, FP32, x)
+    lsb = SB.sub(dx.e, FP32.frac_bits)
+    parts = cs.cut(SB, x)
+    rest, bad = dx.sig, SB.false()
+    for piece in parts[:i + 1]:
+        u, off = _piece_units(SB, dx, lsb, piece, cs.fmt, keep)
+        rest, bad = SB.fit(SB.sub(rest, u), 34), SB.or_(bad, off)
+    mag = SB.ite(SB.lt(rest, 0), SB.neg(rest), rest)
+
+    def ask(t: Fraction, limit: float):
+        worse = SB.gt(SB.mul_const(mag, t.denominator), SB.mul_const(dx.sig, t.numerator))
+        return solve(And(cons, Or(bad, worse)), {"x": sym}, "bitwuzla", limit)
+
+    def value(model: dict[str, int]) -> Fraction:
+        xv = np.array([model["x"]], dtype=np.int64)
+        d = sem.decode(NB, FP32, xv)
+        lsb_n = int(np.asarray(d.e)[0]) - FP32.frac_bits
+        r = Fraction(int(np.asarray(d.sig)[0]))
+        for piece in cs.cut(NB, xv)[:i + 1]:
+            pd = sem.decode(NB, cs.fmt, piece, keep)
+            if int(np.asarray(pd.nan)[0]) or int(np.asarray(pd.inf)[0]):
+                return Fraction(1 << 60)
+            v = Fraction(int(np.asarray(pd.sig)[0])) * Fraction(2) ** (int(np.asarray(pd.e)[0]) - cs.fmt.frac_bits - lsb_n)
+            r -= -v if int(np.asarray(pd.neg)[0]) else v
+        return abs(r) / int(np.asarray(d.sig)[0])
+
+    read = "" if keep else " (subnormal pieces read as zero)"
+    rest_text = " - ".join(f"P_{j}" for j in range(i + 1))
+    stmt = f"|x - {rest_text}| <= rho_{i} |x| for fp32 x, {dom.describe()}, {cs.n} {cs.fmt.name} pieces{read}"
+    return tighten(f"rho_{i}[{cs.fmt.name}{'' if keep else ', flushed'}]", stmt, ask, value, Fraction(1, 1 << 24),
+                   timeout, max_steps=16)
+
+
+# ------------------------------------------------------------------ composition
+@dataclass(frozen=True)
+class _BlockConst:
+    """The constants of one block FMA: (1 + u) lambda 2^T + u |X + C| + a, T <= ... or 2^extra_top."""
+
+    u: Fraction
+    lam: Fraction
+    a: Fraction
+    extra: Fraction
+
+
+def _block_terms(p: ModelParams, n: int) -> tuple[list[sem.Term], sem.Term]:
+    """The static facts of a block's addends (n products and a general C; values are placeholders)."""
+    zeros = [np.zeros(1, dtype=np.int64) for _ in range(n)]
+    pterms, c_term, _ = sem.block_terms(NB, p, zeros, zeros, np.zeros(1, dtype=np.int64), get_format(p.c_fmt))
+    return pterms, c_term
+
+
+class _Cache:
+    """Stage lemmas proven once per run (they depend only on their stated parameters)."""
+
+    def __init__(self) -> None:
+        self.rounds: dict[tuple, tuple[StageLemma, Fraction, Fraction]] = {}
+        self.aligns: dict[tuple, tuple[StageLemma, Fraction]] = {}
+        self.pieces: dict[tuple, Lemma] = {}
+
+
+CACHE = _Cache()
+
+
+def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top: Fraction) -> _BlockConst | str:
+    """The constants of a block FMA of ``p`` on n products, or the reason there are none (``factor_top``
+    bounds 2^e of every factor: where a zero product joins the alignment at z + e(other factor))."""
+    pterms, c_term = _block_terms(p, n)
+    try:
+        shape = sem.block_shape(p, pterms, c_term)
+    except TcsmtError as exc:
+        return str(exc)
+    lam = Fraction(0)
+    terms = [*pterms, c_term]
+    F = p.window_frac_bits
+    widest = max([al.frac_bits for al in shape.alignments] or [0])
+    for al in shape.alignments:
+        gap = min(t.gap_min for t in terms)
+        mbits = max(t.mag_bits for t in terms) + 2 + max(0, widest - (F or 0))
+        d_min = min(t.lsb_min for t in terms) - (max(t.top_max for t in terms) - al.frac_bits) - 2
+        akey: tuple = (al.mode, al.frac_bits, gap, mbits, d_min)
+        if akey not in CACHE.aligns:
+            CACHE.aligns[akey] = align_lemma(al.mode, al.frac_bits, gap, mbits, d_min, timeout)
+        lem, unit = CACHE.aligns[akey]
+        used.append(lem)
+        if lem.status != "unsat":
+            return f"{lem.name}: solver {lem.status}"
+        lam += al.addends * unit / (1 << al.frac_bits)
+    acc = get_format(p.acc_fmt)
+    lsb_max: int | None = None
+    if F is None:  # the exact sum (sem.block_sum): its width, on the fixed grid of the finest addend
+        width = sem.block_sum(NB, terms, None, p).mag_bits
+        lsb_min = lsb_max = min(t.lsb_min for t in terms)
+    else:  # a window sum below 2^(E + head + carries), on the grid 2^(E - F) (or finer in after_sum)
+        width = max(t.head for t in terms) + widest + 2 + (n + 1).bit_length() + 2
+        lsb_min = min([t.top_min for t in terms] + [shape.extra_top]) - widest - 1
+    key = (acc.name, shape.round_frac_bits, shape.round_mode, shape.keep_subnormals, width, lsb_min, lsb_max)
+    if key not in CACHE.rounds:
+        CACHE.rounds[key] = round_lemma(acc, shape.round_frac_bits, shape.round_mode, shape.keep_subnormals, width,
+                                        lsb_min, timeout, lsb_max)
+    lem, u, a = CACHE.rounds[key]
+    used.append(lem)
+    if lem.status != "unsat":
+        return f"{lem.name}: solver {lem.status}"
+    extra = Fraction(2) ** shape.extra_top
+    if shape.zero_product is not None:  # z + e(other factor): the factor is a piece, 2^e <= kappa |x| <= kappa HI
+        z = Fraction(2) ** shape.zero_product
+        extra = max(extra, z * z, z * factor_top)
+    return _BlockConst(u, lam, a, extra)
+
+
+def compose(algo: str, arch: str, p: ModelParams, K: int, dom: Domain, timeout: float) -> Proof:
+    """A composed bound on the relative error of chain scheme ``algo`` on model ``p`` (module docstring)."""
+    t0 = time.perf_counter()
+    proof = Proof(scheme_key(algo), arch, K, dom)
+    try:
+        cs = chain_scheme(algo)
+    except TcsmtError as exc:
+        proof.missing = str(exc)
+        return proof
+    lo = FP32.to_fraction(dom.lo_pattern)
+    hi = FP32.to_fraction(dom.hi_pattern)
+    assert isinstance(lo, Fraction) and isinstance(hi, Fraction)
+    if lo == 0:
+        proof.missing = "the domain admits zero inputs: a relative bound needs LO > 0"
+        return proof
+    # piece lemmas
+    rho: list[Fraction] = []
+    for i in range(cs.n):
+        key = (algo_pieces_key(algo), p.subnormal_in, dom.lo_pattern, dom.hi_pattern, i)
+        if key not in CACHE.pieces:
+            CACHE.pieces[key] = piece_lemma(cs, p.subnormal_in, dom, i, timeout)
+        lem = CACHE.pieces[key]
+        proof.lemmas.append(lem)
+        if lem.bound is None:
+            proof.missing = f"{lem.name}: {lem.stopped}"
+            proof.seconds = time.perf_counter() - t0
+            return proof
+        rho.append(lem.bound)
+    pi = [1 + rho[0]] + [rho[i - 1] + rho[i] for i in range(1, cs.n)]
+    floor = Fraction(2) ** cs.fmt.emin / lo
+    kappa = [max(q, floor) for q in pi]
+    last = rho[-1]
+    dropped = [(i, j) for i in range(cs.n) for j in range(cs.n) if (i, j) not in cs.pairs]
+    proof.split_part = sum((pi[i] * pi[j] for i, j in dropped), Fraction(0)) + (2 + last) * last
+    # the chain, block by block (the blocks of sem.groups for each instruction's k-slice)
+    e_c, e_d = Fraction(0), Fraction(0)  # |D_j - (X_1 + ... + X_j)| <= e_c N + e_d
+    a_c = Fraction(0)  # |X_1| + ... + |X_j| <= a_c N
+    flush_c = Fraction(0) if p.subnormal_c else Fraction(2) ** get_format(p.c_fmt).emin
+    consts: dict[int, _BlockConst | str] = {}
+    for k0, k1 in kblocks(K, p):
+        for i, j in cs.pairs:
+            for instr in sem.groups(k1 - k0, p):
+                for ks in instr:
+                    n = len(ks)
+                    if n not in consts:
+                        consts[n] = _block_const(p, n, timeout, proof.lemmas, max(kappa) * hi)
+                    bc = consts[n]
+                    if isinstance(bc, str):
+                        proof.missing = bc
+                        proof.seconds = time.perf_counter() - t0
+                        return proof
+                    x_c, m_c = pi[i] * pi[j], kappa[i] * kappa[j]
+                    c_c, c_d = a_c + e_c, e_d  # |C| <= c_c N + c_d
+                    t_c, t_d = m_c + c_c, c_d + bc.extra  # 2^T <= t_c N + t_d
+                    e_c += (1 + bc.u) * bc.lam * t_c + bc.u * (x_c + c_c)
+                    e_d += (1 + bc.u) * bc.lam * t_d + bc.u * c_d + bc.a + flush_c * (1 + bc.u)
+                    a_c += x_c
+    n_min = K * lo * lo
+    n_max = K * hi * hi
+    top = (a_c + e_c) * n_max + e_d
+    if top >= Fraction(2) ** (get_format(p.acc_fmt).emax - 1):
+        proof.missing = "the accumulator could overflow on this domain"
+    elif p.product_inf is not None and kappa[0] ** 2 * hi * hi * 4 >= Fraction(2) ** p.product_inf:
+        proof.missing = f"products can reach the model's product_inf = 2^{p.product_inf}"
+    else:
+        proof.chain_part = e_c + e_d / n_min
+        proof.bound = proof.split_part + proof.chain_part
+    proof.seconds = time.perf_counter() - t0
+    return proof
+
+
+def algo_pieces_key(algo: str) -> str:
+    """Schemes with the same splitting share their piece lemmas."""
+    key = scheme_key(algo)
+    return "markidis" if key.startswith("markidis") else VENDOR[key][0].name + str(VENDOR[key][1])
+
+
+def reset_cache() -> None:
+    """Forget the lemmas proven so far (tests, benchmarks: time a cold proof)."""
+    CACHE.rounds.clear()
+    CACHE.aligns.clear()
+    CACHE.pieces.clear()
