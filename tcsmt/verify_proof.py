@@ -6,7 +6,9 @@ an UNSAT answer on the model's own semantics, and composes them with exact ratio
 
 Schemes covered: the chain schemes, where every fp32 input x is cut into pieces P_0(x), ..., P_(n-1)(x)
 of a narrow format and chosen piece products are accumulated in one tensor-core accumulator from +0
-(Markidis, ``markidis-full``, the vendor piece schemes bf16x9 / bf16x3 / tf32x3 and their orders).
+(Markidis, ``markidis-full``, the vendor piece schemes bf16x9 / bf16x3 / tf32x3 and their orders), and
+Ootomo-Yokota (pieces x_h and 2^-11 dx; a main chain per k-block added with RN32, a correction chain,
+and the final RN32 addition: :func:`_ootomo_chains`).
 Inputs: fp32 with LO <= |a_k|, |b_k| <= HI, LO > 0.  The bound is on the relative error
 |D - A.B| / N with N = sum_k |a_k| |b_k|.
 
@@ -31,10 +33,13 @@ Composition (exact rationals; the proof in docs/verify.md, "Composed proofs"):
   (1 + u) lambda 2^T + u |X_j + C| + a (:class:`tcsmt.semantics.BlockShape`), with
   2^T <= kappa_i kappa_j N + |C| + 2^extra_top, |X_j| <= pi_i pi_j N, |C| <= (sum of earlier |X|) + e;
   where the model flushes a subnormal C, reading it costs less than 2^emin more;
+* an RN32 addition of two fp32 values (``verify_schemes.rn32_sum``: a 48-bit window, truncated, then
+  RNE) adds (1 + u) 2^-47 2^T + u (|x| + |y|) + a, with the same two stage lemmas;
 * so |D - A.B| <= c N + d, and the relative bound is c + d / N_min with N_min = K LO^2.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,7 +58,7 @@ from .params import ModelParams
 from .solvers import solve
 from .verify_domain import Domain
 from .verify_lemmas import Lemma, _domain_symbol, tighten
-from .verify_schemes import VENDOR, kblocks, markidis_pairs, piece_pairs, pieces, scheme_key, split
+from .verify_schemes import _ADD_WINDOW, _EXACT, OOTOMO_SCALE_LOG2, VENDOR, kblocks, markidis_pairs, piece_pairs, pieces, scheme_key, split
 from .verify_stages import StageLemma, align_lemma, round_lemma
 
 SB = SmtBackend()
@@ -70,6 +75,8 @@ class ChainScheme:
     n: int
     pairs: list[tuple[int, int]]
     cut: Callable[[Any, Any], list[Any]]
+    scales: tuple[int, ...] = ()
+    """s_i: piece i stands for 2^-s_i times its pattern's value (Ootomo-Yokota's scaled residual); default 0"""
 
 
 def chain_scheme(algo: str) -> ChainScheme:
@@ -80,8 +87,11 @@ def chain_scheme(algo: str) -> ChainScheme:
     if key in VENDOR:
         fmt, n, full, order = VENDOR[key]
         return ChainScheme(fmt, n, piece_pairs(n, full, order), lambda B, x: pieces(B, x, fmt, n))
+    if key == "ootomo":  # the pieces x_h and 2^-11 dx; the products are not one chain (compose_ootomo)
+        return ChainScheme(FP16, 2, markidis_pairs(False), lambda B, x: list(split(B, x, OOTOMO_SCALE_LOG2)),
+                           (0, OOTOMO_SCALE_LOG2))
     raise TcsmtError(f"no composed proof for {key}: only chain schemes (one tensor-core accumulator from +0: "
-                     "markidis, markidis-full, bf16x9, bf16x3, tf32x3 and their orders) are composed")
+                     "markidis, markidis-full, bf16x9, bf16x3, tf32x3 and their orders) and ootomo are composed")
 
 
 @dataclass
@@ -105,11 +115,13 @@ class Proof:
 
 
 # ------------------------------------------------------------------ piece lemmas
-def _piece_units(B, x_dec: sem.Decoded, lsb: Any, piece: Any, fmt: Format, keep: bool) -> tuple[Any, Any]:
-    """(signed units, off-grid flag): the piece as the model reads it, in units of x's grid 2^lsb, signed
-    relative to x's sign; off-grid where a set bit would fall below that grid (then the units are wrong)."""
+def _piece_units(B, x_dec: sem.Decoded, lsb: Any, piece: Any, fmt: Format, keep: bool,
+                 scale: int = 0) -> tuple[Any, Any]:
+    """(signed units, off-grid flag): the piece as the model reads it, times 2^-scale, in units of x's grid
+    2^lsb, signed relative to x's sign; off-grid where a set bit would fall below that grid (then the units
+    are wrong)."""
     d = sem.decode(B, fmt, piece, keep)
-    sh = B.sub(B.sub(d.e, fmt.frac_bits), lsb)
+    sh = B.sub(B.sub(d.e, fmt.frac_bits + scale), lsb)
     up = B.shl(d.sig, B.min(B.max(sh, 0), 30), 30, fmt.frac_bits + 31)
     down_by = B.max(B.neg(sh), 0)
     units = B.ite(B.lt(sh, 0), B.shr(d.sig, down_by), up)
@@ -125,8 +137,9 @@ def piece_lemma(cs: ChainScheme, keep: bool, dom: Domain, i: int, timeout: float
     lsb = SB.sub(dx.e, FP32.frac_bits)
     parts = cs.cut(SB, x)
     rest, bad = dx.sig, SB.false()
-    for piece in parts[:i + 1]:
-        u, off = _piece_units(SB, dx, lsb, piece, cs.fmt, keep)
+    scales = cs.scales or (0,) * cs.n
+    for piece, s in zip(parts[:i + 1], scales):
+        u, off = _piece_units(SB, dx, lsb, piece, cs.fmt, keep, s)
         rest, bad = SB.fit(SB.sub(rest, u), 34), SB.or_(bad, off)
     mag = SB.ite(SB.lt(rest, 0), SB.neg(rest), rest)
 
@@ -139,15 +152,18 @@ def piece_lemma(cs: ChainScheme, keep: bool, dom: Domain, i: int, timeout: float
         d = sem.decode(NB, FP32, xv)
         lsb_n = int(np.asarray(d.e)[0]) - FP32.frac_bits
         r = Fraction(int(np.asarray(d.sig)[0]))
-        for piece in cs.cut(NB, xv)[:i + 1]:
+        for piece, s in zip(cs.cut(NB, xv)[:i + 1], cs.scales or (0,) * cs.n):
             pd = sem.decode(NB, cs.fmt, piece, keep)
             if int(np.asarray(pd.nan)[0]) or int(np.asarray(pd.inf)[0]):
                 return Fraction(1 << 60)
-            v = Fraction(int(np.asarray(pd.sig)[0])) * Fraction(2) ** (int(np.asarray(pd.e)[0]) - cs.fmt.frac_bits - lsb_n)
+            v = Fraction(int(np.asarray(pd.sig)[0])) * Fraction(2) ** (int(np.asarray(pd.e)[0]) - cs.fmt.frac_bits - s
+                                                                         - lsb_n)
             r -= -v if int(np.asarray(pd.neg)[0]) else v
         return abs(r) / int(np.asarray(d.sig)[0])
 
     read = "" if keep else " (subnormal pieces read as zero)"
+    if any(cs.scales):
+        read += ", piece i scaled by 2^-" + "/".join(str(s) for s in cs.scales)
     rest_text = " - ".join(f"P_{j}" for j in range(i + 1))
     stmt = f"|x - {rest_text}| <= rho_{i} |x| for fp32 x, {dom.describe()}, {cs.n} {cs.fmt.name} pieces{read}"
     return tighten(f"rho_{i}[{cs.fmt.name}{'' if keep else ', flushed'}]", stmt, ask, value, Fraction(1, 1 << 24),
@@ -184,6 +200,12 @@ class _Cache:
 CACHE = _Cache()
 
 
+def _note(used: list, lem: Any) -> None:
+    """List a lemma once among those a proof used."""
+    if not any(x is lem for x in used):
+        used.append(lem)
+
+
 def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top: Fraction) -> _BlockConst | str:
     """The constants of a block FMA of ``p`` on n products, or the reason there are none (``factor_top``
     bounds 2^e of every factor: where a zero product joins the alignment at z + e(other factor))."""
@@ -204,7 +226,7 @@ def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top:
         if akey not in CACHE.aligns:
             CACHE.aligns[akey] = align_lemma(al.mode, al.frac_bits, gap, mbits, d_min, timeout)
         lem, unit = CACHE.aligns[akey]
-        used.append(lem)
+        _note(used, lem)
         if lem.status != "unsat":
             return f"{lem.name}: solver {lem.status}"
         lam += al.addends * unit / (1 << al.frac_bits)
@@ -221,7 +243,7 @@ def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top:
         CACHE.rounds[key] = round_lemma(acc, shape.round_frac_bits, shape.round_mode, shape.keep_subnormals, width,
                                         lsb_min, timeout, lsb_max)
     lem, u, a = CACHE.rounds[key]
-    used.append(lem)
+    _note(used, lem)
     if lem.status != "unsat":
         return f"{lem.name}: solver {lem.status}"
     extra = Fraction(2) ** shape.extra_top
@@ -231,8 +253,101 @@ def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top:
     return _BlockConst(u, lam, a, extra)
 
 
+def _piece_bounds(cs: ChainScheme, p: ModelParams, dom: Domain, lo: Fraction, timeout: float,
+                  proof: Proof) -> list[Fraction] | None:
+    """rho_0..rho_(n-1) from the piece lemmas (cached), or None (``proof.missing`` says why)."""
+    rho: list[Fraction] = []
+    for i in range(cs.n):
+        key = (algo_pieces_key(proof.algo), p.subnormal_in, dom.lo_pattern, dom.hi_pattern, i)
+        if key not in CACHE.pieces:
+            CACHE.pieces[key] = piece_lemma(cs, p.subnormal_in, dom, i, timeout)
+        lem = CACHE.pieces[key]
+        proof.lemmas.append(lem)
+        if lem.bound is None:
+            proof.missing = f"{lem.name}: {lem.stopped}"
+            return None
+        rho.append(lem.bound)
+    return rho
+
+
+@dataclass
+class _Err:
+    """A bound c N + d (N = sum_k |a_k| |b_k|): of an error, or of a magnitude."""
+
+    c: Fraction = Fraction(0)
+    d: Fraction = Fraction(0)
+
+    def __add__(self, other: _Err) -> _Err:
+        return _Err(self.c + other.c, self.d + other.d)
+
+    def times(self, f: Fraction) -> _Err:
+        return _Err(self.c * f, self.d * f)
+
+
+def _chain(p: ModelParams, K: int, pairs: list[tuple[int, int]], pi: list[Fraction], kappa: list[Fraction],
+           factor_top: Fraction, timeout: float, proof: Proof, k_ranges: list[tuple[int, int]] | None = None
+           ) -> tuple[_Err, _Err] | None:
+    """(error, magnitude of the exact sum) of one tensor-core accumulator chain from +0: for each k-block, for
+    each piece pair (i, j), acc = TC(A_i . B_j + acc), block by block as :func:`tcsmt.semantics.groups` cuts
+    the instruction; pi / kappa bound |piece| / |x| and 2^e(piece) / |x| as the model sees the pieces.
+    None where a block has no constants (``proof.missing``)."""
+    e, a = _Err(), _Err()  # |D_j - (X_1 + ... + X_j)| <= e;  |X_1| + ... + |X_j| <= a
+    flush_c = Fraction(0) if p.subnormal_c else Fraction(2) ** get_format(p.c_fmt).emin
+    for k0, k1 in (k_ranges or kblocks(K, p)):
+        for i, j in pairs:
+            for instr in sem.groups(k1 - k0, p):
+                for ks in instr:
+                    bc = _block_const(p, len(ks), timeout, proof.lemmas, factor_top)
+                    if isinstance(bc, str):
+                        proof.missing = bc
+                        return None
+                    x = _Err(pi[i] * pi[j])
+                    c = a + e  # |C| <= c
+                    two_t = _Err(kappa[i] * kappa[j]) + c + _Err(d=bc.extra)  # 2^T
+                    e = e + two_t.times((1 + bc.u) * bc.lam) + (x + c).times(bc.u) + _Err(d=bc.a + flush_c * (1 + bc.u))
+                    a = a + x
+    return e, a
+
+
+def _rn32_const(timeout: float, proof: Proof, scale: int) -> _BlockConst | None:
+    """The constants of ``rn32_sum`` on two fp32 addends, the second scaled by 2^scale (verify_schemes: the
+    two aligned in a window of _ADD_WINDOW bits, truncated, the sum rounded to nearest even, IEEE)."""
+    zero = np.zeros(1, dtype=np.int64)
+    t = sem.value_term(NB, sem.decode(NB, FP32, zero))[0]
+    terms = [t, _scale_term(t, scale)]
+    F = _ADD_WINDOW
+    key = ("trunc", F, t.gap_min, t.mag_bits + 2, min(s.lsb_min for s in terms) - max(s.top_max for s in terms) + F - 2)
+    if key not in CACHE.aligns:
+        CACHE.aligns[key] = align_lemma(_EXACT.align, F, t.gap_min, t.mag_bits + 2, key[4], timeout)
+    lem, unit = CACHE.aligns[key]
+    _note(proof.lemmas, lem)
+    width = sem.block_sum(NB, terms, F, _EXACT).mag_bits
+    lsb_min = min(s.top_min for s in terms) - F - 1
+    rkey = (FP32.name, FP32.frac_bits, "rne", _EXACT.subnormal_out, width, lsb_min, None)
+    if rkey not in CACHE.rounds:
+        CACHE.rounds[rkey] = round_lemma(FP32, FP32.frac_bits, "rne", _EXACT.subnormal_out, width, lsb_min, timeout)
+    rlem, u, a = CACHE.rounds[rkey]
+    _note(proof.lemmas, rlem)
+    if lem.status != "unsat" or rlem.status != "unsat":
+        proof.missing = f"rn32 addition: solver {lem.status}/{rlem.status}"
+        return None
+    # a subnormal addend aligns at emin (-126), the scaled one at emin + scale
+    return _BlockConst(u, 2 * unit / (1 << F), a, Fraction(2) ** max(FP32.emin, FP32.emin + scale))
+
+
+def _scale_term(t: sem.Term, s: int) -> sem.Term:
+    """The static facts of t * 2^s (verify_schemes.scale on placeholder values)."""
+    return dataclasses.replace(t, lsb_min=t.lsb_min + s, lsb_max=t.lsb_max + s, top_min=t.top_min + s,
+                               top_max=t.top_max + s)
+
+
+def _rn32_err(bc: _BlockConst, x: _Err, y: _Err) -> _Err:
+    """The error of RN32(x + y) for addends bounded by x and y: (1 + u) lambda 2^T + u (|x| + |y|) + a."""
+    return (x + y + _Err(d=bc.extra)).times((1 + bc.u) * bc.lam) + (x + y).times(bc.u) + _Err(d=bc.a)
+
+
 def compose(algo: str, arch: str, p: ModelParams, K: int, dom: Domain, timeout: float) -> Proof:
-    """A composed bound on the relative error of chain scheme ``algo`` on model ``p`` (module docstring)."""
+    """A composed bound on the relative error of scheme ``algo`` on model ``p`` (module docstring)."""
     t0 = time.perf_counter()
     proof = Proof(scheme_key(algo), arch, K, dom)
     try:
@@ -246,66 +361,73 @@ def compose(algo: str, arch: str, p: ModelParams, K: int, dom: Domain, timeout: 
     if lo == 0:
         proof.missing = "the domain admits zero inputs: a relative bound needs LO > 0"
         return proof
-    # piece lemmas
-    rho: list[Fraction] = []
-    for i in range(cs.n):
-        key = (algo_pieces_key(algo), p.subnormal_in, dom.lo_pattern, dom.hi_pattern, i)
-        if key not in CACHE.pieces:
-            CACHE.pieces[key] = piece_lemma(cs, p.subnormal_in, dom, i, timeout)
-        lem = CACHE.pieces[key]
-        proof.lemmas.append(lem)
-        if lem.bound is None:
-            proof.missing = f"{lem.name}: {lem.stopped}"
-            proof.seconds = time.perf_counter() - t0
-            return proof
-        rho.append(lem.bound)
+    rho = _piece_bounds(cs, p, dom, lo, timeout, proof)
+    if rho is None:
+        proof.seconds = time.perf_counter() - t0
+        return proof
     pi = [1 + rho[0]] + [rho[i - 1] + rho[i] for i in range(1, cs.n)]
-    floor = Fraction(2) ** cs.fmt.emin / lo
-    kappa = [max(q, floor) for q in pi]
     last = rho[-1]
     dropped = [(i, j) for i in range(cs.n) for j in range(cs.n) if (i, j) not in cs.pairs]
     proof.split_part = sum((pi[i] * pi[j] for i, j in dropped), Fraction(0)) + (2 + last) * last
-    # the chain, block by block (the blocks of sem.groups for each instruction's k-slice)
-    e_c, e_d = Fraction(0), Fraction(0)  # |D_j - (X_1 + ... + X_j)| <= e_c N + e_d
-    a_c = Fraction(0)  # |X_1| + ... + |X_j| <= a_c N
-    flush_c = Fraction(0) if p.subnormal_c else Fraction(2) ** get_format(p.c_fmt).emin
-    consts: dict[int, _BlockConst | str] = {}
-    for k0, k1 in kblocks(K, p):
-        for i, j in cs.pairs:
-            for instr in sem.groups(k1 - k0, p):
-                for ks in instr:
-                    n = len(ks)
-                    if n not in consts:
-                        consts[n] = _block_const(p, n, timeout, proof.lemmas, max(kappa) * hi)
-                    bc = consts[n]
-                    if isinstance(bc, str):
-                        proof.missing = bc
-                        proof.seconds = time.perf_counter() - t0
-                        return proof
-                    x_c, m_c = pi[i] * pi[j], kappa[i] * kappa[j]
-                    c_c, c_d = a_c + e_c, e_d  # |C| <= c_c N + c_d
-                    t_c, t_d = m_c + c_c, c_d + bc.extra  # 2^T <= t_c N + t_d
-                    e_c += (1 + bc.u) * bc.lam * t_c + bc.u * (x_c + c_c)
-                    e_d += (1 + bc.u) * bc.lam * t_d + bc.u * c_d + bc.a + flush_c * (1 + bc.u)
-                    a_c += x_c
+    # as the tensor cores see the pieces: 2^s_i P_i
+    seen = [q * (1 << s) for q, s in zip(pi, cs.scales or (0,) * cs.n)]
+    kappa = [max(q, Fraction(2) ** cs.fmt.emin / lo) for q in seen]
+    factor_top = max(kappa) * hi
+    if proof.algo == "ootomo":
+        total = _ootomo_chains(p, K, seen, kappa, factor_top, timeout, proof)
+    else:
+        chain = _chain(p, K, cs.pairs, seen, kappa, factor_top, timeout, proof)
+        total = None if chain is None else (chain[0], chain[1])
+    if total is None:
+        proof.seconds = time.perf_counter() - t0
+        return proof
+    err, mag = total
     n_min = K * lo * lo
     n_max = K * hi * hi
-    top = (a_c + e_c) * n_max + e_d
+    top = (mag.c + err.c) * n_max + mag.d + err.d
     if top >= Fraction(2) ** (get_format(p.acc_fmt).emax - 1):
         proof.missing = "the accumulator could overflow on this domain"
-    elif p.product_inf is not None and kappa[0] ** 2 * hi * hi * 4 >= Fraction(2) ** p.product_inf:
+    elif p.product_inf is not None and max(seen) ** 2 * hi * hi * 4 >= Fraction(2) ** p.product_inf:
         proof.missing = f"products can reach the model's product_inf = 2^{p.product_inf}"
     else:
-        proof.chain_part = e_c + e_d / n_min
+        proof.chain_part = err.c + err.d / n_min
         proof.bound = proof.split_part + proof.chain_part
     proof.seconds = time.perf_counter() - t0
     return proof
 
 
+def _ootomo_chains(p: ModelParams, K: int, seen: list[Fraction], kappa: list[Fraction], factor_top: Fraction,
+                   timeout: float, proof: Proof) -> tuple[_Err, _Err] | None:
+    """(error, magnitude) of Ootomo-Yokota after its splits: per k-block tmp = TC(A_h.B_h + 0) and
+    main = RN32(main + tmp); the correction chain corr = TC(dA.B_h + corr), TC(A_h.dB + corr) (dx = 2^11 lo,
+    as ``seen`` says); D = RN32(main + 2^-11 corr)."""
+    add = _rn32_const(timeout, proof, 0)
+    fin = _rn32_const(timeout, proof, -OOTOMO_SCALE_LOG2)
+    if add is None or fin is None:
+        return None
+    em, am = _Err(), _Err()  # main: error, magnitude of its exact sum
+    for kb in kblocks(K, p):
+        tmp = _chain(p, K, [(0, 0)], seen, kappa, factor_top, timeout, proof, [kb])
+        if tmp is None:
+            return None
+        et, at = tmp
+        em = em + et + _rn32_err(add, am + em, at + et)
+        am = am + at
+    corr = _chain(p, K, [(1, 0), (0, 1)], seen, kappa, factor_top, timeout, proof)
+    if corr is None:
+        return None
+    ec, ac = corr
+    scale = Fraction(1, 1 << OOTOMO_SCALE_LOG2)
+    err = em + ec.times(scale) + _rn32_err(fin, am + em, (ac + ec).times(scale))
+    return err, am + ac.times(scale)
+
+
 def algo_pieces_key(algo: str) -> str:
     """Schemes with the same splitting share their piece lemmas."""
     key = scheme_key(algo)
-    return "markidis" if key.startswith("markidis") else VENDOR[key][0].name + str(VENDOR[key][1])
+    if key in ("markidis", "markidis-full", "ootomo"):
+        return "ootomo" if key == "ootomo" else "markidis"
+    return VENDOR[key][0].name + str(VENDOR[key][1])
 
 
 def reset_cache() -> None:

@@ -80,9 +80,11 @@ def _between(lo: Fraction, hi: Fraction) -> Fraction | None:
 
 
 #: significands of the deterministic simulator candidates (ties and near-ties of the fp16 / bf16 /
-#: tf32 splits, their residuals' ties, and the binade's ends)
+#: tf32 splits, their residuals' ties, and the binade's ends; 1 + 2^-11 - 2^-21 at 2^-14 puts
+#: Ootomo-Yokota's scaled residual 2^11 (x - x_h) just below fp16's normal range)
 CANDIDATE_SIGNIFICANDS = (Fraction(1), 1 + Fraction(1, 1 << 11), 1 + Fraction(3, 1 << 12),
-                          1 + Fraction(1, 1 << 11) + Fraction(1, 1 << 23), 1 + Fraction(1, 1 << 8),
+                          1 + Fraction(1, 1 << 11) + Fraction(1, 1 << 23),
+                          1 + Fraction(1, 1 << 11) - Fraction(1, 1 << 21), 1 + Fraction(1, 1 << 8),
                           1 + Fraction(1, 1 << 8) + Fraction(1, 1 << 16), 2 - Fraction(1, 1 << 23),
                           1 + Fraction(1, 1 << 10) + Fraction(1, 1 << 11) + Fraction(1, 1 << 22))
 

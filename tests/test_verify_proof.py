@@ -126,9 +126,25 @@ def test_composed_markidis_within_twice_the_witness():
     assert all(lem.status == "unsat" for lem in proof.lemmas if isinstance(lem, VS.StageLemma))
 
 
+@pytest.mark.parametrize("arch", ["hopper", "cdna2"])
+def test_composed_ootomo_within_twice_the_witness(arch):
+    """Ootomo-Yokota, K = 2: the composed bound (main chain, RN32 additions, correction chain) lies in
+    [witness, 2 witness].  On CDNA2, which flushes fp16 subnormal inputs, the scaled residual 2^11 (x - x_h)
+    of x = 2^-14 (1 + 2^-11 - 2^-21) is subnormal and read as zero: the error is Markidis-like, 2^-10."""
+    p = model_for(arch)
+    proof = VP.compose("ootomo", arch, p, 2, DOM, 60)
+    assert proof.bound is not None, proof.missing
+    w = simulator_candidates("ootomo", p, 2, DOM, True)
+    assert w is not None
+    found = w.errors["ootomo"]
+    assert isinstance(found, Fraction)
+    assert found <= proof.bound <= 2 * found
+    assert (found > Fraction(1, 1 << 11)) == (arch == "cdna2")
+
+
 def test_composed_proof_refusals():
-    """No composed bound, with the reason: a non-chain scheme, zero inputs, a carry bit that can bind."""
-    assert "chain schemes" in VP.compose("ootomo", "hopper", model_for("hopper"), 2, DOM, 60).missing
+    """No composed bound, with the reason: a scheme without tensor cores, zero inputs, a carry bit that can bind."""
+    assert "chain schemes" in VP.compose("fp32", "hopper", model_for("hopper"), 2, DOM, 60).missing
     zero = parse_range("0..2^14")
     assert "LO > 0" in VP.compose("markidis", "hopper", model_for("hopper"), 2, zero, 60).missing
     volta = VP.compose("markidis", "volta", model_for("volta"), 4, DOM, 60)
