@@ -145,7 +145,7 @@ def piece_lemma(cs: ChainScheme, keep: bool, dom: Domain, i: int, timeout: float
 
     def ask(t: Fraction, limit: float):
         worse = SB.gt(SB.mul_const(mag, t.denominator), SB.mul_const(dx.sig, t.numerator))
-        return solve(And(cons, Or(bad, worse)), {"x": sym}, "bitwuzla", limit)
+        return solve(And(cons, Or(bad, worse)), {"x": sym}, "auto", limit)
 
     def value(model: dict[str, int]) -> Fraction:
         xv = np.array([model["x"]], dtype=np.int64)

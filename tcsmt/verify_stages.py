@@ -6,8 +6,9 @@ query on that stage's own function with free inputs (``tcsmt.verify_proof`` comp
 * :func:`align_lemma`: placing an addend on a window's grid 2^L (:func:`tcsmt.semantics._align_term`)
   loses less than 2^L (at most half of it with "rne").
 
-A SAT answer means the semantics breaks its own documented arithmetic: an internal error, never a weaker
-constant.  Both constants are stated by :func:`round_constants` and :func:`align_unit`.
+Queries use the "auto" solver (bitwuzla where installed, z3 otherwise).  A SAT answer means the
+semantics breaks its own documented arithmetic: an internal error, never a weaker constant.  Both
+constants are stated by :func:`round_constants` and :func:`align_unit`.
 """
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ def round_lemma(fmt: Format, frac_bits: int, mode: str, keep: bool, mag_bits: in
     t0 = time.perf_counter()
     status = "unsat"
     for q in (q_normal, q_sub):
-        ans = solve(q, syms, "bitwuzla", max(1.0, timeout - (time.perf_counter() - t0)))
+        ans = solve(q, syms, "auto", max(1.0, timeout - (time.perf_counter() - t0)))
         if ans.status == "sat":
             raise InternalError(f"round_to ({fmt.name}, {frac_bits} fraction bits, {mode}) breaks its documented "
                                 f"error bound at {ans.model}")
@@ -148,7 +149,7 @@ def align_lemma(mode: str, frac_bits: int, gap_min: int, mag_bits: int, d_min: i
     lhs, rhs = SB.mul_const(err, unit.denominator), SB.mul_const(one, unit.numerator)
     worse = SB.gt(lhs, rhs) if mode == "rne" else SB.ge(lhs, rhs)  # rne: at most the unit; else below it
     t0 = time.perf_counter()
-    ans = solve(And(d_ok, worse), {"neg": neg_s.t.arg(0), "mag": mag_s.t.arg(0), "d": d_sym}, "bitwuzla", timeout)
+    ans = solve(And(d_ok, worse), {"neg": neg_s.t.arg(0), "mag": mag_s.t.arg(0), "d": d_sym}, "auto", timeout)
     if ans.status == "sat":
         raise InternalError(f"_align_term ({mode}) breaks its documented loss at {ans.model}")
     stmt = (f"|aligned - |t|| {'<=' if mode == 'rne' else '<'} {unit} * 2^L for an addend of {mag_bits} bits placed "

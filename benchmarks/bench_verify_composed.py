@@ -1,0 +1,79 @@
+"""Benchmark: ``tcsmt verify --algo A`` with no other argument (every architecture, K = 2, the default
+domain), end to end in a fresh process (cold lemma caches): wall time per run (median of --runs), and per
+architecture the worst input found, the proven bound, their ratio and the status, which must be the same
+on every run (issue 14: "the same on every run").
+
+    python benchmarks/bench_verify_composed.py [--algos markidis,ootomo] [--runs 3] [--out FILE]
+
+The machine (CPU count, load average before and after) is written with the table.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+import click
+
+from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
+from tcsmt.cli_options import POSITIVE_INT
+from tcsmt.errors import TcsmtError
+from tcsmt.files import write_text
+
+ROW = re.compile(r"^(\w+)\s+(\d+)\s+(\S+) \((2\^\S+)\)\s+(?:<= (\S+) \((2\^\S+)\)|-)\s+(\d+)\s+\S+s\s+(.*)$")
+
+
+def one_run(algo: str) -> tuple[float, int, list[tuple[str, ...]]]:
+    """(seconds, exit status, rows (arch, found, bound, status)) of one fresh ``tcsmt verify --algo algo``."""
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "tcsmt", "verify", "--algo", algo], capture_output=True, text=True,
+                         check=False)
+    secs = time.perf_counter() - t0
+    rows = []
+    for line in res.stdout.splitlines():
+        m = ROW.match(line)
+        if m:
+            rows.append((m.group(1), m.group(3), m.group(4), m.group(5) or "-", m.group(6) or "-", m.group(8)))
+    if not rows:
+        raise TcsmtError(f"tcsmt verify --algo {algo} printed no table (exit {res.returncode}): {res.stderr.strip()}")
+    return secs, res.returncode, rows
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--algos", default="markidis,markidis-full,ootomo", show_default=True)
+@click.option("--runs", type=POSITIVE_INT, default=3, show_default=True)
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None, help="write the table here (new file)")
+def bench_cmd(algos: str, runs: int, out: str | None) -> None:
+    lines = [f"# bench_verify_composed: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
+             f"load average {os.getloadavg()[0]:.2f} at start, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+             "| algo | runs (s) | median | exit | architectures proven within 2x | bound / found (max) | same on every run |",
+             "|---|---|---|---|---|---|---|"]
+    detail: list[str] = []
+    for algo in [a.strip() for a in algos.split(",") if a.strip()]:
+        results = [one_run(algo) for _ in range(runs)]
+        tables = [r[2] for r in results]
+        same = all(t == tables[0] for t in tables)
+        rows = tables[0]
+        within = [r for r in rows if "composed proof" in r[5] and r[3] != "-"]
+        ratio = max((float(r[3]) / float(r[1]) for r in within), default=float("nan"))
+        secs = [r[0] for r in results]
+        lines.append(f"| {algo} | {', '.join(f'{s:.1f}' for s in secs)} | {statistics.median(secs):.1f} | "
+                     f"{', '.join(str(r[1]) for r in results)} | {len(within)} of {len(rows)} | {ratio:.3f} | "
+                     f"{'yes' if same else 'NO'} |")
+        for arch, found, found2, bound, bound2, status in rows:
+            detail.append(f"{algo:14} {arch:14} found {found} ({found2})  bound {bound} ({bound2})  {status}")
+    lines.append(f"# load average {os.getloadavg()[0]:.2f} at the end")
+    text = "\n".join([*lines, "", *detail]) + "\n"
+    click.echo(text, nl=False)
+    if out:
+        write_text(out, text)
+
+
+main = script_main(bench_cmd, "python benchmarks/bench_verify_composed.py")
+
+if __name__ == "__main__":
+    main()
