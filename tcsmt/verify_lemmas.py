@@ -1,5 +1,8 @@
-"""Small solver lemmas from which error bounds of whole schemes are to be composed (the composition and
-what is still missing: docs/verify.md, "Composed proofs"; no module composes them yet).
+"""Solver lemmas on whole instructions and on the fp16 split, measured in benchmarks/bench_verify_proofs.py.
+
+``tcsmt verify`` composes its bounds from smaller lemmas (:mod:`tcsmt.verify_proof`, :mod:`tcsmt.verify_stages`);
+the instruction lemmas here state the same facts on a whole instruction at once, and show why that does not fit
+the time (docs/verify.md, "Composed proofs").
 
 Every lemma is a statement "Q <= c for every input of a stated set", proven by an UNSAT answer of
 the solver to "Q > c"; the constant c is tightened by bisection on short dyadic thresholds, and
