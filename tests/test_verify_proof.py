@@ -158,3 +158,35 @@ def test_cli_default_verify_proves():
     assert "proven max in [found, bound] (composed proof)" in res.output
     assert "(2^-10.00)" in res.output and "<= 1.010e-03 (2^-9.95)" in res.output
     assert "round[fp32, 23, rz]: unsat" in res.output
+
+
+def test_volta_markidis_reaches_the_carry_wrap_at_k8():
+    """Why Volta has no composed bound at K >= 4: under the 3-carry-bit wrap reading (seed 000 sec. 3.1.4,
+    seed 003) the second instruction's sum 16 needs a fourth carry bit, so D = +0 for A.B = 16; MMA-Sim's
+    unbounded reading (volta:carry_unbounded) gives 16.  The input is docs/open_questions.md's class-4 test."""
+    from tcsmt.verify_results import replay
+
+    a = [0x3FC00000, 0x3E800000, 0x3E000000, 0x3D800000] + [0x3FF00000] * 4  # 1.5, .25, .125, .0625, 1.875 x 4
+    b = [0x3F800000] * 4 + [0x3FF00000] * 4  # 1 x 4, 1.875 x 4
+    wrap = replay(["markidis"], model_for("volta"), a, b, True)
+    assert wrap.exact == 16 and wrap.results["markidis"] == 0 and wrap.errors["markidis"] == 1
+    assert replay(["markidis"], model_for("volta:carry_unbounded"), a, b, True).errors["markidis"] == 0
+    assert "carry bits can bind" in VP.compose("markidis", "volta", model_for("volta"), 8, DOM, 60).missing
+
+
+def test_refine_witness_is_deterministic_and_replayed():
+    """tf32x3 on Hopper, K = 2: the seeded local search raises the candidate set's worst input (2^-21.00)
+    above 2^-20.5, the same input on every call, an exact replay; the composed bound stays above it."""
+    from tcsmt.verify_search import refine_witness
+
+    p = model_for("hopper", "tf32")
+    start = simulator_candidates("tf32x3", p, 2, DOM, True)
+    assert start is not None
+    w1 = refine_witness("tf32x3", p, 2, DOM, True, start)
+    w2 = refine_witness("tf32x3", p, 2, DOM, True, start)
+    assert (w1.a, w1.b) == (w2.a, w2.b)
+    e0, e1 = start.errors["tf32x3"], w1.errors["tf32x3"]
+    assert isinstance(e0, Fraction) and isinstance(e1, Fraction)
+    assert e0 < Fraction(1, 1 << 20) * Fraction(1, 2) ** Fraction(1, 2) < e1  # 2^-21.00 -> above 2^-20.5
+    proof = VP.compose("tf32x3", "hopper", p, 2, DOM, 60)
+    assert proof.bound is not None and e1 <= proof.bound <= 2 * e1
