@@ -203,7 +203,10 @@ def test_verify_bound_unknown_is_exit_2(runner):
 
 
 def test_verify_worst_search_cut_by_timeouts_is_exit_2(runner):
-    r = runner.invoke(main, ["verify", "--algo", "ootomo", "--arch", "volta", "--k", "2", "--timeout", "0.001"])
+    # the absolute error: no composed proof answers it (the relative error at K = 2 is proven since issue 14),
+    # so the solver search runs and its first 1 ms query times out
+    r = runner.invoke(main, ["verify", "--algo", "ootomo", "--arch", "volta", "--k", "2", "--abs",
+                             "--timeout", "0.001"])
     assert r.exit_code == 2, r.output
     assert "did not converge for volta" in r.stderr
 
