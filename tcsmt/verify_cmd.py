@@ -115,7 +115,8 @@ def _run_worst(algo: str, archs: list[str], K: int, dom: V.Domain, relative: boo
                    f"{r.seconds:>6.1f}s  {_status_of(r)}")
     click.echo("proven = no input in the domain has a larger error: an unsat answer to the whole query, or a "
                "composed proof (small lemmas, each an unsat answer, combined exactly: docs/verify.md); found = "
-               "the worst input of a fixed simulator candidate set or a solver answer, replayed in the simulator")
+               "the worst input of a fixed simulator candidate set, a seeded local search from it, or a solver "
+               "answer, replayed in the simulator")
     if verbose:
         for r in rows:
             if r.proof is not None:
