@@ -35,7 +35,8 @@ Composition (exact rationals; the proof in docs/verify.md, "Composed proofs"):
   where the model flushes a subnormal C, reading it costs less than 2^emin more;
 * an RN32 addition of two fp32 values (``verify_schemes.rn32_sum``: a 48-bit window, truncated, then
   RNE) adds (1 + u) 2^-47 2^T + u (|x| + |y|) + a, with the same two stage lemmas;
-* so |D - A.B| <= c N + d, and the relative bound is c + d / N_min with N_min = K LO^2.
+* so |D - A.B| <= sum_S c_S N_S + d <= (max_S c_S) N + d (N_S: the share of N of the k-subset S a block
+  covers; the subsets partition k), and the relative bound is max_S c_S + d / N_min with N_min = K LO^2.
 """
 from __future__ import annotations
 
@@ -187,16 +188,25 @@ def _piece_bounds(cs: ChainScheme, p: ModelParams, dom: Domain, lo: Fraction, ti
 
 @dataclass
 class _Err:
-    """A bound c N + d (N = sum_k |a_k| |b_k|): of an error, or of a magnitude."""
+    """A bound sum_S c_S N_S + d of an error or a magnitude, with N_S = sum over k in S of |a_k| |b_k| for the
+    k-subsets S the blocks cover (they partition k, so sum_S N_S = N); every c_S >= 0, hence the bound is at
+    most (max_S c_S) N + d (:attr:`coef`)."""
 
-    c: Fraction = Fraction(0)
+    c: dict[tuple[int, ...], Fraction] = field(default_factory=dict)
     d: Fraction = Fraction(0)
 
     def __add__(self, other: _Err) -> _Err:
-        return _Err(self.c + other.c, self.d + other.d)
+        c = dict(self.c)
+        for key, v in other.c.items():
+            c[key] = c.get(key, Fraction(0)) + v
+        return _Err(c, self.d + other.d)
 
     def times(self, f: Fraction) -> _Err:
-        return _Err(self.c * f, self.d * f)
+        return _Err({key: v * f for key, v in self.c.items()}, self.d * f)
+
+    @property
+    def coef(self) -> Fraction:
+        return max(self.c.values(), default=Fraction(0))
 
 
 def _chain(p: ModelParams, K: int, pairs: list[tuple[int, int]], pi: list[Fraction], kappa: list[Fraction],
@@ -216,9 +226,10 @@ def _chain(p: ModelParams, K: int, pairs: list[tuple[int, int]], pi: list[Fracti
                     if isinstance(bc, str):
                         proof.missing = bc
                         return None
-                    x = _Err(pi[i] * pi[j])
+                    share = tuple(k0 + k for k in ks)  # this block's products: N_share
+                    x = _Err({share: pi[i] * pi[j]})
                     c = a + e  # |C| <= c
-                    two_t = _Err(kappa[i] * kappa[j]) + c + _Err(d=bc.extra)  # 2^T
+                    two_t = _Err({share: kappa[i] * kappa[j]}) + c + _Err(d=bc.extra)  # 2^T
                     e = e + two_t.times((1 + bc.u) * bc.lam) + (x + c).times(bc.u) + _Err(d=bc.a + flush_c * (1 + bc.u))
                     a = a + x
     return e, a
@@ -299,13 +310,13 @@ def compose(algo: str, arch: str, p: ModelParams, K: int, dom: Domain, timeout: 
     err, mag = total
     n_min = K * lo * lo
     n_max = K * hi * hi
-    top = (mag.c + err.c) * n_max + mag.d + err.d
+    top = (mag + err).coef * n_max + mag.d + err.d
     if top >= Fraction(2) ** (get_format(p.acc_fmt).emax - 1):
         proof.missing = "the accumulator could overflow on this domain"
     elif p.product_inf is not None and max(seen) ** 2 * hi * hi * 4 >= Fraction(2) ** p.product_inf:
         proof.missing = f"products can reach the model's product_inf = 2^{p.product_inf}"
     else:
-        proof.chain_part = err.c + err.d / n_min
+        proof.chain_part = err.coef + err.d / n_min
         proof.bound = proof.split_part + proof.chain_part
     proof.seconds = time.perf_counter() - t0
     return proof
