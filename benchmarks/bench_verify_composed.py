@@ -23,9 +23,9 @@ import click
 from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
 from tcsmt.cli_options import POSITIVE_INT
 from tcsmt.errors import TcsmtError
-from tcsmt.files import write_text
+from tcsmt.files import output
 from tcsmt.verify_eval import fp16_paths
-from tcsmt.verify_schemes import input_format
+from tcsmt.verify_schemes import input_format, scheme_key
 
 ROW = re.compile(r"^(\w+)\s+(\d+)\s+(\S+) \((2\^\S+)\)\s+(?:<= (\S+) \((2\^\S+)\)|-)\s+(\d+)\s+\S+s\s+(.*)$")
 
@@ -50,8 +50,13 @@ def one_run(algo: str, extra: tuple[str, ...] = ()) -> tuple[float, int, list[tu
 @click.option("--algos", default="markidis,markidis-full,ootomo", show_default=True)
 @click.option("--runs", type=POSITIVE_INT, default=3, show_default=True)
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None, help="write the table here (new file)")
+@click.option("--force", is_flag=True, help="replace an existing --out file (a regular file only)")
 @click.option("--instr-k", is_flag=True, help="instead: each architecture alone at K = its instruction's k (one run)")
-def bench_cmd(algos: str, runs: int, out: str | None, instr_k: bool) -> None:
+def bench_cmd(algos: str, runs: int, out: str | None, force: bool, instr_k: bool) -> None:
+    names = [scheme_key(a) for a in algos.split(",") if a.strip()]  # an unknown scheme: one line, before any run
+    if not names:
+        raise TcsmtError("--algos names no scheme")
+    claimed = output(out, force=force) if out else None  # an existing file is refused before the work, not after it
     lines = [f"# bench_verify_composed: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
              f"load average {os.getloadavg()[0]:.2f} at start, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
              "| algo | runs (s) | median | exit | architectures with a composed proof | bound / found (max) | same on every run |",
@@ -59,18 +64,16 @@ def bench_cmd(algos: str, runs: int, out: str | None, instr_k: bool) -> None:
     detail: list[str] = []
     if instr_k:
         lines[1:] = ["| algo | arch | K | seconds | exit | found | bound | status |", "|---|---|---|---|---|---|---|---|"]
-        for algo in [a.strip() for a in algos.split(",") if a.strip()]:
+        for algo in names:
             for arch, p in fp16_paths(input_format(algo)):
                 secs, rc, rows = one_run(algo, ("--arch", arch, "--k", str(p.instr_k)))
                 _, _, f2, _, b2, status = rows[0]
                 lines.append(f"| {algo} | {arch} | {p.instr_k} | {secs:.1f} | {rc} | {f2} | {b2} | {status} |")
         lines.append(f"# load average {os.getloadavg()[0]:.2f} at the end")
         text = "\n".join(lines) + "\n"
-        click.echo(text, nl=False)
-        if out:
-            write_text(out, text)
+        _emit(text, claimed)
         return
-    for algo in [a.strip() for a in algos.split(",") if a.strip()]:
+    for algo in names:
         results = [one_run(algo) for _ in range(runs)]
         tables = [r[2] for r in results]
         same = all(t == tables[0] for t in tables)
@@ -85,12 +88,17 @@ def bench_cmd(algos: str, runs: int, out: str | None, instr_k: bool) -> None:
             detail.append(f"{algo:14} {arch:14} found {found} ({found2})  bound {bound} ({bound2})  {status}")
     lines.append(f"# load average {os.getloadavg()[0]:.2f} at the end")
     text = "\n".join([*lines, "", *detail]) + "\n"
+    _emit(text, claimed)
+
+
+def _emit(text: str, claimed) -> None:
     click.echo(text, nl=False)
-    if out:
-        write_text(out, text)
+    if claimed is not None:
+        claimed.write_text(text)
+        claimed.release()
 
 
 main = script_main(bench_cmd, "python benchmarks/bench_verify_composed.py")
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -137,6 +137,7 @@ BENCHMARKS = {
     "bench_value_arrays": ["--K", "0"],
     "bench_verify": ["--runs", "0"],
     "bench_verify_proofs": ["--timeout", "0"],
+    "bench_verify_composed": ["--algos", "markidis,nosuch"],
 }
 
 
