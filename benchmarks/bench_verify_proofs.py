@@ -2,7 +2,7 @@
 
 Queries, for the domain 2^-14 <= |x| <= 2^14 (fp32 inputs, C = 0):
 
-* split lemmas (:mod:`tcsmt.verify_lemmas`): rho and theta for Markidis (s = 0) and Ootomo-Yokota
+* split lemmas (:func:`tcsmt.verify_pieces.piece_lemma`): rho and theta for Markidis (s = 0) and Ootomo-Yokota
   (s = 11), each a bisection of UNSAT/SAT queries on one free input; the time is the whole bisection;
 * the lo-bound lemma |2^-s lo| <= 2^(e(x_h) - 11) (one UNSAT query);
 * per model: the whole-scheme bound query "relative error > EPS" of ``tcsmt verify --bound`` at K = 2
@@ -38,6 +38,7 @@ from tcsmt import verify_schemes as VS
 from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
 from tcsmt.cli_options import POSITIVE_FLOAT, POSITIVE_INT
 from tcsmt.registry import resolve
+from tcsmt.verify_pieces import piece_lemma, split_scheme
 
 
 def markidis_chain_spec(p, K: int) -> VL.ChainSpec:
@@ -68,7 +69,7 @@ def _main(args: SimpleNamespace) -> None:
     for s in (0, 11):
         for which in ("r", "t"):
             def lemma(s=s, which=which) -> str:
-                lem = VL.split_lemma(dom, s, which, T)
+                lem = piece_lemma(split_scheme(s), True, dom, 0 if which == "r" else 1, T)
                 return f"<= {float(lem.bound):.4g} ({len(lem.steps)} queries)" if lem.bound is not None else lem.stopped
             queries.append((f"split lemma {'rho' if which == 'r' else 'theta'}, s = {s}", lemma))
         queries.append((f"lo-bound lemma, s = {s}", lambda s=s: VL.lo_lemma(dom, s, T).stopped))

@@ -12,9 +12,8 @@ run that hits no time limit gives the same constants on any machine.
 
 Lemmas:
 
-* split lemmas (:func:`split_lemma`): for fp32 x with LO <= |x| <= HI and the fp16 split of
-  :func:`tcsmt.verify_schemes.split_units` with residual scale 2^s: |x - x_h| <= rho |x| and
-  |x - x_h - 2^-s lo| <= theta |x|.  One free input, linear in x's grid units: fast.
+* the split lemmas (|x - x_h| <= rho |x| and the residual's tail) are
+  :func:`tcsmt.verify_pieces.piece_lemma`, for any split;
 * tensor-core lemma (:func:`tc_lemma`): for one instruction TC(x.y + C) of a model on n free
   finite fp16 pairs and a free fp32 C that is zero or has 2^-48 <= |C| < 2^45:
   |TC - (sum x_i y_i + C)| <= gamma (sum |x_i y_i| + |C|).  The set contains every accumulator a
@@ -162,28 +161,6 @@ def _domain_symbol(dom: Domain, name: str) -> tuple[object, FNode, FNode]:
 
 def _abs(B, v):
     return B.ite(B.lt(v, 0), B.neg(v), v)
-
-
-def split_lemma(dom: Domain, residual_log2: int, which: str, timeout: float) -> Lemma:
-    """rho (which = "r": |x - x_h| / |x|) or theta (which = "t": |x - x_h - 2^-s lo| / |x|) on the domain."""
-    x, sym, cons = _domain_symbol(dom, "x")
-    u = split_units(SB, x, residual_log2)
-    q_num = _abs(SB, u.r if which == "r" else u.t)
-
-    def ask(t: Fraction, limit: float) -> Answer:
-        lhs = SB.mul_const(q_num, t.denominator)
-        rhs = SB.mul_const(u.sig, t.numerator)
-        return solve(And(cons, SB.gt(lhs, rhs)), {"x": sym}, "bitwuzla", limit)
-
-    def value(model: dict[str, int]) -> Fraction:
-        un = split_units(NB, np.array([model["x"]], dtype=np.int64), residual_log2)
-        num = abs(int(np.asarray(un.r if which == "r" else un.t)[0]))
-        return Fraction(num, int(np.asarray(un.sig)[0]))
-
-    what = "|x - x_h|" if which == "r" else f"|x - x_h - 2^-{residual_log2} lo|" if residual_log2 else "|x - x_h - lo|"
-    name = ("rho" if which == "r" else "theta") + f"[s={residual_log2}]"
-    stmt = f"{what} <= {name} |x| for fp32 x, {dom.describe()}"
-    return tighten(name, stmt, ask, value, Fraction(1, 1 << 20), timeout)
 
 
 def _pair_symbols(n: int) -> tuple[list[Any], list[Any], Any, dict[str, FNode]]:

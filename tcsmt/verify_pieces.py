@@ -42,17 +42,22 @@ class ChainScheme:
     """s_i: piece i stands for 2^-s_i times its pattern's value (Ootomo-Yokota's scaled residual); default 0"""
 
 
+def split_scheme(residual_log2: int, pairs: list[tuple[int, int]] | None = None) -> ChainScheme:
+    """The fp16 split x_h = fp16(x), 2^-s lo with lo = fp16(2^s (x - x_h)) (verify_schemes.split): Markidis
+    (s = 0), Ootomo-Yokota (s = 11)."""
+    return ChainScheme(FP16, 2, pairs or [], lambda B, x: list(split(B, x, residual_log2)), (0, residual_log2))
+
+
 def chain_scheme(algo: str) -> ChainScheme:
     """The splitting of a chain scheme; TcsmtError for a scheme with another structure."""
     key = scheme_key(algo)
     if key in ("markidis", "markidis-full"):
-        return ChainScheme(FP16, 2, markidis_pairs(key == "markidis-full"), lambda B, x: list(split(B, x, 0)))
+        return split_scheme(0, markidis_pairs(key == "markidis-full"))
     if key in VENDOR:
         fmt, n, full, order = VENDOR[key]
         return ChainScheme(fmt, n, piece_pairs(n, full, order), lambda B, x: pieces(B, x, fmt, n))
-    if key == "ootomo":  # the pieces x_h and 2^-11 dx; the products are not one chain (compose_ootomo)
-        return ChainScheme(FP16, 2, markidis_pairs(False), lambda B, x: list(split(B, x, OOTOMO_SCALE_LOG2)),
-                           (0, OOTOMO_SCALE_LOG2))
+    if key == "ootomo":  # the pieces x_h and 2^-11 dx; the products are not one chain (_ootomo_chains)
+        return split_scheme(OOTOMO_SCALE_LOG2, markidis_pairs(False))
     raise TcsmtError(f"no composed proof for {key}: only chain schemes (one tensor-core accumulator from +0: "
                      "markidis, markidis-full, bf16x9, bf16x3, tf32x3 and their orders) and ootomo are composed")
 
@@ -110,11 +115,3 @@ def piece_lemma(cs: ChainScheme, keep: bool, dom: Domain, i: int, timeout: float
     stmt = f"|x - {rest_text}| <= rho_{i} |x| for fp32 x, {dom.describe()}, {cs.n} {cs.fmt.name} pieces{read}"
     return tighten(f"rho_{i}[{cs.fmt.name}{'' if keep else ', flushed'}]", stmt, ask, value, Fraction(1, 1 << 24),
                    timeout, max_steps=16)
-
-
-def algo_pieces_key(algo: str) -> str:
-    """Schemes with the same splitting share their piece lemmas."""
-    key = scheme_key(algo)
-    if key in ("markidis", "markidis-full", "ootomo"):
-        return "ootomo" if key == "ootomo" else "markidis"
-    return VENDOR[key][0].name + str(VENDOR[key][1])

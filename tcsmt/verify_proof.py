@@ -40,7 +40,6 @@ Composition (exact rationals; the proof in docs/verify.md, "Composed proofs"):
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -51,12 +50,13 @@ import numpy as np
 from . import semantics as sem
 from .backend_numpy import NumpyBackend
 from .errors import TcsmtError
-from .formats import FP32, get_format
+from .formats import FP32, Format, get_format
 from .params import ModelParams
 from .verify_domain import Domain
 from .verify_lemmas import Lemma
-from .verify_pieces import ChainScheme, algo_pieces_key, chain_scheme, piece_lemma
+from .verify_pieces import ChainScheme, chain_scheme, piece_lemma
 from .verify_schemes import _ADD_WINDOW, _EXACT, OOTOMO_SCALE_LOG2, kblocks, scheme_key
+from .verify_schemes import scale as scale_term
 from .verify_stages import StageLemma, align_lemma, round_lemma
 
 NB = NumpyBackend()
@@ -113,6 +113,23 @@ class _Cache:
 CACHE = _Cache()
 
 
+def _align(mode: str, frac_bits: int, gap: int, mag_bits: int, d_min: int, timeout: float) -> tuple[StageLemma, Fraction]:
+    """:func:`tcsmt.verify_stages.align_lemma`, proven once per run for these parameters."""
+    key = (mode, frac_bits, gap, mag_bits, d_min)
+    if key not in CACHE.aligns:
+        CACHE.aligns[key] = align_lemma(mode, frac_bits, gap, mag_bits, d_min, timeout)
+    return CACHE.aligns[key]
+
+
+def _round(fmt: Format, frac_bits: int, mode: str, keep: bool, width: int, lsb_min: int, timeout: float,
+           lsb_max: int | None = None) -> tuple[StageLemma, Fraction, Fraction]:
+    """:func:`tcsmt.verify_stages.round_lemma`, proven once per run for these parameters."""
+    key = (fmt.name, frac_bits, mode, keep, width, lsb_min, lsb_max)
+    if key not in CACHE.rounds:
+        CACHE.rounds[key] = round_lemma(fmt, frac_bits, mode, keep, width, lsb_min, timeout, lsb_max)
+    return CACHE.rounds[key]
+
+
 def _note(used: list, lem: Any) -> None:
     """List a lemma once among those a proof used."""
     if not any(x is lem for x in used):
@@ -138,10 +155,7 @@ def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top:
         mbits = max([t.mag_bits for t in terms] + [sum_bits])
         e_max = max([t.top_max for t in terms] + [shape.extra_top])  # E, at every level
         d_min = min(t.lsb_min for t in terms) - (e_max - al.frac_bits) - 2
-        akey: tuple = (al.mode, al.frac_bits, gap, mbits, d_min)
-        if akey not in CACHE.aligns:
-            CACHE.aligns[akey] = align_lemma(al.mode, al.frac_bits, gap, mbits, d_min, timeout)
-        lem, unit = CACHE.aligns[akey]
+        lem, unit = _align(al.mode, al.frac_bits, gap, mbits, d_min, timeout)
         _note(used, lem)
         if lem.status != "unsat":
             return f"{lem.name}: solver {lem.status}"
@@ -154,11 +168,8 @@ def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top:
     else:  # a window sum, on the grid 2^(E - F) (or finer in after_sum)
         width = sum_bits
         lsb_min = min([t.top_min for t in terms] + [shape.extra_top]) - widest - 1
-    key = (acc.name, shape.round_frac_bits, shape.round_mode, shape.keep_subnormals, width, lsb_min, lsb_max)
-    if key not in CACHE.rounds:
-        CACHE.rounds[key] = round_lemma(acc, shape.round_frac_bits, shape.round_mode, shape.keep_subnormals, width,
-                                        lsb_min, timeout, lsb_max)
-    lem, u, a = CACHE.rounds[key]
+    lem, u, a = _round(acc, shape.round_frac_bits, shape.round_mode, shape.keep_subnormals, width, lsb_min, timeout,
+                       lsb_max)
     _note(used, lem)
     if lem.status != "unsat":
         return f"{lem.name}: solver {lem.status}"
@@ -174,7 +185,7 @@ def _piece_bounds(cs: ChainScheme, p: ModelParams, dom: Domain, lo: Fraction, ti
     """rho_0..rho_(n-1) from the piece lemmas (cached), or None (``proof.missing`` says why)."""
     rho: list[Fraction] = []
     for i in range(cs.n):
-        key = (algo_pieces_key(proof.algo), p.subnormal_in, dom.lo_pattern, dom.hi_pattern, i)
+        key = (cs.fmt.name, cs.n, cs.scales, p.subnormal_in, dom.lo_pattern, dom.hi_pattern, i)  # the split's facts
         if key not in CACHE.pieces:
             CACHE.pieces[key] = piece_lemma(cs, p.subnormal_in, dom, i, timeout)
         lem = CACHE.pieces[key]
@@ -240,31 +251,20 @@ def _rn32_const(timeout: float, proof: Proof, scale: int) -> _BlockConst | None:
     two aligned in a window of _ADD_WINDOW bits, truncated, the sum rounded to nearest even, IEEE)."""
     zero = np.zeros(1, dtype=np.int64)
     t = sem.value_term(NB, sem.decode(NB, FP32, zero))[0]
-    terms = [t, _scale_term(t, scale)]
+    terms = [t, scale_term(NB, t, scale)]
     F = _ADD_WINDOW
-    key = ("trunc", F, t.gap_min, t.mag_bits + 2, min(s.lsb_min for s in terms) - max(s.top_max for s in terms) + F - 2)
-    if key not in CACHE.aligns:
-        CACHE.aligns[key] = align_lemma(_EXACT.align, F, t.gap_min, t.mag_bits + 2, key[4], timeout)
-    lem, unit = CACHE.aligns[key]
+    d_min = min(s.lsb_min for s in terms) - max(s.top_max for s in terms) + F - 2
+    lem, unit = _align(_EXACT.align, F, t.gap_min, t.mag_bits + 2, d_min, timeout)
     _note(proof.lemmas, lem)
     width = sem.block_sum(NB, terms, F, _EXACT).mag_bits
     lsb_min = min(s.top_min for s in terms) - F - 1
-    rkey = (FP32.name, FP32.frac_bits, "rne", _EXACT.subnormal_out, width, lsb_min, None)
-    if rkey not in CACHE.rounds:
-        CACHE.rounds[rkey] = round_lemma(FP32, FP32.frac_bits, "rne", _EXACT.subnormal_out, width, lsb_min, timeout)
-    rlem, u, a = CACHE.rounds[rkey]
+    rlem, u, a = _round(FP32, FP32.frac_bits, "rne", _EXACT.subnormal_out, width, lsb_min, timeout)
     _note(proof.lemmas, rlem)
     if lem.status != "unsat" or rlem.status != "unsat":
         proof.missing = f"rn32 addition: solver {lem.status}/{rlem.status}"
         return None
     # a subnormal addend aligns at emin (-126), the scaled one at emin + scale
     return _BlockConst(u, 2 * unit / (1 << F), a, Fraction(2) ** max(FP32.emin, FP32.emin + scale))
-
-
-def _scale_term(t: sem.Term, s: int) -> sem.Term:
-    """The static facts of t * 2^s (verify_schemes.scale on placeholder values)."""
-    return dataclasses.replace(t, lsb_min=t.lsb_min + s, lsb_max=t.lsb_max + s, top_min=t.top_min + s,
-                               top_max=t.top_max + s)
 
 
 def _rn32_err(bc: _BlockConst, x: _Err, y: _Err) -> _Err:

@@ -289,12 +289,12 @@ def test_split_lemma_rho_and_markidis_theta():
     Accuracy and Stability of Numerical Algorithms, 2nd ed., Thm 2.2 and the remark after it), attained at
     x = 1 + 2^-11 (a tie, to even: x_h = 1).  theta (Markidis, s = 0) on 2^-14 <= |x|: at x = 2^-14 (1 + 2^-11)
     the residual 2^-25 rounds to 0 in fp16 (a tie between 0 and 2^-24), so theta >= u / (1 + u) as well."""
-    from tcsmt.verify_lemmas import split_lemma
+    from tcsmt.verify_pieces import piece_lemma, split_scheme
 
     dom = V.parse_range("2^-14..2^14")
     sup = Fraction(1, 2048) / (1 + Fraction(1, 2048))
-    for which in ("r", "t"):
-        lem = split_lemma(dom, 0, which, timeout=60)
+    for piece in (0, 1):  # rho (|x - x_h|), theta (|x - x_h - lo|)
+        lem = piece_lemma(split_scheme(0), True, dom, piece, timeout=60)
         assert lem.bound is not None, lem.stopped
         assert sup <= lem.bound <= Fraction(1, 2048) * (1 + Fraction(1, 16))
         assert 0 < lem.found <= lem.bound and lem.bound <= lem.found * (1 + Fraction(1, 16))
@@ -304,9 +304,9 @@ def test_split_lemma_rho_and_markidis_theta():
 def test_split_lemma_ootomo_theta():
     """Ootomo-Yokota's scaled residual keeps about 22 significant bits of x (their paper's claim): the tail
     |x - x_h - 2^-11 dx| stays below 2^-20 |x| on 2^-14 <= |x| <= 2^14, and is not zero."""
-    from tcsmt.verify_lemmas import split_lemma
+    from tcsmt.verify_pieces import piece_lemma, split_scheme
 
-    lem = split_lemma(V.parse_range("2^-14..2^14"), 11, "t", timeout=60)
+    lem = piece_lemma(split_scheme(11), True, V.parse_range("2^-14..2^14"), 1, timeout=60)
     assert lem.bound is not None and 0 < lem.found <= lem.bound < Fraction(1, 1 << 20)
 
 
