@@ -3,7 +3,7 @@
     python benchmarks/bench_fp8.py [--timeout S] [--repeat N] [--solvers bitwuzla,staged] [--parts 1,2,3]
 
 Part 1 times ``tcsmt discriminate`` pairs on Hopper's e4m3 -> fp32 mma.sync path (the interleaved
-32-product circuit); part 2 times identify's separation (:class:`tcsmt.identify_separate.Separator`)
+32-product circuit); part 2 times identify's separation (:class:`tcsmt.identify.separate.Separator`)
 of the Hopper model from ring-1 neighbours of it, once per solver choice: ``bitwuzla`` (bit-blasting
 only, the old default) and ``staged`` (local search slice, then bit-blasting: the new default).  Part 3
 times the separation of Hopper's e4m3 -> fp16 mma.sync model from the seven hypotheses that survived
@@ -23,13 +23,13 @@ from types import SimpleNamespace
 
 import click
 
-from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
-from tcsmt.cli_options import POSITIVE_FLOAT, POSITIVE_INT
-from tcsmt.discriminate import discriminate
-from tcsmt.identify_separate import Separator
-from tcsmt.identify_space import Hypothesis, HypothesisSpace, PathInfo
-from tcsmt.inert import canonical
-from tcsmt.registry import resolve
+from tcsmt.arith.registry import resolve
+from tcsmt.identify.separate import Separator
+from tcsmt.identify.space import Hypothesis, HypothesisSpace, PathInfo
+from tcsmt.io.options import POSITIVE_FLOAT, POSITIVE_INT
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
+from tcsmt.solve.discriminate import discriminate
+from tcsmt.solve.inert import canonical
 
 DISCRIMINATE = [
     ("hopper", "hopper:carry_bits=5", 32),  # proven equal: carry bits inert (static pass)
@@ -41,7 +41,7 @@ DISCRIMINATE = [
 NEIGHBOURS = ["carry_bits=4", "carry_bits=3", "subnormal_out=False", "subnormal_c=False", "product_exponent=normalized",
               "block_round=rne", "extra_bits=3", "align=rne", "c_round=rz"]
 
-SURVIVORS_F16 = [  # hwcheck/results/identify_h100_e4m3_f16_mma.json of 2026-11-24 (status budget), less the best
+SURVIVORS_F16 = [  # evidence/identify_h100_e4m3_f16_mma.json of 2026-11-24 (status budget), less the best
     {"extra_bits": "exact"}, {"align": "rne"}, {"align": "floor"}, {"product_exponent": "normalized"},
     {"carry_bits": 4, "product_exponent": "normalized"}, {"align": "rne", "product_exponent": "normalized"},
     {"align": "floor", "product_exponent": "normalized"},

@@ -19,18 +19,17 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
-from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
-from tcsmt.cli_options import NON_NEGATIVE_INT, POSITIVE_INT
+from tcsmt.io.options import NON_NEGATIVE_INT, POSITIVE_INT
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 
 
 def _main(args: SimpleNamespace) -> int:
+    from tcsmt.arith.registry import resolve
     from tcsmt.hwcheck.check import ModelRunner, ModelTally, compare, default_jobs
     from tcsmt.hwcheck.device import expand_tiles, get_device
     from tcsmt.hwcheck.dists import generate
     from tcsmt.hwcheck.paths import find_path
-
-    from tcsmt import files
-    from tcsmt.registry import resolve
+    from tcsmt.io import files
 
     args.out = files.output(args.out, args.force) if args.out else None  # claimed before the measurement
     if args.gpu_model:
@@ -98,11 +97,11 @@ def _main(args: SimpleNamespace) -> int:
 def gpu_resident(args) -> int:
     """End to end on the GPU: draw finite fp16/fp32 patterns, run the kernel, run the model, compare."""
     import cupy as cp
+
+    from tcsmt.arith.registry import resolve
+    from tcsmt.backends.cupy import simulate_on_gpu
     from tcsmt.hwcheck.device import get_device
     from tcsmt.hwcheck.paths import find_path
-
-    from tcsmt.backend_cupy import simulate_on_gpu
-    from tcsmt.registry import resolve
 
     spec = find_path("fp16", "fp32", "mma")
     dev = get_device(args.device)
@@ -172,7 +171,7 @@ def gpu_resident(args) -> int:
 @click.option("--out", default=None)
 @click.option("--force", is_flag=True, help="overwrite --out (a regular file only)")
 @click.option("--gpu-model", is_flag=True,
-              help="everything on the GPU: inputs drawn there, the model run there (tcsmt.backend_cupy)")
+              help="everything on the GPU: inputs drawn there, the model run there (tcsmt.backends.cupy)")
 def bench_cmd(**options) -> int:
     return _main(SimpleNamespace(**options))
 

@@ -1,4 +1,4 @@
-"""Products per second of the compiled CPU GEMM (tcsmt.gemm_kernel) on a library path.
+"""Products per second of the compiled CPU GEMM (tcsmt.kernels.cpu) on a library path.
 
 Usage:
 
@@ -25,11 +25,11 @@ import click
 import numpy as np
 
 from tcsmt import resolve
-from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
-from tcsmt.cli_options import POSITIVE_INT
-from tcsmt.formats import get_format
-from tcsmt.gemm_kernel import gemm
-from tcsmt.simulator import simulate_params
+from tcsmt.arith.formats import get_format
+from tcsmt.io.options import POSITIVE_INT
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
+from tcsmt.kernels.cpu import gemm
+from tcsmt.sim.simulator import simulate_params
 
 
 def random_bits(fmt_name: str, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:

@@ -22,15 +22,15 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
-from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
-from tcsmt.cli_options import NON_NEGATIVE_INT, POSITIVE_INT
+from tcsmt.io.options import NON_NEGATIVE_INT, POSITIVE_INT
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scalar_model
 
 from tcsmt import resolve
-from tcsmt.simulator import simulate_params
+from tcsmt.sim.simulator import simulate_params
 
 
 def random_fp16(rng, shape) -> np.ndarray:

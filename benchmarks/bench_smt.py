@@ -17,10 +17,10 @@ from types import SimpleNamespace
 
 import click
 
-from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
-from tcsmt.cli_options import POSITIVE_FLOAT, POSITIVE_INT
-from tcsmt.discriminate import discriminate
-from tcsmt.solvers import available
+from tcsmt.io.options import POSITIVE_FLOAT, POSITIVE_INT
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
+from tcsmt.solve.discriminate import discriminate
+from tcsmt.solve.solvers import available
 
 NVIDIA_FP16 = ["volta", "turing", "ampere", "ada", "hopper", "blackwell"]
 

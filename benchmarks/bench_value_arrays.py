@@ -21,8 +21,8 @@ import click
 import numpy as np
 
 from tcsmt import simulate
-from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
-from tcsmt.cli_options import POSITIVE_INT
+from tcsmt.io.options import POSITIVE_INT
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 
 
 def random_fp16(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:

@@ -20,8 +20,8 @@ from types import SimpleNamespace
 import click
 
 from tcsmt import verify as V
-from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
-from tcsmt.cli_options import POSITIVE_FLOAT, POSITIVE_INT
+from tcsmt.io.options import POSITIVE_FLOAT, POSITIVE_INT
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 
 
 def _main(args: SimpleNamespace) -> None:

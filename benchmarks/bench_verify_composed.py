@@ -20,12 +20,12 @@ import time
 
 import click
 
-from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
-from tcsmt.cli_options import POSITIVE_INT
 from tcsmt.errors import TcsmtError
-from tcsmt.files import output
-from tcsmt.verify_eval import fp16_paths
-from tcsmt.verify_schemes import input_format, scheme_key
+from tcsmt.io.files import output
+from tcsmt.io.options import POSITIVE_INT
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
+from tcsmt.verify.evaluate import fp16_paths
+from tcsmt.verify.schemes import input_format, scheme_key
 
 ROW = re.compile(r"^(\w+)\s+(\d+)\s+(\S+) \((2\^\S+)\)\s+(?:<= (\S+) \((2\^\S+)\)|-)\s+(\d+)\s+\S+s\s+(.*)$")
 

@@ -2,13 +2,13 @@
 
 Queries, for the domain 2^-14 <= |x| <= 2^14 (fp32 inputs, C = 0):
 
-* split lemmas (:func:`tcsmt.verify_pieces.piece_lemma`): rho and theta for Markidis (s = 0) and Ootomo-Yokota
+* split lemmas (:func:`tcsmt.verify.pieces.piece_lemma`): rho and theta for Markidis (s = 0) and Ootomo-Yokota
   (s = 11), each a bisection of UNSAT/SAT queries on one free input; the time is the whole bisection;
 * the lo-bound lemma |2^-s lo| <= 2^(e(x_h) - 11) (one UNSAT query);
 * per model: the whole-scheme bound query "relative error > EPS" of ``tcsmt verify --bound`` at K = 2
   (EPS = 2^-9, above the Markidis worst case 2^-10 on this domain), and the Markidis tensor-core chain
   lemma's first query (free fp16 pieces, products abstracted; threshold 2^-21);
-* per model, the first query of the one-instruction lemma :func:`tcsmt.verify_lemmas.instr_lemma` (the
+* per model, the first query of the one-instruction lemma :func:`tcsmt.verify.lemmas.instr_lemma` (the
   building block of a composed chain bound) at K = 2 products: normal pieces with C = +0 ("error > 2^-22
   sum|x y|"), the same with every exponent field pinned to 14..16, and any pieces with an accumulator C
   on the 2^-48 grid ("error > 2^-20 (sum 2^(e(x)+e(y)) + |C|)"), and the same compared on the grid
@@ -33,12 +33,12 @@ from types import SimpleNamespace
 import click
 
 from tcsmt import verify as V
-from tcsmt import verify_lemmas as VL
-from tcsmt import verify_schemes as VS
-from tcsmt.cli_errors import CONTEXT_SETTINGS, script_main
-from tcsmt.cli_options import POSITIVE_FLOAT, POSITIVE_INT
-from tcsmt.registry import resolve
-from tcsmt.verify_pieces import piece_lemma, split_scheme
+from tcsmt.arith.registry import resolve
+from tcsmt.io.options import POSITIVE_FLOAT, POSITIVE_INT
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
+from tcsmt.verify import lemmas as VL
+from tcsmt.verify import schemes as VS
+from tcsmt.verify.pieces import piece_lemma, split_scheme
 
 
 def markidis_chain_spec(p, K: int) -> VL.ChainSpec:

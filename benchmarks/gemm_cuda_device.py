@@ -1,4 +1,4 @@
-"""On a CUDA machine: check tcsmt.gemm_cuda against the numpy simulator, then time it against torch.mm.
+"""On a CUDA machine: check tcsmt.kernels.cuda against the numpy simulator, then time it against torch.mm.
 
 python benchmarks/gemm_cuda_device.py OUT.json
 
@@ -6,7 +6,7 @@ python benchmarks/gemm_cuda_device.py OUT.json
    bit patterns of narrow and wide exponent ranges, subnormal/tiny values near align_floor,
    cancellation, overflowing blocks, NaN/inf sprinkled in), odd shapes (padding) and K values
    (partial blocks, partial promotion runs), a few hundred sampled outputs (and every output of
-   small cases) compared bit for bit with tcsmt.simulator.simulate_params.
+   small cases) compared bit for bit with tcsmt.sim.simulator.simulate_params.
 2. Speed: the bf16 -> fp32 cuBLAS path at 4096^3, 8192x8192x1024 and 1024^3 (medians of CUDA-event
    timings), with torch.mm(out_dtype=float32) of the same call, and the emulated bits compared
    with torch.mm's on every output (these shapes are split-free on the H100: issue 12).
@@ -20,10 +20,10 @@ import time
 import cupy as cp
 import numpy as np
 
-from tcsmt.formats import get_format
-from tcsmt.gemm_cuda import gemm
-from tcsmt.registry import resolve
-from tcsmt.simulator import simulate_params
+from tcsmt.arith.formats import get_format
+from tcsmt.arith.registry import resolve
+from tcsmt.kernels.cuda import gemm
+from tcsmt.sim.simulator import simulate_params
 
 PATHS = [("hopper", "fp16", "fp32", "cublas"), ("hopper", "bf16", "fp32", "cublas"), ("hopper", "fp16", "fp16", "cublas"),
          ("hopper", "tf32", "fp32", "cublas"), ("hopper", "e4m3", "fp32", "scaled_mm_fast"),

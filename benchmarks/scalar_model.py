@@ -1,15 +1,15 @@
 """A scalar, pure-Python implementation of the block-FMA model, one dot product at a time.
 
 Written from the model's description (Fasi et al. 2020 sec. 3.1; the
-``ModelParams`` docstring) without using :mod:`tcsmt.semantics` or
-:mod:`tcsmt.formats`: it has its own format table, decoder and rounding, and
+``ModelParams`` docstring) without using :mod:`tcsmt.arith.semantics` or
+:mod:`tcsmt.arith.formats`: it has its own format table, decoder and rounding, and
 works on plain Python integers.  It serves two purposes:
 
 * a baseline for ``bench_simulator.py`` (how much the vectorised simulator gains);
 * an independent cross-check of the simulator (``tests/test_scalar_crosscheck.py``).
 
 Every value is handled as ``(-1)**neg * mag * 2**lsb`` with integer ``mag``.
-Only the model parameters (a :class:`tcsmt.params.ModelParams`, or any object
+Only the model parameters (a :class:`tcsmt.arith.params.ModelParams`, or any object
 with the same attribute names) are taken from tcsmt.
 """
 from __future__ import annotations

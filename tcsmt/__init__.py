@@ -4,12 +4,12 @@ The public API: :func:`simulate` / :func:`simulate_params` (the bit-exact simula
 (a model spec to its :class:`ModelParams`), :func:`get_format` and :data:`FORMATS` (the number formats,
 :class:`Format`), :class:`TcsmtError` (every user error) and :class:`InternalError` (a bug in tcsmt).  Everything else is internal.
 """
-from .errors import InternalError, TcsmtError
-from .formats import FORMATS, Format, get_format
-from .params import ModelParams
-from .registry import resolve
-from .simulator import simulate, simulate_params
+from tcsmt.arith.formats import FORMATS, Format, get_format
+from tcsmt.arith.params import ModelParams
+from tcsmt.arith.registry import resolve
+from tcsmt.errors import InternalError, TcsmtError
+from tcsmt.sim.simulator import simulate, simulate_params
+from tcsmt.version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["FORMATS", "Format", "InternalError", "ModelParams", "TcsmtError", "__version__", "get_format", "resolve", "simulate",
            "simulate_params"]

@@ -1,4 +1,4 @@
 """``python -m tcsmt``: the command-line interface."""
-from .cli import main
+from tcsmt.cli.commands import main
 
 main(prog_name="tcsmt")

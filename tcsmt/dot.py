@@ -12,13 +12,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from .block_scale import scale_patterns
-from .errors import TcsmtError
-from .formats import get_format
-from .params import ModelParams
-from .registry import REFERENCES, find_arch, resolve
-from .simulator import simulate_params
-from .values import format_value, parse_value, parse_vector
+from tcsmt.arith.formats import get_format
+from tcsmt.arith.params import ModelParams
+from tcsmt.arith.registry import REFERENCES, find_arch, resolve
+from tcsmt.arith.values import format_value, parse_value, parse_vector
+from tcsmt.errors import TcsmtError
+from tcsmt.sim.block_scale import scale_patterns
+from tcsmt.sim.simulator import simulate_params
 
 
 @dataclass(frozen=True)

@@ -14,49 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from . import library as _lib
-from .errors import TcsmtError
-from .library_plan import TORCH_DTYPES, Plan
-
-_INT_OF_WIDTH = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
-_NP_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+from tcsmt.errors import TcsmtError
+from tcsmt.library import api as _lib
+from tcsmt.library.plans import Plan
+from tcsmt.library.tensors import bits_tensor, dtype_name, import_torch, tensor_bits
 
 __all__ = ["addmm", "bmm", "linear", "matmul", "mm", "scaled_mm"]
-
-
-def _torch():
-    try:
-        import torch
-    except Exception as exc:  # ImportError, or a broken install
-        raise TcsmtError(f"tcsmt.torch needs PyTorch (pip install torch): {type(exc).__name__}: {exc}") from None
-    return torch
-
-
-def dtype_name(t: Any) -> str:
-    """torch's name of a tensor's dtype (``"bfloat16"``); TcsmtError for dtypes no plan takes."""
-    name = str(t.dtype).removeprefix("torch.")
-    if name not in TORCH_DTYPES:
-        raise TcsmtError(f"unsupported dtype {t.dtype} (known: {', '.join(TORCH_DTYPES)})")
-    return name
-
-
-def tensor_bits(t: Any) -> np.ndarray:
-    """The bit patterns of a tensor as an unsigned numpy array of the same shape (copied to the host)."""
-    torch = _torch()
-    if not isinstance(t, torch.Tensor):
-        raise TcsmtError(f"expected a torch.Tensor, got {type(t).__name__}")
-    dtype_name(t)
-    size = t.element_size()
-    ints = t.detach().contiguous().cpu().view(getattr(torch, _INT_OF_WIDTH[size]))
-    return ints.numpy().view(_NP_UINT[size])
-
-
-def bits_tensor(bits: np.ndarray, dtype: str, device: Any = "cpu") -> Any:
-    """A tensor of torch dtype ``dtype`` on ``device`` holding exactly the patterns ``bits``."""
-    torch = _torch()
-    arr = np.ascontiguousarray(bits)
-    ints = torch.from_numpy(arr.view(np.dtype(_INT_OF_WIDTH[arr.dtype.itemsize])))
-    return ints.view(getattr(torch, dtype)).to(device)
 
 
 def _out_dtype(x: Any) -> str | None:
@@ -80,7 +43,7 @@ def _back(bits: np.ndarray, like: Any, out_dtype: str | None, dtype: str) -> Any
 
 def mm(input: Any, mat2: Any, *, out_dtype: Any = None, gpu: str = "h100", plan: Plan | None = None) -> Any:
     """``torch.mm(input, mat2, out_dtype=...)`` as the GPU's library computes it."""
-    torch = _torch()
+    torch = import_torch()
     dt = _same_dtype(input, mat2)
     od = _out_dtype(out_dtype)
     out = _lib.mm(tensor_bits(input), tensor_bits(mat2), dtype=dt, out_dtype=od, tf32=_tf32(torch, dt), gpu=gpu,

@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 
 from tcsmt import resolve, simulate
-from tcsmt.formats import get_format
-from tcsmt.values import parse_value
+from tcsmt.arith.formats import get_format
+from tcsmt.arith.values import parse_value
 
 REPO = Path(__file__).resolve().parent.parent
 # the scalar model lives in benchmarks/ (it doubles as the benchmark's baseline)
 sys.path.insert(0, str(REPO / "benchmarks"))
+# the developers' tools (tools/, not installed) are imported by their tests as tools.<folder>.<module>
+sys.path.insert(0, str(REPO))
 
 
 # the real-GPU vectors (BSD-2, see LICENSE there), committed so that a fresh clone checks them
@@ -59,7 +61,7 @@ def round_fraction(v: Fraction, fmt: str, mode: str = "rne") -> Fraction | float
         if mode == "rne":
             if r > ulp / 2 or (r == ulp / 2 and q % 2):
                 q += 1
-        elif mode == "ru" and not neg or mode == "rd" and neg:
+        elif (mode == "ru" and not neg) or (mode == "rd" and neg):
             q += 1
     out = q * ulp
     if out > f.max_finite:

@@ -3,7 +3,7 @@ outside semantics.py'").
 
 A syntactic guard, cheap enough for every CI run: outside the arithmetic layer (``semantics.py``, the back ends,
 ``formats.py``) and the declared second implementation of the semantics (``gemm_*.py``, tied to it bit for bit
-by tests/test_gemm_kernel.py and tests/test_gemm_cuda.py), every function of ``tcsmt/`` and ``hwcheck/`` that
+by tests/test_gemm_kernel.py and tests/test_gemm_cuda.py), every function of ``tcsmt/`` and ``tools/`` that
 shifts a non-constant integer (``<<``, ``>>``: the way significands are aligned, truncated and packed) or
 calls a rounding function (``round``, ``floor``, ``ceil``, ``trunc``, ``rint``, ``ldexp``, ``frexp``) is listed
 in :data:`ALLOWED` with the reason it is not model arithmetic (input generation, bit patterns of a format's
@@ -20,9 +20,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 #: the arithmetic layer and the declared second implementation: shifts and roundings belong here
-ARITHMETIC = {"tcsmt/semantics.py", "tcsmt/backend.py", "tcsmt/backend_numpy.py", "tcsmt/backend_smt.py",
-              "tcsmt/backend_cupy.py", "tcsmt/formats.py",
-              "tcsmt/gemm_kernel.py", "tcsmt/gemm_numba.py", "tcsmt/gemm_cuda.py"}
+ARITHMETIC = {"tcsmt/arith/semantics.py", "tcsmt/arith/contract.py", "tcsmt/backends/numpy.py", "tcsmt/backends/smt.py",
+              "tcsmt/backends/cupy.py", "tcsmt/arith/formats.py",
+              "tcsmt/kernels/cpu.py", "tcsmt/kernels/cpu_numba.py", "tcsmt/kernels/cuda.py"}
 
 ROUNDING = {"round", "floor", "ceil", "trunc", "rint", "around", "fix", "ldexp", "frexp"}
 
@@ -34,67 +34,67 @@ _DEVICE = "device script for a bare GPU host: builds and reads probe inputs with
 
 #: (file, function) -> why the shift or rounding there is not model arithmetic
 ALLOWED: dict[tuple[str, str], str] = {
-    ("hwcheck/campaign.py", "_run"): _SHOW,
-    ("hwcheck/check.py", "DistResult.as_json"): _SHOW,
-    ("hwcheck/check.py", "mismatch_kinds"): "classifies differing output patterns by their fields (reporting)",
-    ("hwcheck/dists.py", "_generate"): _INPUTS,
-    ("hwcheck/dists.py", "from_exponents"): _INPUTS,
-    ("hwcheck/hopper_vectors.py", "c_alone"): _INPUTS,
-    ("hwcheck/hopper_vectors.py", "zero_c"): _INPUTS,
-    ("hwcheck/hopper_vectors.py", "zero_product"): _INPUTS,
-    ("hwcheck/hopper_vectors.py", "zero_sign"): _INPUTS,
-    ("hwcheck/library_calls.py", "_max_finite_exp"): _FIELDS,
-    ("hwcheck/library_calls.py", "compose"): _INPUTS,
-    ("hwcheck/library_calls.py", "make_inputs"): _INPUTS,
-    ("hwcheck/library_calls.py", "random_matrix"): _INPUTS,
-    ("hwcheck/library_calls.py", "values"): "reads recorded probe patterns back as values (exact decoding)",
-    ("hwcheck/library_plans_device.py", "<module>"): _DEVICE,
-    ("hwcheck/library_plans_device.py", "candidate_starts"): _DEVICE,
-    ("hwcheck/library_plans_device.py", "extra_calls"): _DEVICE,
-    ("hwcheck/library_plans_device.py", "pattern"): _DEVICE,
-    ("hwcheck/library_plans_device.py", "reduce_probe"): _DEVICE,
-    ("hwcheck/library_plans_device.py", "reduce_probe2"): _DEVICE,
-    ("hwcheck/library_plans_device.py", "round_to"): _DEVICE,
-    ("hwcheck/library_plans_device.py", "slice_probe"): _DEVICE,
-    ("tcsmt/discriminate.py", "_mag_mask"): _FIELDS,
-    ("tcsmt/identify_report.py", "result_json"): _SHOW,
-    ("tcsmt/peer_mmasim.py", "MmaSim.tensor"): "packs two e2m1 patterns per byte for MMA-Sim's input tensors",
-    ("tcsmt/peer_mmasim.py", "MmaSim.patterns"): "reads MMA-Sim's output tensors back as bit patterns (a width mask)",
-    ("tcsmt/peer_mmasim.py", "compare_path"): _SHOW,
-    ("tcsmt/peer_rows.py", "_kind"): _INPUTS,
-    ("tcsmt/identify_result.py", "Experiment.as_json"): _SHOW,
-    ("tcsmt/identify_search.py", "_patterns"): _INPUTS,
-    ("tcsmt/identify_search.py", "random_rows"): _INPUTS,
-    ("tcsmt/inert.py", "_largest"): "static pass: a bound on the values a stage can reach (docs/architecture.md)",
-    ("tcsmt/inert.py", "_round"): "static pass: a bound on the values a stage can reach (docs/architecture.md)",
-    ("tcsmt/inputs.py", "_convert_chunk"): "exact conversion of user arrays to bit patterns (input layer)",
-    ("tcsmt/inputs.py", "_integer_patterns"): "checks that integer arrays fit the format's width (input layer)",
-    ("tcsmt/library_discriminate.py", "_random_value"): _INPUTS,
-    ("tcsmt/query_report.py", "feature_report"): _SHOW,
-    ("tcsmt/query_report.py", "monotonicity_report"): _SHOW,
-    ("tcsmt/report.py", "bit_diagram"): "presentation: the digits of an exact value; the cut is "
+    ("tcsmt/hwcheck/campaign.py", "_run"): _SHOW,
+    ("tcsmt/hwcheck/check.py", "DistResult.as_json"): _SHOW,
+    ("tcsmt/hwcheck/check.py", "mismatch_kinds"): "classifies differing output patterns by their fields (reporting)",
+    ("tcsmt/hwcheck/dists.py", "_generate"): _INPUTS,
+    ("tcsmt/hwcheck/dists.py", "from_exponents"): _INPUTS,
+    ("tools/vectors/hopper_vectors.py", "c_alone"): _INPUTS,
+    ("tools/vectors/hopper_vectors.py", "zero_c"): _INPUTS,
+    ("tools/vectors/hopper_vectors.py", "zero_product"): _INPUTS,
+    ("tools/vectors/hopper_vectors.py", "zero_sign"): _INPUTS,
+    ("tcsmt/hwcheck/library_calls.py", "_max_finite_exp"): _FIELDS,
+    ("tcsmt/hwcheck/library_calls.py", "compose"): _INPUTS,
+    ("tcsmt/hwcheck/library_calls.py", "make_inputs"): _INPUTS,
+    ("tcsmt/hwcheck/library_calls.py", "random_matrix"): _INPUTS,
+    ("tcsmt/hwcheck/library_calls.py", "values"): "reads recorded probe patterns back as values (exact decoding)",
+    ("tools/device/library_plans.py", "<module>"): _DEVICE,
+    ("tools/device/library_plans.py", "candidate_starts"): _DEVICE,
+    ("tools/device/library_plans.py", "extra_calls"): _DEVICE,
+    ("tools/device/library_plans.py", "pattern"): _DEVICE,
+    ("tools/device/library_plans.py", "reduce_probe"): _DEVICE,
+    ("tools/device/library_plans.py", "reduce_probe2"): _DEVICE,
+    ("tools/device/library_plans.py", "round_to"): _DEVICE,
+    ("tools/device/library_plans.py", "slice_probe"): _DEVICE,
+    ("tcsmt/solve/discriminate.py", "_mag_mask"): _FIELDS,
+    ("tcsmt/identify/report.py", "result_json"): _SHOW,
+    ("tcsmt/peers/mmasim.py", "MmaSim.tensor"): "packs two e2m1 patterns per byte for MMA-Sim's input tensors",
+    ("tcsmt/peers/mmasim.py", "MmaSim.patterns"): "reads MMA-Sim's output tensors back as bit patterns (a width mask)",
+    ("tcsmt/peers/mmasim.py", "compare_path"): _SHOW,
+    ("tcsmt/peers/rows.py", "_kind"): _INPUTS,
+    ("tcsmt/identify/result.py", "Experiment.as_json"): _SHOW,
+    ("tcsmt/identify/search.py", "_patterns"): _INPUTS,
+    ("tcsmt/identify/search.py", "random_rows"): _INPUTS,
+    ("tcsmt/solve/inert.py", "_largest"): "static pass: a bound on the values a stage can reach (docs/architecture.md)",
+    ("tcsmt/solve/inert.py", "_round"): "static pass: a bound on the values a stage can reach (docs/architecture.md)",
+    ("tcsmt/sim/inputs.py", "_convert_chunk"): "exact conversion of user arrays to bit patterns (input layer)",
+    ("tcsmt/sim/inputs.py", "_integer_patterns"): "checks that integer arrays fit the format's width (input layer)",
+    ("tcsmt/library/discriminate.py", "_random_value"): _INPUTS,
+    ("tcsmt/solve/query_report.py", "feature_report"): _SHOW,
+    ("tcsmt/solve/query_report.py", "monotonicity_report"): _SHOW,
+    ("tcsmt/solve/report.py", "bit_diagram"): "presentation: the digits of an exact value; the cut is "
                                         "semantics.first_block_cut",
-    ("tcsmt/report.py", "outcome_json"): _SHOW,
-    ("tcsmt/smt_encode.py", "finite_constraint"): _FIELDS,
-    ("tcsmt/smt_eval.py", "_eval_node"): "SMT-LIB's own bit-vector operators, evaluated by their definitions",
-    ("tcsmt/smt_eval.py", "_mask"): "SMT-LIB's own bit-vector operators, evaluated by their definitions",
-    ("tcsmt/smt_eval.py", "_signed"): "SMT-LIB's own bit-vector operators, evaluated by their definitions",
-    ("tcsmt/values.py", "naf_terms"): _SHOW,
-    ("tcsmt/verify_cmd.py", "_num"): _SHOW,
-    ("tcsmt/verify_domain.py", "Domain.exp_range"): _FIELDS,
-    ("tcsmt/verify_eval.py", "random_inputs"): _INPUTS,
-    ("tcsmt/verify_lemmas.py", "chain_lemma"): _PROOF,
-    ("tcsmt/verify_proof.py", "_block_const"): _PROOF,
-    ("tcsmt/verify_proof.py", "_rn32_const"): _PROOF,
-    ("tcsmt/verify_proof.py", "compose"): _PROOF,
-    ("tcsmt/verify_proof.py", "_ootomo_chains"): _PROOF,
-    ("tcsmt/verify_stages.py", "round_lemma"): _PROOF,
-    ("tcsmt/verify_lemmas.py", "instr_lemma"): _PROOF,
-    ("tcsmt/verify_lemmas.py", "lo_within"): _PROOF,
-    ("tcsmt/verify_lemmas.py", "short_dyadic"): _PROOF,
-    ("tcsmt/verify_search.py", "_dyadic"): _PROOF,
-    ("tcsmt/verify_smt.py", "exceeds"): _PROOF,
-    ("tcsmt/where.py", "parse_where"): _FIELDS,
+    ("tcsmt/solve/report.py", "outcome_json"): _SHOW,
+    ("tcsmt/solve/encode.py", "finite_constraint"): _FIELDS,
+    ("tcsmt/solve/evaluate.py", "_eval_node"): "SMT-LIB's own bit-vector operators, evaluated by their definitions",
+    ("tcsmt/solve/evaluate.py", "_mask"): "SMT-LIB's own bit-vector operators, evaluated by their definitions",
+    ("tcsmt/solve/evaluate.py", "_signed"): "SMT-LIB's own bit-vector operators, evaluated by their definitions",
+    ("tcsmt/arith/values.py", "naf_terms"): _SHOW,
+    ("tcsmt/cli/verify_cmd.py", "_num"): _SHOW,
+    ("tcsmt/verify/domain.py", "Domain.exp_range"): _FIELDS,
+    ("tcsmt/verify/evaluate.py", "random_inputs"): _INPUTS,
+    ("tcsmt/verify/lemmas.py", "chain_lemma"): _PROOF,
+    ("tcsmt/verify/proof.py", "_block_const"): _PROOF,
+    ("tcsmt/verify/proof.py", "_rn32_const"): _PROOF,
+    ("tcsmt/verify/proof.py", "compose"): _PROOF,
+    ("tcsmt/verify/proof.py", "_ootomo_chains"): _PROOF,
+    ("tcsmt/verify/stages.py", "round_lemma"): _PROOF,
+    ("tcsmt/verify/lemmas.py", "instr_lemma"): _PROOF,
+    ("tcsmt/verify/lemmas.py", "lo_within"): _PROOF,
+    ("tcsmt/verify/lemmas.py", "short_dyadic"): _PROOF,
+    ("tcsmt/verify/search.py", "_dyadic"): _PROOF,
+    ("tcsmt/verify/smt.py", "exceeds"): _PROOF,
+    ("tcsmt/solve/where.py", "parse_where"): _FIELDS,
 }
 
 
@@ -125,9 +125,9 @@ def arithmetic_sites() -> dict[tuple[str, str], set[str]]:
         for child in ast.iter_child_nodes(node):
             visit(child, where, fn)
 
-    for folder in ("tcsmt", "hwcheck"):
-        for path in sorted((REPO / folder).glob("*.py")):
-            where = f"{folder}/{path.name}"
+    for folder in ("tcsmt", "tools"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            where = path.relative_to(REPO).as_posix()
             if where not in ARITHMETIC:
                 visit(ast.parse(path.read_text(), where), where, "<module>")
     return found
@@ -137,7 +137,7 @@ def test_no_model_arithmetic_outside_the_semantics():
     sites = arithmetic_sites()
     new = {site: sorted(kinds) for site, kinds in sites.items() if site not in ALLOWED}
     assert not new, (f"shifts or roundings outside semantics.py: {new}; model arithmetic belongs in "
-                     "tcsmt/semantics.py (call it from there); anything else goes into ALLOWED with its reason")
+                     "tcsmt/arith/semantics.py (call it from there); anything else goes into ALLOWED with its reason")
     stale = sorted(set(ALLOWED) - set(sites))
     assert not stale, f"ALLOWED names functions with no shift or rounding any more (remove them): {stale}"
 
@@ -146,7 +146,7 @@ def test_the_guard_sees_a_shift_and_a_rounding(tmp_path, monkeypatch):
     """The scan finds what it is meant to find (a check that cannot fail checks nothing)."""
     fake = tmp_path / "tcsmt"
     fake.mkdir()
-    (tmp_path / "hwcheck").mkdir()
+    (tmp_path / "tools").mkdir()
     (fake / "report_x.py").write_text("def cut(m, e):\n    return m >> e\n\n\ndef show(x):\n    return round(x, 3)\n"
                                       "\n\nLIMIT = 1 << 18\n")
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)

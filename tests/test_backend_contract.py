@@ -1,4 +1,4 @@
-"""Every static bound that semantics.py claims holds (the back-end contract, tcsmt/backend.py).
+"""Every static bound that semantics.py claims holds (the back-end contract, tcsmt/arith/contract.py).
 
 The SMT back end sizes its bit-vectors from the bounds the semantics passes to ``fit``, ``mul``,
 ``shl`` and ``msb``; the numpy back end does not need them.  A wrong bound would make the solver's
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from test_smt_agreement import _edge_patterns, _random_patterns
 
-from tcsmt import semantics as sem
-from tcsmt.backend_numpy import BoundViolation, CheckedNumpyBackend
-from tcsmt.formats import get_format
-from tcsmt.params import ModelParams, validate
-from tcsmt.registry import REFERENCES, all_paths, reference_params
-from tcsmt.simulator import simulate_params
+from tcsmt.arith import semantics as sem
+from tcsmt.arith.formats import get_format
+from tcsmt.arith.params import ModelParams, validate
+from tcsmt.arith.registry import REFERENCES, all_paths, reference_params
+from tcsmt.backends.numpy import BoundViolation, CheckedNumpyBackend
+from tcsmt.sim.simulator import simulate_params
 
 N_EACH = 300
 
@@ -87,7 +87,7 @@ def test_inert_carry_bits_are_left_out_of_the_circuit():
     """Issue 14's example: with e4m3 products (at most (15/8)^2 * 2^E each, converted exactly to fp16)
     a Hopper fp8 block of 16 plus its C stays below 2^(F + 6), so 5 carry bits never bind and the
     solver proves the two models equal at once, up to one whole instruction (K = 32)."""
-    from tcsmt.discriminate import discriminate
+    from tcsmt.solve.discriminate import discriminate
 
     o = discriminate(["hopper", "hopper:carry_bits=5"], "e4m3", "fp32", None, 32, 1, False, None, "auto", 30)
     assert o.status == "equivalent"

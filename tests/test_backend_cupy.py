@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tcsmt.arith.formats import get_format
+from tcsmt.arith.registry import all_paths
+from tcsmt.backends.cupy import simulate_on_gpu
 from tcsmt.errors import TcsmtError
-from tcsmt.backend_cupy import simulate_on_gpu
-from tcsmt.formats import get_format
-from tcsmt.registry import all_paths
-from tcsmt.simulator import simulate_params
+from tcsmt.sim.simulator import simulate_params
 
 
 def _gpu_paths():
@@ -44,7 +44,7 @@ def test_same_bits_as_simulator_with_numpy(p):
 
 
 def test_wide_models_are_refused():
-    from tcsmt.registry import resolve
+    from tcsmt.arith.registry import resolve
 
     p = resolve("exact", "fp16", "fp32")
     a, b, c = _random(resolve("hopper", "fp16", "fp32"), 4)
@@ -59,7 +59,7 @@ def test_same_bits_on_the_gpu():
         cupy.cuda.runtime.getDeviceCount()
     except Exception:
         pytest.skip("no CUDA device")
-    from tcsmt.registry import resolve
+    from tcsmt.arith.registry import resolve
 
     p = resolve("hopper", "fp16", "fp32")
     a, b, c = _random(p, 20000)

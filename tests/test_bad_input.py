@@ -12,9 +12,9 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from tcsmt.arith.values import MAX_BITS, MAX_TEXT, parse_value
 from tcsmt.cli import main
 from tcsmt.errors import TcsmtError
-from tcsmt.values import MAX_BITS, MAX_TEXT, parse_value
 
 
 def _one_line_error(r, *needles: str) -> str:
@@ -91,7 +91,7 @@ def test_verify_bound_beyond_float_range_is_printed(runner):
     """--bound 2^4000 crashed printing the claim (float(2^4000) overflows); K = 1 proves it at once."""
     r = runner.invoke(main, ["verify", "--algo", "markidis", "--bound", "2^4000", "--k", "1", "--timeout", "20",
                              "--arch", "volta"])
-    assert "Traceback" not in r.output and r.exception is None or isinstance(r.exception, SystemExit), r.output
+    assert ("Traceback" not in r.output and r.exception is None) or isinstance(r.exception, SystemExit), r.output
     assert "claim: error <= 2^4000 (1.318e+1204)" in r.output
 
 
@@ -113,7 +113,7 @@ def test_out_of_range_parameters_are_refused(spec, needle):
 def test_align_floor_range_follows_the_formats():
     """fp16 products reach 2^-48, fp32 C and accumulator 2^-149 .. 2^127; fp64 reaches 2^-1074."""
     from tcsmt import resolve
-    from tcsmt.params import floor_range
+    from tcsmt.arith.params import floor_range
 
     assert floor_range(resolve("hopper", "fp16", "fp32")) == (-149, 127)
     assert floor_range(resolve("ampere", "fp64", "fp64")) == (-2148, 2048)
@@ -140,7 +140,7 @@ def test_parameter_types_are_checked():
     import dataclasses
 
     from tcsmt import resolve
-    from tcsmt.params import validate
+    from tcsmt.arith.params import validate
 
     p = resolve("volta", "fp16", "fp32")
     for field, value in (("instr_k", "4"), ("block_k", 2.0), ("carry_bits", None), ("subnormal_in", 1),
@@ -275,7 +275,7 @@ def test_python_ints_are_ambiguous():
 def test_values_and_explicit_bit_patterns():
     import numpy as np
 
-    from tcsmt.formats import FP32
+    from tcsmt.arith.formats import FP32
 
     three = FP32.from_fraction(3)
     assert _api("volta", [[1.0, 2.0]], [[1.0, 1.0]], [0.0], "fp16", "fp32")[0] == three
@@ -402,7 +402,7 @@ def test_numpy_integer_parameters_become_ints():
     import numpy as np
 
     from tcsmt import resolve
-    from tcsmt.params import validate
+    from tcsmt.arith.params import validate
 
     p = validate(dataclasses.replace(resolve("volta", "fp16", "fp32"), instr_k=np.int64(4), align_floor=np.int32(-5)))
     assert type(p.instr_k) is int and type(p.align_floor) is int and p.instr_k == 4

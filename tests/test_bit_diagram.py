@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from tcsmt.formats import get_format
-from tcsmt.registry import resolve
-from tcsmt.report import first_block_cut
+from tcsmt.arith.formats import get_format
+from tcsmt.arith.registry import resolve
+from tcsmt.solve.report import first_block_cut
 
 F16, F32, E4 = get_format("fp16"), get_format("fp32"), get_format("e4m3")
 

@@ -26,10 +26,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from tcsmt.arith.formats import get_format
+from tcsmt.arith.registry import resolve
 from tcsmt.errors import TcsmtError
-from tcsmt.formats import get_format
-from tcsmt.registry import resolve
-from tcsmt.simulator import simulate_params
+from tcsmt.sim.simulator import simulate_params
 
 P2 = lambda e: Fraction(2) ** e  # noqa: E731
 FP32 = get_format("fp32")
@@ -298,7 +298,7 @@ def test_discriminate_zero_group_readings():
     """The solver separates MMA-Sim's zero-group rule from tcsmt's usual one at K = 1 (one group): a zero
     group with large scales pushes E up and C's low bits out of the window."""
     pytest.importorskip("pysmt")
-    from tcsmt.discriminate import discriminate
+    from tcsmt.solve.discriminate import discriminate
 
     o = discriminate(["blackwell", "blackwell:zero_group_skipped"], "e2m1", "fp32", MXF4_U8_16, K=1, timeout=60)
     assert o.status == "found" and o.scale_fmt is not None
@@ -312,7 +312,7 @@ def test_discriminate_zero_group_readings():
 def test_discriminate_where_the_scale_enters():
     """mxf8f6f4: scales on each product (MMA-Sim) against scales on the block's exact sum, K = 2."""
     pytest.importorskip("pysmt")
-    from tcsmt.discriminate import discriminate
+    from tcsmt.solve.discriminate import discriminate
 
     o = discriminate(["blackwell", "blackwell:exact_block_sum"], "e4m3", "fp32", MXF8 + ".e4m3.e4m3", K=2, timeout=60)
     assert o.status == "found"
@@ -361,8 +361,8 @@ def test_group_sum_width_parameter():
 def test_overridden_readings_agree_in_both_back_ends(spec):
     """The hypotheses' circuits, evaluated by SMT-LIB's definitions, equal the simulator (3000 rows)."""
     pytest.importorskip("pysmt")
-    from tcsmt.smt_encode import inputs_for, output_term
-    from tcsmt.smt_eval import evaluate
+    from tcsmt.solve.encode import inputs_for, output_term
+    from tcsmt.solve.evaluate import evaluate
 
     p = resolve(spec, "e2m1", "fp32", MXF4_U4_16)
     rng = np.random.default_rng(5)
@@ -425,8 +425,8 @@ def test_zero_exponent_rows_match_mma_sim_reading(fa, fb):
 def test_zero_exponent_on_scaled_products_agrees_in_both_back_ends():
     """The zero_exponent circuit of a scaled path, evaluated by SMT-LIB's definitions, equals the simulator."""
     pytest.importorskip("pysmt")
-    from tcsmt.smt_encode import inputs_for, output_term
-    from tcsmt.smt_eval import evaluate
+    from tcsmt.solve.encode import inputs_for, output_term
+    from tcsmt.solve.evaluate import evaluate
 
     for spec in ("blackwell:zero_exponent=-126", "blackwell:zero_exponent=-126,product_exponent=normalized"):
         p = resolve(spec, "e4m3", "fp32", MXF8 + ".e4m3.e4m3")
@@ -452,7 +452,7 @@ def test_path_fields_come_from_declared_roles():
     """issue 15: every field that names a path has the role "path" or "path_int" (scale_block): no hand list."""
     import dataclasses
 
-    from tcsmt.params import PATH_FIELDS, ModelParams
+    from tcsmt.arith.params import PATH_FIELDS, ModelParams
 
     roles = {f.name: f.metadata["role"] for f in dataclasses.fields(ModelParams)}
     assert roles["scale_block"] == "path_int"

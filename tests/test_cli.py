@@ -112,7 +112,7 @@ def test_bad_npz_contents(runner, tmp_path):
 
 def test_error_subprocess_no_traceback():
     """The installed entry point: exit status 2, one line on stderr, no traceback."""
-    p = subprocess.run([sys.executable, "-m", "tcsmt.cli", "dot", "--arch", "volta", "1,1", "2"],
+    p = subprocess.run([sys.executable, "-m", "tcsmt", "dot", "--arch", "volta", "1,1", "2"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
     assert p.stderr.strip().count("\n") == 0 and "Traceback" not in p.stderr

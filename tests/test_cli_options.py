@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tcsmt import cli
+from tcsmt.arith.registry import resolve
 from tcsmt.cli import main
+from tcsmt.cli import commands as cli
 from tcsmt.errors import TcsmtError
-from tcsmt.registry import resolve
-
 
 SMALL_QUERY = """name = "small-extra-bits"
 title = "Extra alignment bits (small test query)"
@@ -130,7 +129,7 @@ def test_instr_that_one_model_has_is_accepted(runner, tmp_path):
 
 
 def test_unknown_instr_rejected_by_resolve_and_dot(runner):
-    from tcsmt.registry import check_instr
+    from tcsmt.arith.registry import check_instr
 
     with pytest.raises(TcsmtError, match="instructions there: hopper: cublas, mma, wgmma"):
         resolve("hopper", "fp16", "fp32", "tensor")
@@ -275,8 +274,8 @@ def test_simulate_progress_in_chunks(runner, tmp_path, monkeypatch):
     ("tcsmt.hwcheck.campaign", ["--arch", "volta", "--out", "x.json", "--budget", "-1"]),
     ("tcsmt.hwcheck.campaign", ["--arch", "volta", "--out", "x.json", "--n", "0"]),
     ("tcsmt.hwcheck.campaign", ["--arch", "volta", "--out", "x.json", "--seed", "-1"]),
-    ("tcsmt.verify_device", ["--n", "0"]),
-    ("tcsmt.verify_device", ["--k", "-4"]),
+    ("tcsmt.verify.device", ["--n", "0"]),
+    ("tcsmt.verify.device", ["--k", "-4"]),
 ])
 def test_scripts_share_the_ranges(module, args, tmp_path, capsys):
     import importlib

@@ -2,18 +2,17 @@
 from __future__ import annotations
 
 import json
-from fractions import Fraction
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tcsmt.arith.formats import get_format
+from tcsmt.arith.registry import resolve
 from tcsmt.cli import main
-from tcsmt.discriminate import discriminate
-from tcsmt.formats import get_format
-from tcsmt.registry import resolve
-from tcsmt.simulator import simulate_params
-from tcsmt.solvers import available
+from tcsmt.sim.simulator import simulate_params
+from tcsmt.solve.discriminate import discriminate
+from tcsmt.solve.solvers import available
 
 F16, F32 = get_format("fp16"), get_format("fp32")
 
@@ -171,7 +170,7 @@ def test_query_list_and_unknown(tmp_path):
 
 def test_library_paths_fix_c_to_plus_zero():
     """cuBLAS calls take no C, so inputs for a library path have C = +0 (bit pattern 0)."""
-    from tcsmt.discriminate import discriminate
+    from tcsmt.solve.discriminate import discriminate
 
     o = discriminate(["hopper", "hopper:chain_fp16"], "fp16", "fp16", "cublas", 2, 2, False, None, "auto", 60)
     assert o.status == "found" and o.cases

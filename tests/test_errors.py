@@ -1,5 +1,5 @@
 """The two error kinds: a user error is one line and exit 2; an internal error (a bug) keeps its traceback,
-asks for a report and exits 70 (tcsmt/errors.py, tcsmt/cli_errors.py)."""
+asks for a report and exits 70 (tcsmt/errors.py, tcsmt/io/trap.py)."""
 from __future__ import annotations
 
 import click
@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from tcsmt import InternalError, TcsmtError
-from tcsmt.backend_numpy import BoundViolation
-from tcsmt.cli_errors import Command
+from tcsmt.backends.numpy import BoundViolation
+from tcsmt.io.trap import Command
 
 
 def _command(exc: Exception) -> click.Command:
@@ -43,7 +43,7 @@ def test_internal_error_is_not_a_user_error():
 
 def test_script_trap_same_rules(capsys):
     """The python -m scripts' trap (cli_errors.script_main): the same exit statuses and lines as the CLI."""
-    from tcsmt.cli_errors import script_main
+    from tcsmt.io.trap import script_main
 
     def fails(exc: Exception):
         @click.command()

@@ -1,4 +1,4 @@
-"""Files tcsmt writes (tcsmt/files.py and every command that writes): never overwrite without --force,
+"""Files tcsmt writes (tcsmt/io/files.py and every command that writes): never overwrite without --force,
 never replace anything but a regular file, atomic writes without leftovers, names claimed before the
 work so that concurrent runs never share or lose a file, and clean ends on SIGTERM/SIGHUP/SIGINT.
 
@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tcsmt import files
 from tcsmt.cli import main
 from tcsmt.errors import TcsmtError
+from tcsmt.io import files
 
 TCSMT = [sys.executable, "-m", "tcsmt"]
 
@@ -377,7 +377,7 @@ def test_interrupted_identify_leaves_no_empty_log_directory(tmp_path):
 
 
 def test_identify_outputs_claimed_before_the_search_and_regular_files_only(tmp_path):
-    from tcsmt.identify_cmd import identify_cmd
+    from tcsmt.cli.identify_cmd import identify_cmd
 
     specials = _specials(tmp_path)
     runner = CliRunner()
@@ -498,7 +498,7 @@ def test_release_all_removes_a_temporary_file_an_interrupt_left(tmp_path):
 def test_verify_device_and_campaign_out_never_overwrite_without_force(tmp_path, capsys):
     """Both wrote --out in place (Path.write_text), silently replacing an earlier result."""
     from tcsmt.hwcheck.campaign import main as campaign
-    from tcsmt.verify_device import main as verify_device
+    from tcsmt.verify.device import main as verify_device
 
     earlier = tmp_path / "earlier.json"
     earlier.write_text("earlier\n")

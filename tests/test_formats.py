@@ -2,7 +2,7 @@
 
 Format parameters are those of seed 000 Table 3 (binary16, bfloat16,
 TensorFloat-32, binary32, binary64: p, emin, emax, fmin, smin) and, for fp8, the
-OCP 8-bit floating point specification as the tcsmt.formats docstring states it
+OCP 8-bit floating point specification as the tcsmt.arith.formats docstring states it
 (E4M3 "fn": bias 7, largest finite 448, no infinities, NaN = S.1111.111; E5M2:
 IEEE-style, largest finite 57344).
 """
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tcsmt.arith.formats import FORMATS, INF, NAN, NORMAL, SUBNORMAL, ZERO, get_format
+from tcsmt.arith.values import format_value, parse_value
 from tcsmt.errors import TcsmtError
-from tcsmt.formats import FORMATS, INF, NAN, NORMAL, SUBNORMAL, ZERO, get_format
-from tcsmt.values import format_value, parse_value
 
 P2 = lambda e: Fraction(2) ** e  # noqa: E731
 

@@ -25,11 +25,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from tcsmt.arith.formats import INF, NAN, NORMAL, SUBNORMAL, ZERO, get_format
+from tcsmt.arith.params import ModelParams, validate
 from tcsmt.errors import TcsmtError
-from tcsmt.formats import INF, NAN, NORMAL, SUBNORMAL, ZERO, get_format
-from tcsmt.inputs import as_patterns
-from tcsmt.params import ModelParams, validate
-from tcsmt.simulator import convert_bits, simulate_params
+from tcsmt.sim.inputs import as_patterns
+from tcsmt.sim.simulator import convert_bits, simulate_params
 
 P2 = lambda e: Fraction(2) ** e  # noqa: E731
 
@@ -190,8 +190,8 @@ def test_both_back_ends_exhaustive_products(name):
     evaluated by SMT-LIB's definitions, equals the simulator, which equals the exact value wherever
     that is an fp32 number."""
     pytest.importorskip("pysmt")
-    from tcsmt.smt_encode import make_inputs, output_term
-    from tcsmt.smt_eval import evaluate
+    from tcsmt.solve.encode import make_inputs, output_term
+    from tcsmt.solve.evaluate import evaluate
 
     f = get_format(name)
     p = validate(ModelParams(in_fmt=name, out_fmt="fp32", instr_k=1, block_k=1, extra_bits=2, name="narrow"))

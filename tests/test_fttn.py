@@ -18,10 +18,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-
 from conftest import round_fraction
+
 from tcsmt import simulate
-from tcsmt.formats import FP32
+from tcsmt.arith.formats import FP32
 
 K = 8192
 C = Fraction(2) ** 20

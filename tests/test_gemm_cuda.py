@@ -1,4 +1,4 @@
-"""tcsmt.gemm_cuda: the host-side parameter checks (CPU), and the kernel against the numpy simulator (GPU only).
+"""tcsmt.kernels.cuda: the host-side parameter checks (CPU), and the kernel against the numpy simulator (GPU only).
 
 The GPU part skips without CuPy or a CUDA device (CI has none); the device runs of
 benchmarks/gemm_cuda_device.py cover every supported path on random and special inputs.
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from tcsmt import TcsmtError, resolve
-from tcsmt.gemm_cuda import check_supported
-from tcsmt.simulator import simulate_params
+from tcsmt.kernels.cuda import check_supported
+from tcsmt.sim.simulator import simulate_params
 
 LIBRARY_PATHS = [("fp16", "fp32", "cublas"), ("bf16", "fp32", "cublas"), ("fp16", "fp16", "cublas"),
                  ("tf32", "fp32", "cublas"), ("e4m3", "fp32", "scaled_mm_fast"), ("e4m3", "fp32", "scaled_mm")]
@@ -63,8 +63,8 @@ def _gpu():
 @pytest.mark.parametrize("path", LIBRARY_PATHS)
 def test_kernel_matches_simulator(path):
     _gpu()
-    from tcsmt.formats import get_format
-    from tcsmt.gemm_cuda import gemm
+    from tcsmt.arith.formats import get_format
+    from tcsmt.kernels.cuda import gemm
     p = resolve("hopper", *path)
     fmt = get_format(p.in_fmt)
     rng = np.random.default_rng(7)

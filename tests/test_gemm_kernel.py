@@ -1,11 +1,11 @@
-"""The compiled GEMM kernel (tcsmt.gemm_kernel) against the numpy simulator, bit for bit.
+"""The compiled GEMM kernel (tcsmt.kernels.cpu) against the numpy simulator, bit for bit.
 
-The kernel is a second implementation of tcsmt.semantics for speed; these tests
+The kernel is a second implementation of tcsmt.arith.semantics for speed; these tests
 are what ties it to the one definition: every output of every supported
 library path of models/hopper.toml (the paths whose parameters the H100 cuBLAS
-runs in hwcheck/results/h100_library_cublas.json, h100_library_tf32.json and
+runs in evidence/h100_library_cublas.json, h100_library_tf32.json and
 h100_library_fp8.json fit) is compared with
-tcsmt.simulator.simulate_params(params, A_rows, B_cols.T, +0), on inputs of many
+tcsmt.sim.simulator.simulate_params(params, A_rows, B_cols.T, +0), on inputs of many
 kinds and shapes whose K is not a multiple of block_k or of 128.
 """
 from __future__ import annotations
@@ -18,11 +18,11 @@ import pytest
 
 pytest.importorskip("numba")
 
+from tcsmt.arith.formats import get_format
+from tcsmt.arith.registry import find_arch, resolve
 from tcsmt.errors import TcsmtError
-from tcsmt.formats import get_format
-from tcsmt.gemm_kernel import check_supported, gemm
-from tcsmt.registry import find_arch, resolve
-from tcsmt.simulator import simulate_params
+from tcsmt.kernels.cpu import check_supported, gemm
+from tcsmt.sim.simulator import simulate_params
 
 LIBRARY_PATHS = [p.params for p in find_arch("hopper").every_path()  # e4m3 x e5m2 (b_fmt) too
                  if p.library and p.params.extra_bits != "exact"]  # simt_ffma's exact FMA window is not compiled
@@ -230,9 +230,9 @@ def test_bad_shapes_raise():
 def test_promotion_addition_matches_semantics(mode):
     """The compiled fp32 addition of c_mode "after_instr" against semantics.add_rounded,
     on fp32 pairs of every exponent distance (specials, subnormals and signed zeros included)."""
-    from tcsmt import semantics as sem
-    from tcsmt.backend_numpy import NumpyBackend
-    from tcsmt.gemm_numba import add_rounded
+    from tcsmt.arith import semantics as sem
+    from tcsmt.backends.numpy import NumpyBackend
+    from tcsmt.kernels.cpu_numba import add_rounded
 
     fp32 = get_format("fp32")
     rng = np.random.default_rng(99)
@@ -253,10 +253,10 @@ def test_without_numba_raises(monkeypatch):
     """Without the compiled module (numba missing), gemm raises TcsmtError so callers fall back."""
     import sys
 
-    import tcsmt
+    import tcsmt.kernels
 
-    monkeypatch.setitem(sys.modules, "tcsmt.gemm_numba", None)  # makes the import fail
-    monkeypatch.delattr(tcsmt, "gemm_numba", raising=False)
+    monkeypatch.setitem(sys.modules, "tcsmt.kernels.cpu_numba", None)  # makes the import fail
+    monkeypatch.delattr(tcsmt.kernels, "cpu_numba", raising=False)
     p = resolve("hopper", "bf16", "fp32", "cublas")
     with pytest.raises(TcsmtError, match="numba"):
         gemm(p, np.zeros((2, 16), np.uint16), np.zeros((16, 2), np.uint16))

@@ -32,8 +32,8 @@ import numpy as np
 import pytest
 
 from tcsmt import resolve, simulate
+from tcsmt.arith.formats import NAN, get_format
 from tcsmt.errors import TcsmtError
-from tcsmt.formats import NAN, get_format
 
 # column -> (in_fmt, out_fmt, K, output unit u, U)
 COLS = {
@@ -146,7 +146,7 @@ def test_c_one_plus_u_and_half_ulp_product(col):
 def test_c_one_and_three_half_ulp_products(col):
     """Row 'C = U, three products U*u/2': U(1+u) (fp32 columns), U(1+2u) (fp8), U (f64: three RNE ties)."""
     u = u_of(col)
-    want = {**{c: 1 + u for c in FP32_COLS}, **{c: 1 + 2 * u for c in FP8_COLS}, "f64": Fraction(1)}[col]
+    want = {**dict.fromkeys(FP32_COLS, 1 + u), **dict.fromkeys(FP8_COLS, 1 + 2 * u), "f64": Fraction(1)}[col]
     assert run(col, {0: u / 2, 1: u / 2, 2: u / 2}, c=Fraction(1)) == want
 
 

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import HW_DIR
+
 from tcsmt import simulate
-from tcsmt.formats import FP16, FP32, NAN
-from tcsmt.simulator import convert_bits
+from tcsmt.arith.formats import FP16, FP32, NAN
+from tcsmt.sim.simulator import convert_bits
 
 ARCH = {"V100": "volta", "A100": "ampere", "A2": "ampere", "Ada": "ada", "L40S": "ada",
         "H100": "hopper", "H200": "hopper", "B200": "blackwell"}

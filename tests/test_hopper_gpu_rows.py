@@ -1,6 +1,6 @@
 """The Hopper model against output bits recorded on real GPUs (no GPU needed here).
 
-Sources (all committed under hwcheck/results/, produced by hwcheck/device_runs.sh):
+Sources (all committed under evidence/, produced by tools/device/device_runs.sh):
 - ``h100_rows_*.json``: rows of H100 library GEMMs (cuBLAS 13.1.0.3 through torch
   2.11.0+cu130, driver 580.159.04) with the GPU's output bits in ``device``;
   each file names the hypotheses that the rows were drawn to refute.
@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tcsmt.formats import get_format
-from tcsmt.registry import resolve
-from tcsmt.simulator import simulate_params
+from tcsmt.arith.formats import get_format
+from tcsmt.arith.registry import resolve
+from tcsmt.sim.simulator import simulate_params
 
-RESULTS = Path(__file__).resolve().parent.parent / "hwcheck" / "results"
+RESULTS = Path(__file__).resolve().parent.parent / "evidence"
 ROW_FILES = sorted(RESULTS.glob("h100_rows_*.json"))
 
 
@@ -96,7 +96,7 @@ def _tile(name: str):
 ])
 def test_alignment_floor_is_pinned_at_minus_133(in_fmt, floors):
     """One whole H100 GEMM (256 x 256 outputs, K = 256) of the tiny distribution, GPU bits in 'd'
-    (h100_tile_*_fp32_cublas_tiny.npz, dumped by hwcheck/device_runs.sh): only align_floor = -133 fits."""
+    (h100_tile_*_fp32_cublas_tiny.npz, dumped by tools/device/device_runs.sh): only align_floor = -133 fits."""
     a, b, c, d = _tile(f"h100_tile_{in_fmt}_fp32_cublas_tiny.npz")
     assert int((simulate_params(resolve("hopper", in_fmt, "fp32", "cublas"), a, b, c) != d).sum()) == 0
     assert resolve("hopper", in_fmt, "fp32", "cublas").align_floor == -133

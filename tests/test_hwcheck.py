@@ -14,17 +14,17 @@ import click
 import numpy as np
 import pytest
 from click.testing import CliRunner
+
+from tcsmt.arith.registry import resolve
+from tcsmt.cli.hwcheck_cmd import hwcheck_cmd
+from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.check import ModelRunner, check_inputs, load_inputs, mismatch_kinds, resolve_models, run_random
 from tcsmt.hwcheck.device import ModelDevice, expand_tiles, get_device
 from tcsmt.hwcheck.dists import DISTRIBUTIONS, generate
 from tcsmt.hwcheck.paths import PATHS, find_path, parse_path
 from tcsmt.hwcheck.runner import check_layout, run_dot
-
-from tcsmt.cli_errors import Group as _Group
-from tcsmt.errors import TcsmtError
-from tcsmt.hwcheck_cmd import hwcheck_cmd
-from tcsmt.registry import resolve
-from tcsmt.simulator import simulate_params
+from tcsmt.io.trap import Group as _Group
+from tcsmt.sim.simulator import simulate_params
 
 
 @click.group(cls=_Group)
@@ -284,7 +284,7 @@ def test_cancel_distribution_cancels():
 
 
 def test_subnormal_distribution_reaches_subnormals():
-    from tcsmt.formats import SUBNORMAL
+    from tcsmt.arith.formats import SUBNORMAL
 
     spec = find_path("bf16", "fp32", "mma")
     a, b, c = generate("subnormal", spec, 32, 16, np.random.default_rng(4))
@@ -320,7 +320,7 @@ def test_tiny_distribution_tells_alignment_floors_apart():
 
 
 def test_mismatch_kinds():
-    from tcsmt.formats import FP32
+    from tcsmt.arith.formats import FP32
 
     dev = np.array([0x7f800000, 0x00000000, 0x3f800001, 0x3f800000, 0xbf800000], dtype=np.uint32)
     mod = np.array([0x7f7fffff, 0x80000000, 0x3f800000, 0x3f800003, 0x3f800000], dtype=np.uint32)
@@ -431,7 +431,7 @@ _ARCH = {100: "blackwell", 120: "rtx_blackwell"}
 def test_every_blackwell_hardware_path_is_a_model_path():
     """Each Blackwell kernel path names an instruction exactly as a model file does (the f8f6f4 / mxf8f6f4 kinds
     with their A and B types), so ``--device model:...``, the decision bundles and the models all find it."""
-    from tcsmt.registry import architectures
+    from tcsmt.arith.registry import architectures
 
     for s in _BLACKWELL:
         hits = [a.name for a in architectures().values() if a.find_paths(s.in_fmt, s.out_fmt, s.instr)]
@@ -445,7 +445,7 @@ def test_run_dot_carries_each_rows_scales(spec):
     scale_B; tile_scales); on the virtual device every output equals the simulator's on the same row and scales.
     Scales drawn over the whole format (ue8m0 2^-127..2^127, ue4m3 0 and subnormals to 448), 20 rows."""
     from tcsmt.hwcheck.runner import run_dot
-    from tcsmt.simulator import simulate_params
+    from tcsmt.sim.simulator import simulate_params
 
     arch = _ARCH[spec.cc]
     dev = get_device(f"model:{arch}")

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from tcsmt.arith.params import validate
+from tcsmt.cli.identify_cmd import identify_cmd
 from tcsmt.errors import TcsmtError
 from tcsmt.identify import Separator, feature_table, identify, replay, summary_lines, toml_entry
-from tcsmt.identify_cmd import identify_cmd
-from tcsmt.identify_search import random_rows, random_separating
-from tcsmt.identify_space import FACTOR_NAMES, Hypothesis, HypothesisSpace, PathInfo, parse_path
-from tcsmt.inert import canonical
-from tcsmt.identify_target import ModelTarget
-from tcsmt.params import validate
-from tcsmt.simulator import simulate_params
+from tcsmt.identify.search import random_rows, random_separating
+from tcsmt.identify.space import FACTOR_NAMES, Hypothesis, HypothesisSpace, PathInfo, parse_path
+from tcsmt.identify.target import ModelTarget
+from tcsmt.sim.simulator import simulate_params
+from tcsmt.solve.inert import canonical
 
 F16F32_4 = PathInfo("fp16", "fp32", "fp32", "mma", 4)
 
@@ -116,8 +116,8 @@ def test_inert_align_floor_leaves_the_circuit_unchanged(monkeypatch):
     the floor: the solver proved Volta equal to Hopper's floored variants with 3 carry bits in 40 s
     each before (most of `identify --model volta`'s 127 s), in under 1 s now.  The simulator with
     the floor forced in gives the same bits (the static fact is sound)."""
-    from tcsmt import semantics
-    from tcsmt.smt_encode import make_inputs, output_term
+    from tcsmt.arith import semantics
+    from tcsmt.solve.encode import make_inputs, output_term
 
     volta = next(h for h in HypothesisSpace.for_path(F16F32_4, radius=0) if "volta" in h.name.split(" = "))
     inp = make_inputs("fp16", "fp32", 4, prefix="floor_")
@@ -230,7 +230,7 @@ def test_toml_entry_loads_as_model(tmp_path, monkeypatch):
     d = tmp_path / "models"
     d.mkdir()
     (d / "found.toml").write_text('name = "found"\ntitle = "identified"\n\n' + entry)
-    from tcsmt import registry
+    from tcsmt.arith import registry
 
     monkeypatch.setenv("TCSMT_MODELS", str(d))
     registry._archs_cached.cache_clear()

@@ -1,7 +1,7 @@
-"""The inert-parameter pass (tcsmt.inert) never changes an output: the simulator with and without it agrees.
+"""The inert-parameter pass (tcsmt.solve.inert) never changes an output: the simulator with and without it agrees.
 
 Every named point of a path and every ring-1 variant of it is simulated as it is and after
-:func:`tcsmt.inert.canonical` on random feature-test rows (tcsmt.identify_search.random_rows), uniform
+:func:`tcsmt.solve.inert.canonical` on random feature-test rows (tcsmt.identify.search.random_rows), uniform
 random bit patterns (specials included) and adversarial rows built for the facts the pass uses: the
 largest products of one sign with the largest C (carry bits, overflow), cancellations down to the
 least product (zero sign, subnormal results), the least products with a subnormal C, and products
@@ -15,14 +15,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tcsmt.formats import get_format
-from tcsmt.identify_search import random_rows
-from tcsmt.identify_space import HypothesisSpace, PathInfo
-from tcsmt.inert import canonical, inert_parameters
-from tcsmt.params import validate
-from tcsmt.registry import resolve
-from tcsmt.semantics import unread_parameters
-from tcsmt.simulator import simulate_params
+from tcsmt.arith.formats import get_format
+from tcsmt.arith.params import validate
+from tcsmt.arith.registry import resolve
+from tcsmt.arith.semantics import unread_parameters
+from tcsmt.identify.search import random_rows
+from tcsmt.identify.space import HypothesisSpace, PathInfo
+from tcsmt.sim.simulator import simulate_params
+from tcsmt.solve.inert import canonical, inert_parameters
 
 PATHS = [
     PathInfo("e4m3", "fp32", "fp32", "mma", 32, "m16n8k32"),
@@ -149,9 +149,9 @@ def test_uniform_stage_fills_the_carry_bits():
     """hopper vs hopper with 4 carry bits on e4m3 -> fp32 mma: they differ only where one block's sum
     reaches 2^(E+5), i.e. with ten or more of its 16 products near 3.5 * 2^E; the stage with every
     product equal finds such an input (the full 32-product query took minutes before)."""
-    from tcsmt.identify_separate import Separator
-    from tcsmt.identify_space import Hypothesis
-    from tcsmt.solvers import available
+    from tcsmt.identify.separate import Separator
+    from tcsmt.identify.space import Hypothesis
+    from tcsmt.solve.solvers import available
 
     if not available("bitwuzla"):
         pytest.skip("bitwuzla not installed")
@@ -223,8 +223,8 @@ def test_term_fields_are_what_block_terms_reads():
     import ast
     import inspect
 
-    from tcsmt import semantics
-    from tcsmt.inert import TERM_FIELDS
+    from tcsmt.arith import semantics
+    from tcsmt.solve.inert import TERM_FIELDS
 
     tree = ast.parse(inspect.getsource(semantics))
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}

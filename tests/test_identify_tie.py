@@ -1,4 +1,4 @@
-"""identify's ``tie`` stage (tcsmt.identify_separate) and the stage race (tcsmt.solvers.race).
+"""identify's ``tie`` stage (tcsmt.identify.separate) and the stage race (tcsmt.solve.solvers.race).
 
 Expected values: the formats' exponent ranges (OCP 8-bit floating point spec v1.0: e4m3 normal
 exponents -6..8; IEEE 754 binary16: emax 15, 10 fraction bits), models/hopper.toml's e4m3 -> fp16
@@ -14,13 +14,13 @@ import pytest
 from pysmt.shortcuts import BV, And, Equals, Not, Symbol
 from pysmt.typing import BVType
 
-from tcsmt.formats import get_format
-from tcsmt.identify_separate import Separator, exponent_sets, tie_ranges
-from tcsmt.identify_space import Hypothesis, PathInfo
-from tcsmt.inert import canonical
-from tcsmt.registry import resolve
-from tcsmt.simulator import simulate_params
-from tcsmt.solvers import available, race, solve
+from tcsmt.arith.formats import get_format
+from tcsmt.arith.registry import resolve
+from tcsmt.identify.separate import Separator, exponent_sets, tie_ranges
+from tcsmt.identify.space import Hypothesis, PathInfo
+from tcsmt.sim.simulator import simulate_params
+from tcsmt.solve.inert import canonical
+from tcsmt.solve.solvers import available, race, solve
 
 PATH = PathInfo("e4m3", "fp16", "fp16", "mma", 32, "m16n8k32")
 

@@ -1,6 +1,6 @@
 """Library GEMM plans (issue 12): recorded plans, split-K and epilogue arithmetic, converter, replay, bad input.
 
-Expected values: the H100-decided library paths of models/hopper.toml (hwcheck/results/h100_library_*.json);
+Expected values: the H100-decided library paths of models/hopper.toml (evidence/h100_library_*.json);
 the split-K slice rule of bitequiv and mmaemu (chunk = ceil(ceil(K/G)/S)*G, remainder in the last slice; an
 empty slice gives +0; shared/reference/library_gemm.md); mmaemu's epilogue alpha = RN32(scale_a*scale_b),
 y = FFMA(acc, alpha, +0); IEEE 754 round-to-nearest-even computed exactly with Fractions (conftest.round_fraction).
@@ -16,16 +16,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from conftest import REPO, round_fraction
+
 from tcsmt import TcsmtError, resolve, simulate_params
 from tcsmt import library as L
+from tcsmt.arith.formats import get_format
 from tcsmt.cli import main
-from tcsmt.formats import get_format
-from tcsmt.library_import import convert_file
-from tcsmt.library_import import main as import_main
-from tcsmt.library_plan import Call, Plan, load_table, tables
-from tcsmt.library_replay import replay_call, replay_file
+from tcsmt.library.convert import convert_file
+from tcsmt.library.convert import main as import_main
+from tcsmt.library.plans import Call, Plan, load_table, tables
+from tcsmt.library.replay import replay_call, replay_file
 
 FP32 = get_format("fp32")
 RNG_SEED = 12
@@ -131,7 +131,7 @@ def test_contiguous_slices_follow_bitequiv(K, G, S, want):
 def test_interleaved_and_spread_slices():
     c = Call("mm", 8, 8, 80, "bfloat16", "bfloat16", "float32")
     inter = make_plan(c, split_k=2, grain=16, slices="interleaved").slice_ranges()
-    assert inter[0] == list(range(0, 16)) + list(range(32, 48)) + list(range(64, 80))  # tiles 0, 2, 4 (t mod S)
+    assert inter[0] == list(range(16)) + list(range(32, 48)) + list(range(64, 80))  # tiles 0, 2, 4 (t mod S)
     assert inter[1] == list(range(16, 32)) + list(range(48, 64))
     spread = make_plan(c, split_k=3, grain=16, remainder="spread").slice_ranges()
     assert [len(r) for r in spread] == [32, 32, 16]  # T = 5 = 3 + 2: the first two slices get one more tile
@@ -192,7 +192,7 @@ def test_split_k_reduction_matches_exact_reference(scheme, out):
 
 def test_empty_slice_gives_plus_zero():
     """S = 5 with 4 tiles of 16: the fifth slice is empty, its partial +0, and the sum that of S = 4."""
-    from tcsmt.library_eval import chain_gemm
+    from tcsmt.library.evaluate import chain_gemm
 
     K = 64
     plan = make_plan(Call("mm", 3, 2, K, "bfloat16", "bfloat16", "float32"), split_k=5, grain=16)
@@ -262,7 +262,7 @@ def test_alpha_beta_and_bias_epilogues_match_exact_reference():
 
 def test_run_is_tiled_and_independent_of_the_rows_asked(monkeypatch):
     """Outputs do not depend on which rows/columns are asked together, nor on the tile size."""
-    import tcsmt.library_eval as E
+    import tcsmt.library.evaluate as E
 
     plan = h100_plan(op="mm", a_dtype="bfloat16")
     rng = np.random.default_rng(RNG_SEED)
@@ -338,7 +338,7 @@ def test_converter_makes_plans_and_names_what_is_unknown(tmp_path, models_tmp):
 
 # ------------------------------------------------------------ replay
 def make_inputs(call: dict, seed: int) -> dict:
-    """A test-local deterministic input generator (the device's lives in hwcheck/library_calls.py)."""
+    """A test-local deterministic input generator (the device's lives in tcsmt/hwcheck/library_calls.py)."""
     rng = np.random.default_rng(seed)
     fmt = {"bfloat16": "bf16", "float16": "fp16"}[call["a_dtype"]]
     return {"A": random_bits(fmt, (call["M"], call["K"]), rng, span=6),
@@ -531,11 +531,11 @@ def test_library_steps_run_on_the_smt_back_end(scheme):
     from pysmt.shortcuts import Symbol
     from pysmt.typing import BVType
 
-    from tcsmt import semantics as sem
-    from tcsmt.backend_numpy import NumpyBackend
-    from tcsmt.backend_smt import SmtBackend
-    from tcsmt.library_eval import IEEE32
-    from tcsmt.smt_eval import evaluate
+    from tcsmt.arith import semantics as sem
+    from tcsmt.backends.numpy import NumpyBackend
+    from tcsmt.backends.smt import SmtBackend
+    from tcsmt.library.evaluate import IEEE32
+    from tcsmt.solve.evaluate import evaluate
 
     S, NB = SmtBackend(), NumpyBackend()
     bf16 = get_format("bf16")
@@ -563,12 +563,12 @@ def test_torch_facade_without_torch_is_a_one_line_error(monkeypatch):
 
 
 def test_recorded_h100_validation_replays_bit_exact():
-    """The device's validation file (hwcheck/results/h100_library_validation.json) against the committed replay
-    summary (hwcheck/results/h100_library_replay.json, python -m tcsmt.library_replay ... --json): exactly the
+    """The device's validation file (evidence/h100_library_validation.json) against the committed replay
+    summary (evidence/h100_library_replay.json, python -m tcsmt.library.replay ... --json): exactly the
     committed calls have no plan; every other call reproduces its first sampled outputs bit for bit, except the
     calls of the committed findings, which give exactly the committed mismatches on every sample."""
-    path = REPO / "hwcheck" / "results" / "h100_library_validation.json"
-    summary = json.loads((REPO / "hwcheck" / "results" / "h100_library_replay.json").read_text())
+    path = REPO / "evidence" / "h100_library_validation.json"
+    summary = json.loads((REPO / "evidence" / "h100_library_replay.json").read_text())
     library_calls = pytest.importorskip("tcsmt.hwcheck.library_calls")
     results = replay_file(path, library_calls.make_inputs, max_samples=4)
     without = [n for n, r in enumerate(results) if r.error or r.run_error]
@@ -590,9 +590,9 @@ def test_simt_ffma_chain_is_a_serial_fma_chain():
     """The fp32 CUDA-core chain (models/hopper.toml simt_ffma) is acc = FFMA(a_k, b_k, acc) in k order from +0,
     each FFMA rounded once (RNE, IEEE 754 fusedMultiplyAdd, as semantics.fma_rounded): tiny, huge, zero and -0
     inputs included; the 4 recorded SIMT validation calls use it (h100_library_decisions.json)."""
-    from tcsmt import semantics as sem
-    from tcsmt.backend_numpy import NumpyBackend
-    from tcsmt.library_eval import IEEE32
+    from tcsmt.arith import semantics as sem
+    from tcsmt.backends.numpy import NumpyBackend
+    from tcsmt.library.evaluate import IEEE32
 
     p = resolve("hopper", "fp32", "fp32", "simt_ffma")
     rng = np.random.default_rng(RNG_SEED)
@@ -639,7 +639,7 @@ def test_mixed_fp8_operand_order_changes_no_output(mixed):
     B = np.concatenate([random_bits("e5m2", (K // 2, 6), rng, span=3), random_bits("e5m2", (K // 2, 6), rng)], 0)
     A[:, ::7] = 0
     A[0, 3], B[5, 1], B[9, 2] = 0x7F, 0x7C, 0x7E  # e4m3 NaN; e5m2 +inf (row 4 has a zero there: NaN), NaN
-    from tcsmt.library_eval import _chain_numpy
+    from tcsmt.library.evaluate import _chain_numpy
     want = _chain_numpy(p, A, B)
     assert np.array_equal(_chain_numpy(swapped, np.ascontiguousarray(B.T), np.ascontiguousarray(A.T)).T, want)
     assert len({int(x) for x in want.reshape(-1)}) > 12  # 19 distinct of 30: finite sums, inf, NaN
@@ -669,7 +669,7 @@ def test_scale_step_without_a_scaled_call_is_refused():
 
 
 def test_row_blocks_keep_row_wise_scales_and_C_aligned(monkeypatch):
-    import tcsmt.library_eval as E
+    import tcsmt.library.evaluate as E
 
     rng = np.random.default_rng(RNG_SEED)
     A = random_bits("e4m3", (4, 64), rng, span=3)
@@ -689,10 +689,10 @@ def test_row_blocks_keep_row_wise_scales_and_C_aligned(monkeypatch):
 
 
 def test_compiled_kernel_is_used_per_slice_and_falls_back(monkeypatch):
-    """tcsmt.gemm_kernel.gemm(params, A, B) runs each slice's chain; a TcsmtError from it falls back to numpy."""
+    """tcsmt.kernels.cpu.gemm(params, A, B) runs each slice's chain; a TcsmtError from it falls back to numpy."""
     import types
 
-    import tcsmt.library_eval as E
+    import tcsmt.library.evaluate as E
 
     rng = np.random.default_rng(RNG_SEED)
     plan = make_plan(Call("mm", 2, 2, 96, "bfloat16", "bfloat16", "float32"), split_k=3, grain=32)

@@ -1,5 +1,5 @@
-"""The H100 library-GEMM data of issue 12 (hwcheck/results/README_library_plans.md): the committed files parse
-and follow the plan contract, and ``hwcheck/library_calls.make_inputs`` still rebuilds, bit for bit, the inputs
+"""The H100 library-GEMM data of issue 12 (evidence/library_plans.md): the committed files parse
+and follow the plan contract, and ``tcsmt.hwcheck.library_calls.make_inputs`` still rebuilds, bit for bit, the inputs
 the GPU saw (crc32 of every array, computed on the device with numpy 2.5.2).
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from tcsmt.hwcheck import library_calls as LC
 
-RESULTS = Path(__file__).resolve().parent.parent / "hwcheck" / "results"
+RESULTS = Path(__file__).resolve().parent.parent / "evidence"
 OPS = {"mm", "addmm", "linear", "bmm", "scaled_mm"}
 DTYPES = {"float16", "bfloat16", "float32", "float8_e4m3fn", "float8_e5m2"}
 

@@ -1,10 +1,10 @@
-"""The H200 cuBLAS plans of issue 12 item 2 (hwcheck/results/README_library_plans.md, "H200"): the committed
+"""The H200 cuBLAS plans of issue 12 item 2 (evidence/library_plans.md, "H200"): the committed
 files carry their versions and the whole grid; the call-by-call comparison with the H100 table
-(hwcheck/results/h200_vs_h100_plans.json) is what hwcheck/library_plans_compare.py computes from the committed
+(evidence/h200_vs_h100_plans.json) is what tools/library/plans_compare.py computes from the committed
 plan files; the h200 plan table gives a plan only where the H200 recorded the H100's plan, and a one-line error
 elsewhere.
 
-Expected values: the recorded files hwcheck/results/h200_cublas_plans.json and h100_cublas_plans.json (cuBLAS
+Expected values: the recorded files evidence/h200_cublas_plans.json and h100_cublas_plans.json (cuBLAS
 13.1.0 through torch 2.11.0+cu130 on each GPU); e.g. ``mm`` bf16 1x512x16384 traced numSplitsK=11 on the H200
 and 9 on the H100, ``mm`` bf16 1024x1024x1024 the same kernel and no split on both.
 """
@@ -14,13 +14,13 @@ import json
 
 import pytest
 from conftest import REPO
-from tcsmt.hwcheck import library_plans_compare as CMP
 
 from tcsmt import TcsmtError
 from tcsmt import library as L
-from tcsmt.library_import import convert
+from tcsmt.library.convert import convert
+from tools.library import plans_compare as CMP
 
-RESULTS = REPO / "hwcheck" / "results"
+RESULTS = REPO / "evidence"
 
 
 def _load(name: str) -> dict:
@@ -66,11 +66,11 @@ def test_h200_table_is_the_converters_output() -> None:
 
 
 def test_h200_confirmations_are_recomputed_from_the_device_files() -> None:
-    """hwcheck/results/h200_library_confirm.json is what `python -m tcsmt.hwcheck.library_h200_confirm summary`
+    """evidence/h200_library_confirm.json is what `python -m tools.library.h200_confirm summary`
     computes from the committed H200 probes and validation samples (h200_library_confirm_{probes,samples}.json,
     recorded on the H200 with driver 580.159.04, torch 2.11.0+cu130, cuBLAS 13.1): every class of differing plans
     confirmed, every probe reading the H100 family's slice rule and reduction, every replayed output bit-exact."""
-    from tcsmt.hwcheck import library_h200_confirm as HC
+    from tools.library import h200_confirm as HC
 
     committed = _load("h200_library_confirm.json")
     mine = HC.summary(_load(HC.SAMPLES), _load(HC.PROBES), _load("h200_cublas_plans.json"),
@@ -112,7 +112,7 @@ def test_h200_refuses_where_its_plan_is_not_confirmed_or_not_recorded(args, kw, 
 
 
 def test_h200_replays_as_committed() -> None:
-    """The committed replays (python -m tcsmt.library_replay on h200_library_validation.json): under the h200
+    """The committed replays (python -m tcsmt.library.replay on h200_library_validation.json): under the h200
     table every replayed output is bit-exact (300 calls: the 70 whose H200 plan differs from the H100's included;
     refused: 6 e4m3 x e5m2 calls of an unconfirmed class and the 2 fp32 calls the H100 table refuses too); under
     the H100 table every differing output lies in a call whose H200 trace has another numSplitsK than the H100's
@@ -129,7 +129,7 @@ def test_h200_replays_as_committed() -> None:
 
 
 def test_h100_rules_at_the_h200_own_plans_as_committed() -> None:
-    """hwcheck/results/h200_library_replay_own_plans.json (python -m tcsmt.hwcheck.library_h200_own_plans): the
+    """evidence/h200_library_replay_own_plans.json (python -m tools.library.h200_own_plans): the
     H200 validation calls whose plan differs, under their own kernels and S with the H100 families: no output
     differs, and the calls with another S than the H100's are among them."""
     own = _load("h200_library_replay_own_plans.json")

@@ -6,7 +6,7 @@ Expected values: IEEE 754-2019 section 4.3.1 (roundTiesToEven, roundTiesToAway) 
 Fractions (conftest.round_fraction); the CUTLASS 2.x residue-first K iteration (the first tile of a K range
 holds its K mod tile_k leading elements, PredicatedTileAccessIterator, NVIDIA/cutlass include/cutlass/
 transform/threadblock/predicated_tile_access_iterator.h) written out by hand; the family summaries of
-hwcheck/results/h100_cublas_plans.json; the decisions of hwcheck/results/h100_library_decisions.json.
+evidence/h100_cublas_plans.json; the decisions of evidence/h100_library_decisions.json.
 """
 from __future__ import annotations
 
@@ -21,18 +21,18 @@ from conftest import REPO, round_fraction
 
 from tcsmt import TcsmtError, resolve
 from tcsmt import library as L
-from tcsmt import semantics as sem
-from tcsmt.backend_numpy import NumpyBackend
+from tcsmt.arith import semantics as sem
+from tcsmt.arith.formats import get_format
+from tcsmt.backends.numpy import NumpyBackend
 from tcsmt.cli import main
-from tcsmt.formats import get_format
-from tcsmt.library_eval import IEEE32, chain_gemm, slice_operands
-from tcsmt.library_families import grain_of, reduction_of
-from tcsmt.library_import import convert
-from tcsmt.library_plan import Call, Plan
+from tcsmt.library.convert import convert
+from tcsmt.library.evaluate import IEEE32, chain_gemm, slice_operands
+from tcsmt.library.families import grain_of, reduction_of
+from tcsmt.library.plans import Call, Plan
 
 FP32, TF32, BF16 = get_format("fp32"), get_format("tf32"), get_format("bf16")
 B_ = NumpyBackend()
-RESULTS = REPO / "hwcheck" / "results"
+RESULTS = REPO / "evidence"
 
 
 def plan_of(call: Call, **kw) -> Plan:
@@ -249,8 +249,8 @@ def test_hwcheck_library_without_a_gpu_skips(monkeypatch):
 
 def test_hwcheck_library_confirms_and_refutes_with_a_simulated_device(tmp_path):
     """A device that computes with the recorded plan: the recorded plan is confirmed, split_k=4 refuted."""
-    from tcsmt.library_cli import hwcheck_library
-    from tcsmt.library_replay import replay_call
+    from tcsmt.cli.library_cmd import hwcheck_library
+    from tcsmt.library.replay import replay_call
 
     recorded = L.plan("mm", 64, 64, 4096, a_dtype="bfloat16", out_dtype="float32")
 
@@ -283,8 +283,8 @@ def test_recorded_table_is_the_converters_output():
 
 @pytest.mark.slow
 def test_decisions_are_reproduced_from_the_recorded_outputs():
-    """hwcheck/results/h100_library_decisions.json is what library_decide computes (about 10 minutes on 2 cores)."""
-    from tcsmt.hwcheck.library_decide import decide
+    """evidence/h100_library_decisions.json is what library_decide computes (about 10 minutes on 2 cores)."""
+    from tools.library.decide import decide
 
     raw = json.loads((RESULTS / "h100_cublas_plans.json").read_text())
     val = json.loads((RESULTS / "h100_library_validation.json").read_text())

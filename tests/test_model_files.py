@@ -5,10 +5,10 @@ import re
 
 import pytest
 
-from tcsmt import registry
+from tcsmt.arith import registry
+from tcsmt.arith.registry import architectures
 from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.paths import PATHS
-from tcsmt.registry import architectures
 
 
 def test_shared_entries_are_expanded():
@@ -54,7 +54,7 @@ def _mk(shape: str) -> tuple[str, str]:
 
 
 def test_hwcheck_paths_agree_with_the_model_files():
-    """hwcheck/paths.py repeats each instruction's shape and k: they must match every model of a GPU that runs it.
+    """tcsmt/hwcheck/paths.py repeats each instruction's shape and k: they must match every model of a GPU that runs it.
 
     (Volta's and Turing's fp16 paths are other instructions, m8n8k4 and m16n8k8: their GPUs lack the
     hardware check's m16n8k16 kernel, which needs compute capability 8.0.)

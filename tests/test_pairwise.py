@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from conftest import V, dot1
 
 P100 = V("2^100")

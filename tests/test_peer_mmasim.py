@@ -1,6 +1,6 @@
 """tcsmt side by side with MMA-Sim (microsoft/MMA-Sim c785138, arXiv 2511.10909).
 
-CI has no MMA-Sim (nor torch): the comparison itself is ``python -m tcsmt.peer_mmasim`` (docs/peer_mmasim.md).
+CI has no MMA-Sim (nor torch): the comparison itself is ``python -m tcsmt.peers.mmasim`` (docs/peer_mmasim.md).
 What runs here:
 
 * the two CDNA3 readings the side-by-side run found missing, with expected values from MMA-Sim's
@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 import tcsmt
-from tcsmt.formats import NAN, get_format
-from tcsmt.registry import resolve
-from tcsmt.simulator import convert_bits, simulate_params
+from tcsmt.arith.formats import NAN, get_format
+from tcsmt.arith.registry import resolve
+from tcsmt.sim.simulator import convert_bits, simulate_params
 
 DATA = Path(__file__).parent / "data" / "peer_mmasim" / "vectors.json"
 
@@ -101,6 +101,7 @@ def _same(x: np.ndarray, y: np.ndarray, fmt: str) -> np.ndarray:
 def test_vectors_provenance():
     doc = json.loads(DATA.read_text())
     assert doc["mmasim"]["commit"].startswith("c785138")
+    # the command as it was run: the module was tcsmt.peer_mmasim then (now tcsmt.peers.mmasim)
     assert doc["tool"] == "python -m tcsmt.peer_mmasim"
     assert len(doc["paths"]) >= 100
 
@@ -130,8 +131,8 @@ def test_vectors_replay(v):
 
 # ----------------------------------------------------------------- the tool without MMA-Sim
 def test_path_mapping():
-    """Counterparts by architecture, family, formats and K (tcsmt.peer_mmasim_paths), without MMA-Sim."""
-    from tcsmt.peer_mmasim_paths import Counterpart, MmaSimPath, counterpart
+    """Counterparts by architecture, family, formats and K (tcsmt.peers.mmasim_paths), without MMA-Sim."""
+    from tcsmt.peers.mmasim_paths import Counterpart, MmaSimPath, counterpart
 
     cp = counterpart(MmaSimPath("Turing", "mma", "m8n8k4.f32.f16.f16.f16", 4, "fp16", "fp16", "fp16", "fp32"))
     assert isinstance(cp, Counterpart) and cp.arch == "turing" and cp.K == 4 and cp.widen_c
@@ -164,8 +165,8 @@ def test_path_mapping():
 
 
 def test_rows_are_valid_and_seeded():
-    from tcsmt.formats import INF
-    from tcsmt.peer_rows import KINDS, make_rows
+    from tcsmt.arith.formats import INF
+    from tcsmt.peers.rows import KINDS, make_rows
 
     for fa, fb, fc, K, s, blk in (("bf16", "bf16", "fp32", 16, "", 0), ("tf32", "tf32", "fp32", 8, "", 0),
                                   ("e4m3fnuz", "e5m2fnuz", "fp32", 32, "", 0), ("e2m1", "e2m1", "fp32", 64, "ue4m3", 16),
@@ -186,7 +187,7 @@ def test_cli_refusals(monkeypatch, tmp_path, capsys):
     """One line and exit 2: MMA-Sim not importable, a missing --mmasim directory, a bad --rows."""
     import sys
 
-    from tcsmt.peer_mmasim import main
+    from tcsmt.peers.mmasim import main
 
     monkeypatch.setitem(sys.modules, "mmasim", None)  # not importable, whatever is installed
     assert main(["--mmasim", str(tmp_path), "--list"]) == 2

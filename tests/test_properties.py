@@ -3,7 +3,7 @@
 The expected values are computed independently with exact rationals
 (fractions.Fraction) or Python floats (float(Fraction) is correctly rounded to
 binary64); the model definitions are the ModelParams docstring and the
-references of tcsmt.registry (exact, ieee-fma32, ieee-fma64).
+references of tcsmt.arith.registry (exact, ieee-fma32, ieee-fma64).
 """
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from conftest import round_fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import round_fraction
 from tcsmt import resolve, simulate, simulate_params
+from tcsmt.arith.formats import FP16, FP32, NAN, get_format
 from tcsmt.errors import TcsmtError
-from tcsmt.formats import FP16, FP32, NAN, get_format
 
 FIN16 = [b for b in range(1 << 16) if (b >> 10) & 0x1F != 0x1F]  # finite fp16 patterns
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tcsmt import TcsmtError
-from tcsmt.query import list_queries, load_query, run_feature, with_instr
+from tcsmt.solve.query import list_queries, load_query, run_feature, with_instr
 
 
 def test_every_named_query_loads_and_names_a_known_path():
@@ -58,7 +58,7 @@ def test_scale_entry_query_finds_products_vs_block_sum():
 def test_fast_accum_promotion_query():
     """issue 13 item 7, "is fast accumulation promotion-free": at K = 160 one input separates never promoting
     from promoting every 128 products; the H100 model of use_fast_accum=True (models/hopper.toml, scaled_mm_fast,
-    hwcheck/results/h100_library_fp8.json) is the promotion-free reading, that of use_fast_accum=False the
+    evidence/h100_library_fp8.json) is the promotion-free reading, that of use_fast_accum=False the
     promoting one."""
     q = load_query("fast-accum-promotion")
     res = run_feature(q, None, "auto", 60.0)

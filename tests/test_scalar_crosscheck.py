@@ -2,7 +2,7 @@
 
 The scalar model is a plain-Python, one-dot-product-at-a-time implementation of
 the block-FMA model written from the ModelParams docstring and seed 000 sec. 3.1,
-sharing no code with tcsmt.semantics / tcsmt.formats; the two must agree bit for
+sharing no code with tcsmt.arith.semantics / tcsmt.arith.formats; the two must agree bit for
 bit on every path of every model file, on random inputs drawn to reach
 cancellation, subnormals, overflow, infinities and NaN.
 """
@@ -15,9 +15,9 @@ import pytest
 import scalar_model
 
 from tcsmt import resolve
-from tcsmt.formats import get_format
-from tcsmt.registry import all_paths
-from tcsmt.simulator import simulate_params
+from tcsmt.arith.formats import get_format
+from tcsmt.arith.registry import all_paths
+from tcsmt.sim.simulator import simulate_params
 
 
 def _random_patterns(rng, fmt_name: str, shape, mode: str) -> np.ndarray:

@@ -1,10 +1,10 @@
 """Bad input to the ``python -m`` scripts (issue 15): one CLI framework, one error trap.
 
 Every script of tcsmt and hwcheck that takes options is a click command run by
-``tcsmt.cli_errors.script_main``: an unknown option, a missing file and a bad value are each one
+``tcsmt.io.trap.script_main``: an unknown option, a missing file and a bad value are each one
 ``tcsmt: error:`` line on stderr and exit status 2, with no traceback and no output file left behind
 (before issue 15 the argparse scripts printed a usage block, and several a traceback for a missing file).
-The one script of the package left on argparse, ``hwcheck/library_plans_device.py``, runs on a bare GPU
+The one script of the package left on argparse, ``tools/device/library_plans.py``, runs on a bare GPU
 host without tcsmt (its docstring says so); a test below keeps it the only one.  The benchmarks are click
 commands too (``benchmarks/bench_fp8.py`` excepted for now: another branch is rewriting it).
 """
@@ -20,19 +20,19 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: (module, arguments) -> each must be one error line and exit 2; ``{tmp}`` is a fresh empty folder
 CASES = {
-    "tcsmt.library_import": [
+    "tcsmt.library.convert": [
         ["{tmp}/plans.json", "--bogus"],                       # unknown option
         ["{tmp}/missing.json"],                                # missing file
         ["{tmp}/not-json.json", "-o", "{tmp}/out.toml"],       # bad value: not JSON
         ["{tmp}/plans.json", "--calls", "{tmp}/missing.json"],
     ],
-    "tcsmt.library_replay": [
+    "tcsmt.library.replay": [
         ["{tmp}/plans.json", "--bogus"],
         ["{tmp}/missing.json"],
         ["{tmp}/plans.json", "--max-samples", "0"],
         ["{tmp}/not-json.json", "--json", "{tmp}/out.json"],
     ],
-    "tcsmt.verify_device": [
+    "tcsmt.verify.device": [
         ["--bogus"],
         ["--n", "0", "--out", "{tmp}/out.json"],
         ["--k", "x"],
@@ -52,42 +52,42 @@ CASES = {
         ["--out", "{tmp}/out.json", "--device", "nosuch", "{tmp}/plans.json"],
         ["--out", "{tmp}/out.json"],                           # no question file
     ],
-    "tcsmt.hwcheck.decisions": [
+    "tcsmt.solve.decisions": [
         ["ampere", "--bogus"],
         ["ampere", "--retry", "--output", "{tmp}/missing.json"],
         ["ampere", "--timeout", "0", "--output", "{tmp}/out.json"],
         ["nosuch", "--output", "{tmp}/out.json"],
         [],                                                    # no generation named
     ],
-    "tcsmt.hwcheck.library_decide": [
+    "tools.library.decide": [
         ["--bogus"],
         ["--plans", "{tmp}/missing.json", "-o", "{tmp}/out.json"],
         ["--plans", "{tmp}/not-json.json", "-o", "{tmp}/out.json"],
     ],
-    "tcsmt.hwcheck.library_h200_own_plans": [
+    "tools.library.h200_own_plans": [
         ["--bogus"],
         ["-o", "{tmp}"],                                       # a folder, not a file
     ],
-    "tcsmt.hwcheck.emulation_cublas": [
+    "tools.device.emulation_cublas": [
         ["--out", "{tmp}/out.json", "--bogus"],
         ["--n", "1"],                                          # --out missing
         ["--out", "{tmp}/out.json", "--n", "0"],
         ["--out", "{tmp}/out.json", "--ks", "16,x"],
         ["--out", "{tmp}/out.json", "--ks", "0"],
     ],
-    "tcsmt.hwcheck.library_plans_build": [
+    "tools.library.plans_build": [
         ["{tmp}", "--bogus"],
         ["{tmp}/missing", "--results", "{tmp}/results"],
         ["{tmp}", "--results", "{tmp}/results", "--workspace", "-1"],
         ["{tmp}", "--results", "{tmp}/results"],               # a folder without the device run's files
     ],
-    "tcsmt.hwcheck.library_h200_confirm": [
+    "tools.library.h200_confirm": [
         ["nosuch"],                                            # unknown sub-command
         ["ingest", "{tmp}/missing"],
         ["ingest"],                                            # no folder
         ["summary", "--bogus"],
     ],
-    "tcsmt.hwcheck.library_plans_compare": [
+    "tools.library.plans_compare": [
         ["--bogus"],
         ["--a", "{tmp}/missing.json", "-o", "{tmp}/out.json"],
         ["--a", "{tmp}/not-json.json", "-o", "{tmp}/out.json"],
@@ -122,10 +122,10 @@ def test_script_help_is_exit_0(module, capsys):
 
 def test_only_the_bare_device_script_is_on_argparse():
     """One CLI framework: click everywhere, except the script that must run where tcsmt is not installed."""
-    users = sorted(str(p.relative_to(REPO)) for d in ("tcsmt", "hwcheck") for p in (REPO / d).glob("*.py")
+    users = sorted(str(p.relative_to(REPO)) for d in ("tcsmt", "tools") for p in (REPO / d).rglob("*.py")
                    if re.search(r"^\s*import argparse|^\s*from argparse", p.read_text(), re.M))
-    assert users == ["hwcheck/library_plans_device.py"]
-    assert "argparse, not click" in (REPO / "hwcheck" / "library_plans_device.py").read_text()
+    assert users == ["tools/device/library_plans.py"]
+    assert "argparse, not click" in (REPO / "tools" / "device" / "library_plans.py").read_text()
 
 
 #: the benchmarks (benchmarks/ is on sys.path: tests/conftest.py), likewise: one line and exit 2

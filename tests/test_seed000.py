@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
 from conftest import V, dot1
 
 ONES = [1, 1, 1, 1]

@@ -1,7 +1,7 @@
 """The SMT encoding and the simulator compute the same bits on every built-in path.
 
-The encoding is the semantics of tcsmt/semantics.py through the SMT back end;
-``tcsmt.smt_eval.evaluate`` computes the pysmt term by SMT-LIB's definitions
+The encoding is the semantics of tcsmt/arith/semantics.py through the SMT back end;
+``tcsmt.solve.evaluate.evaluate`` computes the pysmt term by SMT-LIB's definitions
 on 10,000+ inputs per path (random bit patterns, random values in a narrow
 and a wide exponent range, and edge cases: zeros of both signs, subnormals,
 the largest finite values, infinities and NaNs), and the result must equal
@@ -17,11 +17,11 @@ import pytest
 import z3
 from pysmt.shortcuts import Solver
 
-from tcsmt.formats import Format, get_format
-from tcsmt.registry import REFERENCES, all_paths, reference_params, resolve
-from tcsmt.simulator import simulate_params
-from tcsmt.smt_encode import inputs_for, make_inputs, output_term
-from tcsmt.smt_eval import evaluate
+from tcsmt.arith.formats import Format, get_format
+from tcsmt.arith.registry import REFERENCES, all_paths, reference_params, resolve
+from tcsmt.sim.simulator import simulate_params
+from tcsmt.solve.encode import inputs_for, make_inputs, output_term
+from tcsmt.solve.evaluate import evaluate
 
 N_RANDOM = 10_000
 
@@ -136,7 +136,7 @@ def test_smt_term_equals_simulator(p):
 @pytest.mark.parametrize("spec", ["volta", "hopper"])
 def test_evaluator_matches_z3(spec):
     """The numpy SMT-LIB evaluator agrees with z3's own simplifier on ground instances."""
-    from tcsmt.registry import resolve
+    from tcsmt.arith.registry import resolve
 
     p = resolve(spec, "fp16", "fp32")
     K = p.instr_k

@@ -6,14 +6,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from conftest import round_fraction
-from tcsmt.formats import get_format
-from tcsmt.simulator import simulate_params
-from tcsmt.smt_eval import evaluate
+
 from tcsmt import verify as V
-from tcsmt.verify_cmd import verify_cmd
-from tcsmt.verify_schemes import split
+from tcsmt.arith.formats import get_format
+from tcsmt.cli.verify_cmd import verify_cmd
+from tcsmt.sim.simulator import simulate_params
+from tcsmt.solve.evaluate import evaluate
+from tcsmt.verify.schemes import split
 
 FP32, FP16 = get_format("fp32"), get_format("fp16")
 
@@ -265,7 +265,7 @@ def test_cli_stats_and_bound():
 # ------------------------------------------------------------ split lemmas
 def test_split_units_are_exact():
     """split_units: |x| = sig 2^lsb, x - x_h = sign(x) r 2^lsb, 2^-s lo = sign(x) lo_units 2^lsb, t = r - lo_units."""
-    from tcsmt.verify_schemes import split_units
+    from tcsmt.verify.schemes import split_units
 
     rng = np.random.default_rng(5)
     a, _ = V.random_inputs(rng, 300, 1, V.parse_range("2^-20..2^15"), "loguniform")
@@ -289,7 +289,7 @@ def test_split_lemma_rho_and_markidis_theta():
     Accuracy and Stability of Numerical Algorithms, 2nd ed., Thm 2.2 and the remark after it), attained at
     x = 1 + 2^-11 (a tie, to even: x_h = 1).  theta (Markidis, s = 0) on 2^-14 <= |x|: at x = 2^-14 (1 + 2^-11)
     the residual 2^-25 rounds to 0 in fp16 (a tie between 0 and 2^-24), so theta >= u / (1 + u) as well."""
-    from tcsmt.verify_pieces import piece_lemma, split_scheme
+    from tcsmt.verify.pieces import piece_lemma, split_scheme
 
     dom = V.parse_range("2^-14..2^14")
     sup = Fraction(1, 2048) / (1 + Fraction(1, 2048))
@@ -304,7 +304,7 @@ def test_split_lemma_rho_and_markidis_theta():
 def test_split_lemma_ootomo_theta():
     """Ootomo-Yokota's scaled residual keeps about 22 significant bits of x (their paper's claim): the tail
     |x - x_h - 2^-11 dx| stays below 2^-20 |x| on 2^-14 <= |x| <= 2^14, and is not zero."""
-    from tcsmt.verify_pieces import piece_lemma, split_scheme
+    from tcsmt.verify.pieces import piece_lemma, split_scheme
 
     lem = piece_lemma(split_scheme(11), True, V.parse_range("2^-14..2^14"), 1, timeout=60)
     assert lem.bound is not None and 0 < lem.found <= lem.bound < Fraction(1, 1 << 20)
@@ -315,7 +315,7 @@ def test_instr_lemma_single_product_is_exact():
     """One product of normal fp16 values has at most 2 x 11 = 22 significant bits, within fp32's 24
     (IEEE 754-2019, Table 3.5: binary16 p = 11, binary32 p = 24), so one Hopper instruction on one product
     and C = +0 returns it exactly: "error > 2^-30 |x y|" is unsat."""
-    from tcsmt.verify_lemmas import instr_lemma
+    from tcsmt.verify.lemmas import instr_lemma
 
     lem = instr_lemma(V.model_for("hopper"), 1, 60, measure="products", heads=True, c_set="zero",
                       start=Fraction(1, 1 << 30), max_steps=1)
@@ -328,7 +328,7 @@ def test_instr_lemma_witness_replays(arch, fields):
     exponent field 0 included here) both lose low bits of an fp32 C: the solver's input for "error >
     2^-40 mu" is replayed in the simulator with the values the model reads (tighten raises if the replayed
     error does not exceed the threshold)."""
-    from tcsmt.verify_lemmas import instr_lemma
+    from tcsmt.verify.lemmas import instr_lemma
 
     lem = instr_lemma(V.model_for(arch), 1, 60, exp_fields=fields, start=Fraction(1, 1 << 40), max_steps=1)
     assert lem.steps[0].status == "sat" and lem.found > Fraction(1, 1 << 40) and lem.bound is None
@@ -338,7 +338,7 @@ def test_instr_lemma_relative_grid():
     """The relative grid 2^(E - R) (every shift relative to the largest exponent E) proves the single-product
     exactness above, with the bound widened by the (n + 2) 2^-R the truncation to that grid may hide, and
     still finds Volta's truncation of C (a sat answer replayed above the threshold)."""
-    from tcsmt.verify_lemmas import instr_lemma
+    from tcsmt.verify.lemmas import instr_lemma
 
     exact = instr_lemma(V.model_for("hopper"), 1, 60, measure="products", heads=True, c_set="zero",
                         start=Fraction(1, 1 << 30), max_steps=1, relative=40)

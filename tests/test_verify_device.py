@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tcsmt.verify_device import main
+from tcsmt.verify.device import main
 
 
 def test_model_device_agrees_with_its_own_model(capsys):

@@ -1,4 +1,4 @@
-"""Composed proofs of ``tcsmt verify`` (tcsmt/verify_proof.py, issue 14).
+"""Composed proofs of ``tcsmt verify`` (tcsmt/verify/proof.py, issue 14).
 
 The block error shape (semantics.block_shape) is checked against the simulator on random blocks with
 wide and narrow exponent spreads: a drift between block_fma and its stated error structure fails here.
@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tcsmt import semantics as sem
-from tcsmt import verify_proof as VP
-from tcsmt import verify_stages as VS
-from tcsmt.backend_numpy import NumpyBackend
+from tcsmt.arith import semantics as sem
+from tcsmt.arith.formats import FP32, get_format
+from tcsmt.backends.numpy import NumpyBackend
 from tcsmt.cli import main
 from tcsmt.errors import InternalError
-from tcsmt.formats import FP32, get_format
-from tcsmt.verify_domain import parse_range
-from tcsmt.verify_eval import fp16_paths, model_for
-from tcsmt.verify_search import simulator_candidates
+from tcsmt.verify import proof as VP
+from tcsmt.verify import stages as VS
+from tcsmt.verify.domain import parse_range
+from tcsmt.verify.evaluate import fp16_paths, model_for
+from tcsmt.verify.search import simulator_candidates
 
 NB = NumpyBackend()
 FP16 = get_format("fp16")
@@ -164,7 +164,7 @@ def test_volta_markidis_reaches_the_carry_wrap_at_k8():
     """Why Volta has no composed bound at K >= 4: under the 3-carry-bit wrap reading (seed 000 sec. 3.1.4,
     seed 003) the second instruction's sum 16 needs a fourth carry bit, so D = +0 for A.B = 16; MMA-Sim's
     unbounded reading (volta:carry_unbounded) gives 16.  The input is docs/open_questions.md's class-4 test."""
-    from tcsmt.verify_results import replay
+    from tcsmt.verify.results import replay
 
     a = [0x3FC00000, 0x3E800000, 0x3E000000, 0x3D800000] + [0x3FF00000] * 4  # 1.5, .25, .125, .0625, 1.875 x 4
     b = [0x3F800000] * 4 + [0x3FF00000] * 4  # 1 x 4, 1.875 x 4
@@ -177,7 +177,7 @@ def test_volta_markidis_reaches_the_carry_wrap_at_k8():
 def test_refine_witness_is_deterministic_and_replayed():
     """tf32x3 on Hopper, K = 2: the seeded local search raises the candidate set's worst input (2^-21.00)
     above 2^-20.5, the same input on every call, an exact replay; the composed bound stays above it."""
-    from tcsmt.verify_search import refine_witness
+    from tcsmt.verify.search import refine_witness
 
     p = model_for("hopper", "tf32")
     start = simulator_candidates("tf32x3", p, 2, DOM, True)

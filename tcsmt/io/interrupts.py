@@ -1,0 +1,72 @@
+"""Ending the command line cleanly on SIGINT, SIGTERM and SIGHUP.
+
+:func:`install` (called by the CLI's error trap, :mod:`tcsmt.io.trap`) makes each of the three
+signals, in the main thread,
+
+1. kill every live solver child at once (:func:`tcsmt.io.children.kill_children`; the children also
+   die with their parent, through ``PR_SET_PDEATHSIG`` on Linux), and
+2. raise :class:`Interrupted` (a ``KeyboardInterrupt``), so that every ``finally`` runs on the way
+   out; the error trap then removes claimed-but-unwritten outputs and temporary files
+   (:func:`tcsmt.io.files.release_all`) and prints one line, ``tcsmt: interrupted (SIGTERM)``.
+
+Exit status: **128 + the signal number** (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP), as a
+shell reports a process ended by that signal, so scripts can tell an interrupt from a user error
+(2).  Further signals are ignored while the cleanup runs (it is bounded: children are killed,
+not waited for); SIGKILL still ends everything.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+
+SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal turned into an exception; ``signum`` is the signal's number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def signal_name(exc: BaseException) -> str:
+    """SIGINT for a plain KeyboardInterrupt (Ctrl-C without the handlers), else the signal's name."""
+    return signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
+
+
+def exit_status(exc: BaseException) -> int:
+    """128 + the signal number (130 for a plain KeyboardInterrupt)."""
+    return 128 + int(getattr(exc, "signum", signal.SIGINT))
+
+
+def message(exc: BaseException) -> str:
+    return f"tcsmt: interrupted ({signal_name(exc)})"
+
+
+def _handler(signum: int, frame: object) -> None:
+    from tcsmt.io.children import kill_children
+
+    for s in SIGNALS:  # one clean-up; a second signal must not interrupt it
+        signal.signal(s, signal.SIG_IGN)
+    kill_children()
+    raise Interrupted(signum)
+
+
+def install() -> Callable[[], None]:
+    """Install the handlers; return a function that puts the previous ones back.
+
+    Does nothing (and returns a no-op) outside the main thread, where Python cannot set handlers.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    old = {s: signal.getsignal(s) for s in SIGNALS}
+    for s in SIGNALS:
+        signal.signal(s, _handler)
+
+    def restore() -> None:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+    return restore

@@ -1,0 +1,73 @@
+"""Calls PyTorch itself refuses, refused here first with torch's reason (one-line TcsmtError).
+
+The messages quote or paraphrase what torch 2.11 raises for the same call
+(``RuntimeError`` from ``at::mm`` / ``at::_scaled_mm``), prefixed ``torch
+refuses this call:`` so the user knows the GPU would not run it either.
+"""
+from __future__ import annotations
+
+from tcsmt.errors import TcsmtError
+from tcsmt.library.plans import FP8, OPS, SCALES, Call, torch_dtype
+
+_HALF = ("float16", "bfloat16")
+
+
+def _torch_refuses(msg: str) -> TcsmtError:
+    return TcsmtError(f"torch refuses this call: {msg}")
+
+
+def make_call(op: str, M: int, N: int, K: int, *, a_dtype: str, b_dtype: str | None = None,
+              out_dtype: str | None = None, batch: int = 1, alpha: float = 1.0, beta: float = 0.0,
+              bias: bool = False, tf32: bool = False, scale: str | None = None, fast_accum: bool = False) -> Call:
+    """Check one call's arguments and return it as a :class:`Call` (defaults filled as torch fills them)."""
+    if op not in OPS:
+        raise TcsmtError(f"unknown op {op!r} (known: {', '.join(OPS)})")
+    for name, v in (("M", M), ("N", N), ("K", K), ("batch", batch)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise TcsmtError(f"{name} must be a positive integer, not {v!r}")
+    if op != "bmm" and batch != 1:
+        raise TcsmtError(f"batch = {batch} needs op bmm ({op} multiplies one pair of matrices)")
+    a = torch_dtype(a_dtype, "a_dtype")
+    b = torch_dtype(b_dtype, "b_dtype") or a
+    if scale not in SCALES:
+        raise TcsmtError(f"unknown scale {scale!r} (known: None, 'tensor', 'row')")
+    try:
+        alpha, beta = float(alpha), float(beta)
+    except (TypeError, ValueError):
+        raise TcsmtError(f"alpha and beta must be numbers, not {alpha!r}, {beta!r}") from None
+    if op == "scaled_mm":
+        if a not in FP8 or b not in FP8:
+            raise _torch_refuses(f"_scaled_mm takes float8 matrices, got {a} and {b}")
+        if a == b == "float8_e5m2":
+            raise _torch_refuses("multiplication of two Float8_e5m2 matrices is not supported")
+        if scale is None:
+            raise _torch_refuses("_scaled_mm needs scale_a and scale_b (scale='tensor' or 'row')")
+        if K % 16 or N % 16:
+            raise _torch_refuses(f"_scaled_mm needs K and N divisible by 16 (mat1 {M}x{K}, mat2 {K}x{N})")
+        if tf32:
+            raise TcsmtError("tf32 applies to float32 matrices, not to _scaled_mm")
+        out = torch_dtype(out_dtype, "out_dtype") or a
+        if out in FP8:
+            raise TcsmtError(f"no model for _scaled_mm with {out} output (the library paths give fp32, bf16 or fp16)")
+        if alpha != 1.0 or beta != 0.0:
+            raise _torch_refuses("_scaled_mm takes no alpha or beta")
+        return Call(op, M, N, K, a, b, out, batch, alpha, beta, bias, False, scale, bool(fast_accum))
+    if scale is not None:
+        raise TcsmtError(f"scale applies to scaled_mm only, not to {op}")
+    if fast_accum:
+        raise TcsmtError(f"fast_accum (use_fast_accum) applies to scaled_mm only, not to {op}")
+    if a != b:
+        raise _torch_refuses(f"expected mat1 and mat2 to have the same dtype, but got: {a} != {b}")
+    if a in FP8:
+        raise _torch_refuses(f"{op} is not implemented for {a} (use _scaled_mm)")
+    out = torch_dtype(out_dtype, "out_dtype") or a
+    if out != a and not (a in _HALF and out == "float32"):
+        raise _torch_refuses(f"out_dtype must be the input dtype or float32 for float16/bfloat16 inputs "
+                             f"({a} -> {out})")
+    if tf32 and a != "float32":
+        raise TcsmtError(f"tf32 applies to float32 matrices, not to {a}")
+    if bias and op not in ("addmm", "linear"):
+        raise TcsmtError(f"{op} takes no bias (addmm, linear and scaled_mm do)")
+    if (alpha != 1.0 or beta != 0.0) and op != "addmm":
+        raise _torch_refuses(f"{op} takes no alpha or beta (addmm does)")
+    return Call(op, M, N, K, a, b, out, batch, alpha, beta, bool(bias), bool(tf32), None, False)

@@ -1,0 +1,244 @@
+"""Evaluate a library GEMM plan on some rows of A and columns of B (bit patterns in, bit patterns out).
+
+For the (r, c) outputs asked for, in order:
+
+0. where the plan has ``in_round`` (float32 inputs of a tf32 call), A and B
+   converted to the chain's input format with that rounding
+   (:func:`inputs_to_chain`; :func:`tcsmt.library.run` does this step);
+1. each split-K slice's K-chain (the plan's ``chain`` ModelParams, C = +0) on the
+   slice's k's (with the plan's ``k_tile``: the residue-first zero products
+   inserted, :func:`slice_operands`): fp32 partials; an empty slice gives +0.  The compiled kernels
+   (``tcsmt.kernels.cuda.gemm`` on a CUDA GPU, ``tcsmt.kernels.cpu.gemm`` on the CPU) run it where
+   present and supported; otherwise the numpy
+   simulator, on tiles of rows x columns small enough that no more than
+   :data:`MAX_ELEMENTS` products are held at once;
+2. the partials reduced (:func:`tcsmt.arith.semantics.reduce_partials`);
+3. the epilogue steps in fp32 (:data:`tcsmt.library.plans.EPILOGUE_STEPS`);
+4. RNE to the output format.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+import numpy as np
+
+from tcsmt.arith import semantics as sem
+from tcsmt.arith.formats import FP32, FP64, Format, get_format
+from tcsmt.arith.params import ModelParams, validate
+from tcsmt.backends.numpy import NumpyBackend
+from tcsmt.errors import TcsmtError
+from tcsmt.library.plans import TORCH_DTYPES, Plan
+from tcsmt.sim.simulator import simulate_params, to_bits
+
+try:  # the compiled CPU kernel (optional; imported by name: it is built separately and may be absent)
+    _gemm_kernel: ModuleType | None = importlib.import_module(".gemm_kernel", __package__)
+except ImportError:  # absent: the numpy simulator does the work
+    _gemm_kernel = None
+
+_B = NumpyBackend()
+IEEE32 = validate(ModelParams(in_fmt="fp32", out_fmt="fp32", name="IEEE 754 binary32 arithmetic"))
+"""IEEE conventions for the library's own fp32 steps: +0 for exact cancellation, overflow to inf with RNE."""
+MAX_ELEMENTS = 1 << 20
+"""Products the numpy path holds at once (rows x columns x slice length of one tile)."""
+MAX_OUTPUTS = 1 << 18
+"""Outputs whose partials, reduction and epilogue are computed at once (rows x columns of one row block)."""
+
+
+def fmt_of(torch_name: str) -> Format:
+    return get_format(TORCH_DTYPES[torch_name])
+
+
+def _chain_numpy(p: ModelParams, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    r, K = A.shape
+    c = B.shape[1]
+    out = np.empty((r, c), dtype=np.uint32)
+    per_pair = max(K, 1)
+    cols = max(1, min(c, MAX_ELEMENTS // per_pair))
+    rows = max(1, min(r, MAX_ELEMENTS // (per_pair * cols)))
+    Bt = np.ascontiguousarray(B.T)
+    for j0 in range(0, c, cols):
+        j1 = min(c, j0 + cols)
+        for i0 in range(0, r, rows):
+            i1 = min(r, i0 + rows)
+            a = np.repeat(A[i0:i1], j1 - j0, axis=0)
+            b = np.tile(Bt[j0:j1], (i1 - i0, 1))
+            d = simulate_params(p, a, b, np.zeros(len(a), dtype=np.uint32))
+            out[i0:i1, j0:j1] = d.reshape(i1 - i0, j1 - j0)
+    return out
+
+
+def chain_gemm(p: ModelParams, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """(r, c) fp32 patterns of the K-chain ``p`` for every row of A (r, K) and column of B (K, c); K = 0 gives +0."""
+    if A.shape[1] == 0:
+        return np.zeros((A.shape[0], B.shape[1]), dtype=np.uint32)
+    for kernel in _compiled_kernels():
+        try:
+            return np.asarray(kernel(p, A, B)).astype(np.uint32)
+        except TcsmtError:
+            pass  # a ModelParams (or a machine) the kernel does not support: the next one computes it
+    return _chain_numpy(p, A, B)
+
+
+_GPU_GEMM: list | None = None
+
+
+def _compiled_kernels() -> list:
+    """The compiled K-chain kernels to try, fastest first: the GPU kernel (``tcsmt.kernels.cuda``, where
+    CuPy finds a CUDA GPU; looked up once), then the CPU kernel (``tcsmt.kernels.cpu``, where present)."""
+    global _GPU_GEMM
+    if _GPU_GEMM is None:
+        _GPU_GEMM = []
+        try:
+            from tcsmt.kernels import cuda as gemm_cuda
+
+            gemm_cuda._cupy()  # TcsmtError without CuPy or a GPU
+            _GPU_GEMM.append(gemm_cuda.gemm)
+        except TcsmtError:
+            pass
+    return _GPU_GEMM + ([_gemm_kernel.gemm] if _gemm_kernel is not None else [])
+
+
+def inputs_to_chain(plan: Plan, bits: np.ndarray) -> np.ndarray:
+    """Input patterns of the call's format (fp32 for tf32 calls) converted to the chain's input format with the
+    plan's ``in_round`` (RNE / RNA / RZ at the chain format's fraction bits); unchanged without ``in_round``."""
+    if not plan.in_round:
+        return bits
+    src, dst = fmt_of(plan.call.a_dtype), get_format(plan.chain.in_fmt)
+    out = np.asarray(sem.convert(_B, np.asarray(bits).astype(np.int64), src, dst, plan.in_round))
+    return out.astype(dst.dtype).reshape(np.shape(bits))
+
+
+def to_fp32(bits: np.ndarray, fmt: Format) -> np.ndarray:
+    """Exact conversion to fp32 patterns (every fp16/bf16/fp32 value fits)."""
+    return np.asarray(sem.convert(_B, bits, fmt, FP32, "rne")).astype(np.int64)
+
+
+def _const32(x: float) -> int:
+    """fp32 pattern of a host scalar: float(x) rounded to fp32 with RNE (as a C++ float conversion)."""
+    b = np.array([np.float64(x)]).view(np.uint64)
+    return int(np.asarray(sem.convert(_B, b, FP64, FP32, "rne"))[0])
+
+
+def slice_operands(plan: Plan, A: np.ndarray, B: np.ndarray, ks: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """A (r, L) and B (L, c) of one slice's k's, with the plan's residue-first zero products: where
+    ``k_tile`` is set and L mod k_tile = m is not 0, k_tile - m zero products (+0 patterns) follow the first m."""
+    idx = np.asarray(ks, dtype=np.int64)
+    a, b = A[:, idx], B[idx, :]
+    m = len(ks) % plan.k_tile if plan.k_tile else 0
+    if m:
+        pad = plan.k_tile - m
+        a = np.concatenate([a[:, :m], np.zeros((a.shape[0], pad), a.dtype), a[:, m:]], axis=1)
+        b = np.concatenate([b[:m], np.zeros((pad, b.shape[1]), b.dtype), b[m:]], axis=0)
+    return a, b
+
+
+def epilogue(plan: Plan, y: np.ndarray, *, C=None, bias=None, scale_a=None, scale_b=None,
+             paired: bool = False) -> np.ndarray:
+    """Apply the plan's epilogue steps to fp32 patterns y (r, c); operands are already fp32 patterns.
+
+    ``paired``: y is (n, 1), one output per (row, column) pair, and the per-column operands (bias,
+    row-wise scale_b) hold one value per pair, as the per-row ones do."""
+    r, c = y.shape
+    acc = y.astype(np.int64)
+
+    def per_col(x):
+        return x.reshape(-1, 1) if paired else x.reshape(1, -1)
+
+    for step in plan.epilogue:
+        if step == "scale":
+            sa = np.broadcast_to(scale_a.reshape(-1, 1) if scale_a.size > 1 else scale_a.reshape(1, 1), (r, c))
+            sb = np.broadcast_to(per_col(scale_b) if scale_b.size > 1 else scale_b.reshape(1, 1), (r, c))
+            s = sem.mul_rounded(_B, IEEE32, np.ascontiguousarray(sa), np.ascontiguousarray(sb), FP32, "rne")
+            acc = sem.fma_rounded(_B, IEEE32, acc, s, FP32, 0, FP32, FP32, "rne")
+        elif step == "scale_b_then_a":
+            sa = np.broadcast_to(scale_a.reshape(-1, 1) if scale_a.size > 1 else scale_a.reshape(1, 1), (r, c))
+            sb = np.broadcast_to(per_col(scale_b) if scale_b.size > 1 else scale_b.reshape(1, 1), (r, c))
+            acc = sem.mul_rounded(_B, IEEE32, acc, np.ascontiguousarray(sb), FP32, "rne")
+            acc = sem.mul_rounded(_B, IEEE32, np.asarray(acc).astype(np.int64), np.ascontiguousarray(sa), FP32, "rne")
+        elif step == "alpha":
+            acc = sem.mul_rounded(_B, IEEE32, _const32(plan.call.alpha), acc, FP32, "rne")
+        elif step == "beta_c":
+            acc = sem.fma_rounded(_B, IEEE32, _const32(plan.call.beta), C, FP32, acc, FP32, FP32, "rne")
+        elif step == "alpha_beta_c":
+            bc = sem.mul_rounded(_B, IEEE32, _const32(plan.call.beta), C, FP32, "rne")
+            acc = sem.fma_rounded(_B, IEEE32, _const32(plan.call.alpha), acc, FP32, bc, FP32, FP32, "rne")
+        elif step == "bias":
+            acc = sem.add_rounded(_B, IEEE32, acc, FP32, np.broadcast_to(per_col(bias), (r, c)), FP32,
+                                  FP32, "rne")
+        else:
+            raise TcsmtError(f"unknown epilogue step {step!r}")
+        acc = np.asarray(acc).astype(np.int64)
+    return acc
+
+
+def evaluate(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None, bias=None, scale_a=None,
+             scale_b=None) -> np.ndarray:
+    """The (r, c) output patterns of the plan's call at rows A_bits (r, K) and columns B_bits (K, c).
+
+    Inputs are already checked patterns (see :mod:`tcsmt.library`); C, bias and
+    the scales are fp32 patterns (int64 arrays) of shapes (r, c), (c,), and
+    (1,) or (r,) / (c,).
+    """
+    r, c = A_bits.shape[0], B_bits.shape[1]
+    rows = max(1, MAX_OUTPUTS // max(c, 1))
+    if r > rows:  # row blocks: memory stays bounded by MAX_OUTPUTS outputs (and MAX_ELEMENTS products)
+        row_scaled = scale_a is not None and scale_a.size > 1
+        return np.concatenate([
+            evaluate(plan, A_bits[i:i + rows], B_bits, C=None if C is None else C[i:i + rows], bias=bias,
+                     scale_a=scale_a[i:i + rows] if row_scaled else scale_a, scale_b=scale_b)
+            for i in range(0, r, rows)])
+    parts = []
+    for ks in plan.slice_ranges():
+        a, b = slice_operands(plan, A_bits, B_bits, ks)
+        parts.append(chain_gemm(plan.chain, a, b).astype(np.int64))
+    out_fmt = fmt_of(plan.call.out_dtype)
+    flat = [q.reshape(-1) for q in parts]
+    red, red_fmt = sem.reduce_partials(_B, IEEE32, flat, FP32, out_fmt, plan.reduce)
+    y = np.asarray(red).astype(np.int64).reshape(r, c)
+    if red_fmt != FP32:
+        y = to_fp32(y, red_fmt)
+    y = epilogue(plan, y, C=C, bias=bias, scale_a=scale_a, scale_b=scale_b)
+    if out_fmt != FP32:
+        y = np.asarray(sem.convert(_B, y, FP32, out_fmt, "rne"))
+    return np.asarray(y).astype(out_fmt.dtype).reshape(r, c)
+
+
+def chain_pairs(p: ModelParams, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """(n,) fp32 patterns of the K-chain ``p`` for row i of A (n, K) with column i of B (K, n); K = 0 gives +0."""
+    n = A.shape[0]
+    if A.shape[1] == 0:
+        return np.zeros(n, dtype=np.uint32)
+    if _gemm_kernel is not None:
+        try:
+            return np.asarray(_gemm_kernel.pairs(p, A, B)).astype(np.uint32)
+        except TcsmtError:
+            pass  # a ModelParams the kernel does not support: the simulator computes it
+    return np.asarray(simulate_params(p, A, np.ascontiguousarray(B.T), np.zeros(n, dtype=np.uint32))).astype(np.uint32)
+
+
+def evaluate_pairs(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None, bias=None, scale_a=None,
+                   scale_b=None) -> np.ndarray:
+    """The (n,) output patterns of the plan's call at the pairs (row i of A_bits (n, K), column i of B_bits
+    (K, n)): the arithmetic of :func:`evaluate`, one output per pair.  C, bias and the scales are fp32
+    patterns (int64) of shapes (n,), or (1,) for per-tensor scales."""
+    n = A_bits.shape[0]
+    parts = []
+    for ks in plan.slice_ranges():
+        a, b = slice_operands(plan, A_bits, B_bits, ks)
+        parts.append(chain_pairs(plan.chain, a, b).astype(np.int64))
+    out_fmt = fmt_of(plan.call.out_dtype)
+    red, red_fmt = sem.reduce_partials(_B, IEEE32, parts, FP32, out_fmt, plan.reduce)
+    y = np.asarray(red).astype(np.int64).reshape(n, 1)
+    if red_fmt != FP32:
+        y = to_fp32(y, red_fmt)
+    y = epilogue(plan, y, C=None if C is None else np.asarray(C).reshape(n, 1), bias=bias, scale_a=scale_a,
+                 scale_b=scale_b, paired=True)
+    if out_fmt != FP32:
+        y = np.asarray(sem.convert(_B, y, FP32, out_fmt, "rne"))
+    return np.asarray(y).astype(out_fmt.dtype).reshape(n)
+
+
+def checked_bits(x, fmt: Format, what: str) -> np.ndarray:
+    """Bit patterns of ``fmt`` from a numpy array (patterns or exactly representable values)."""
+    return to_bits(np.asarray(x), fmt, what)

@@ -1,0 +1,356 @@
+"""Library GEMM plans: what cuBLAS does for one call, as data read from ``models/library/*.toml``.
+
+A :class:`Plan` says, for one call (op, shape, dtypes, flags) on one GPU and
+library version:
+
+* ``chain``: the K-chain of one slice, a library path of ``models/<arch>.toml``
+  (blocks chained through the accumulator, the promotion interval of slow fp8
+  accumulation): :class:`tcsmt.arith.params.ModelParams` with C = +0, giving
+  accumulator-format (fp32) patterns;
+* ``in_round``: how the call's inputs become the chain's input format where
+  the two differ (float32 tensors with tf32 on: fp32 -> tf32, 10 fraction
+  bits kept, rounded with ``in_round``: "rne", "rna" or "rz"; "" = no
+  conversion recorded, so the inputs must already be tf32 values);
+* the split-K count ``split_k`` = S and the slice rule: K is cut into
+  T = ceil(K / grain) tiles of ``grain`` k's; ``slices = "contiguous"`` gives
+  slice s the tiles [s*q, (s+1)*q) with q = ceil(T / S) (``remainder = "last"``:
+  the last non-empty slice is short; slices past T are empty) or the first
+  T mod S slices one tile more than the others (``remainder = "spread"``);
+  ``slices = "interleaved"`` gives tile t to slice t mod S.  An empty slice's
+  partial is +0;
+* ``k_tile`` (0 = none): residue-first K tiles of this many k's inside each
+  slice, as CUTLASS 2.x kernels iterate K: a slice of L k's whose L mod
+  k_tile = r is not 0 runs its first r k's, then k_tile - r zero products (the
+  first tile's predicated-off positions), then the rest in full tiles; the
+  K-chain's blocks are counted over that padded sequence;
+* ``reduce``: how the partials are combined (:data:`tcsmt.arith.semantics.REDUCTIONS`);
+* ``epilogue``: steps in fp32, in order (:data:`EPILOGUE_STEPS`);
+* the output conversion: RNE from fp32 to ``out_dtype`` (none for fp32).
+
+Plans are recorded per GPU and library version in a plan table; a call no
+recorded plan covers is an error, never a guess (pass ``plan=`` explicitly).
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, overload
+
+from tcsmt.arith.params import ModelParams
+from tcsmt.arith.registry import models_dir, resolve
+from tcsmt.arith.semantics import REDUCTIONS
+from tcsmt.errors import TcsmtError
+
+OPS = ("mm", "addmm", "linear", "bmm", "scaled_mm")
+TORCH_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32",
+                "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+FP8 = ("float8_e4m3fn", "float8_e5m2")
+SCALES = (None, "tensor", "row")
+SLICES = ("contiguous", "interleaved")
+REMAINDERS = ("last", "spread")
+IN_ROUNDS = ("", "rne", "rna", "rz")
+"""Input conversions of a plan: none recorded (inputs must fit the chain's format), or rounded with RNE, RNA, RZ."""
+EPILOGUE_STEPS = {
+    "scale": "y = FFMA(y, s, +0) with s = RN32(scale_a * scale_b) (per tensor, or s_ij = RN32(scale_a[i] * scale_b[j]) row-wise)",
+    "alpha": "y = RN32(alpha * y)",
+    "beta_c": "y = FFMA(beta, C, y) (C converted exactly to fp32)",
+    "alpha_beta_c": "y = FFMA(alpha, y, RN32(beta * C))",
+    "bias": "y = RN32(y + bias[j]) (bias converted exactly to fp32)",
+    "scale_b_then_a": "y = RN32(RN32(y * scale_b[j]) * scale_a[i]) (row-wise scales: column scale first)",
+}
+
+
+def plans_dir() -> Path:
+    """The folder of plan tables: ``models/library``."""
+    return models_dir() / "library"
+
+
+@overload
+def torch_dtype(name: str, what: str) -> str: ...
+@overload
+def torch_dtype(name: None, what: str) -> None: ...
+def torch_dtype(name: str | None, what: str) -> str | None:
+    """A torch dtype name (``"bfloat16"``, ``"torch.bfloat16"``) checked; None stays None."""
+    if name is None:
+        return None
+    key = str(name).removeprefix("torch.")
+    if key not in TORCH_DTYPES:
+        raise TcsmtError(f"unknown {what} {name!r} (known: {', '.join(TORCH_DTYPES)})")
+    return key
+
+
+@dataclass(frozen=True)
+class Call:
+    """One library call as a user makes it (torch names); the key plans are looked up by."""
+
+    op: str
+    M: int
+    N: int
+    K: int
+    a_dtype: str
+    b_dtype: str
+    out_dtype: str
+    batch: int = 1
+    alpha: float = 1.0
+    beta: float = 0.0
+    bias: bool = False
+    tf32: bool = False
+    scale: str | None = None
+    fast_accum: bool = False
+
+    def key(self) -> tuple:
+        """What selects the plan: the alpha/beta/bias values only matter by kind (cuBLAS's epilogue choice)."""
+        return (self.op, self.M, self.N, self.K, self.batch, self.a_dtype, self.b_dtype, self.out_dtype,
+                self.tf32, self.scale, self.fast_accum, self.bias, self.alpha != 1.0, self.beta != 0.0)
+
+    def label(self) -> str:
+        b = f"{self.batch}x" if self.op == "bmm" else ""
+        dt = self.a_dtype if self.b_dtype == self.a_dtype else f"{self.a_dtype}x{self.b_dtype}"
+        extra = [f"-> {self.out_dtype}"]
+        if self.tf32:
+            extra.append("tf32")
+        if self.scale:
+            extra.append(f"scale={self.scale}")
+        if self.fast_accum:
+            extra.append("fast_accum")
+        if self.bias:
+            extra.append("bias")
+        if self.alpha != 1.0 or self.beta != 0.0:
+            extra.append(f"alpha={self.alpha:g} beta={self.beta:g}")
+        return f"{self.op} {dt} {b}{self.M}x{self.N}x{self.K} {' '.join(extra)}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the library computes for one call (see the module docstring for each field's arithmetic)."""
+
+    call: Call
+    gpu: str
+    library: str
+    chain: ModelParams
+    chain_spec: str
+    in_round: str = ""
+    split_k: int = 1
+    grain: int = 0
+    k_tile: int = 0
+    slices: str = "contiguous"
+    remainder: str = "last"
+    reduce: str = "fp32_forward"
+    epilogue: tuple[str, ...] = ()
+    kernels: tuple[str, ...] = ()
+    sources: tuple[str, ...] = field(default=(), compare=False)
+    table: str = field(default="", compare=False)
+
+    def arithmetic(self) -> tuple:
+        """What decides the output bits (the call's shape and flags aside): two plans with equal arithmetic
+        compute the same outputs, whatever their kernels, library version or provenance."""
+        return (self.chain, self.in_round, self.k_tile, self.split_k, self.grain if self.split_k > 1 else 0,
+                self.slices if self.split_k > 1 else "", self.remainder if self.split_k > 1 else "",
+                self.reduce if self.split_k > 1 else "", self.epilogue)
+
+    def slice_ranges(self, K: int | None = None) -> list[list[int]]:
+        """The k indices of each slice, in order (an empty list for an empty slice)."""
+        K = self.call.K if K is None else K
+        S = self.split_k
+        if S == 1:
+            return [list(range(K))]
+        G = self.grain
+        T = -(-K // G)
+        tiles_of: list[list[int]]
+        if self.slices == "interleaved":
+            tiles_of = [list(range(s, T, S)) for s in range(S)]
+        elif self.remainder == "last":
+            q = -(-T // S)
+            tiles_of = [list(range(min(T, s * q), min(T, (s + 1) * q))) for s in range(S)]
+        else:  # spread: the first T mod S slices get one more tile
+            base, extra = divmod(T, S)
+            tiles_of, t0 = [], 0
+            for s in range(S):
+                n = base + (1 if s < extra else 0)
+                tiles_of.append(list(range(t0, t0 + n)))
+                t0 += n
+        return [[k for t in ts for k in range(t * G, min(K, (t + 1) * G))] for ts in tiles_of]
+
+    def describe(self) -> str:
+        """A printable account of the plan with its provenance."""
+        c = self.call
+        lines = [f"plan for {c.label()} on {self.gpu} ({self.library})"]
+        if self.kernels:
+            lines.append(f"  kernels : {', '.join(self.kernels)}")
+        if c.tf32:
+            conv = (f"fp32 -> tf32 with {self.in_round.upper()} (10 fraction bits kept)" if self.in_round
+                    else "none recorded: the inputs must already be tf32 values")
+            lines.append(f"  inputs  : {conv}")
+        lines.append(f"  chain   : {self.chain_spec} = {self.chain.name}")
+        p = self.chain
+        if p.b_fmt:
+            lines.append(f"            A in {p.in_fmt}, B in {p.b_fmt} (each decoded in its own format; exact products)")
+        lines.append(f"            blocks of {p.block_k} products chained through {p.acc_fmt}"
+                     + (f", promoted to fp32 every {p.instr_k} products" if p.instr_k else "")
+                     + f" (extra_bits={p.extra_bits}, block_frac_bits={p.block_frac_bits}, block_round={p.block_round})")
+        if self.k_tile:
+            lines.append(f"  K tiles : {self.k_tile} k's, residue first (a slice's first L mod {self.k_tile} k's, "
+                         "then zero products to the tile's end, then full tiles)")
+        if self.split_k == 1:
+            lines.append("  split-K : none (S = 1)")
+        else:
+            sizes = [len(r) for r in self.slice_ranges()]
+            lines.append(f"  split-K : S = {self.split_k}, grain {self.grain}, {self.slices} slices, remainder "
+                         f"{self.remainder}; slice lengths {sizes}")
+            lines.append(f"  reduce  : {self.reduce}")
+        steps = "; ".join(f"{s}: {EPILOGUE_STEPS[s]}" for s in self.epilogue) or "none (the reduced fp32 sum)"
+        lines.append(f"  epilogue: {steps}")
+        out = "none (fp32)" if c.out_dtype == "float32" else f"RNE fp32 -> {c.out_dtype}"
+        lines.append(f"  output  : {out}")
+        if self.table:
+            lines.append(f"  table   : {self.table}")
+        for s in self.sources:
+            lines.append(f"  source  : {s}")
+        return "\n".join(lines)
+
+    __str__ = describe
+
+
+# ------------------------------------------------------------------ tables
+@dataclass(frozen=True)
+class PlanTable:
+    """One plan table file: one GPU and library version."""
+
+    path: str
+    gpu: str
+    arch: str
+    device: str
+    library: str
+    sources: tuple[str, ...]
+    plans: tuple[Plan, ...]
+    unknown: tuple[tuple[Call, str], ...] = ()
+    """Calls recorded without a usable plan, with what is unknown (e.g. split-K)."""
+    by_key: dict[tuple, list[Plan]] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    """The plans by :meth:`Call.key` (filled by :func:`load_table`)."""
+
+
+def _chain(spec: dict[str, Any], where: str) -> tuple[ModelParams, str]:
+    try:
+        arch, fin, fout, instr = spec["arch"], spec["in_fmt"], spec["out_fmt"], spec["instr"]
+    except (KeyError, TypeError):
+        raise TcsmtError(f"{where}: chain needs arch, in_fmt, out_fmt and instr") from None
+    p = resolve(arch, fin, fout, instr)
+    return p, f"{arch} {fin}->{fout} ({instr})"
+
+
+def _call_from(raw: dict[str, Any], shape: list[int], where: str) -> Call:
+    if len(shape) != 4 or not all(isinstance(x, int) and x >= 1 for x in shape):
+        raise TcsmtError(f"{where}: shapes are [M, N, K, batch] of positive integers, not {shape!r}")
+    a = torch_dtype(raw.get("a_dtype"), "a_dtype")
+    if a is None:
+        raise TcsmtError(f"{where}: a_dtype missing")
+    return Call(op=raw["op"], M=shape[0], N=shape[1], K=shape[2], batch=shape[3], a_dtype=a,
+                b_dtype=torch_dtype(raw.get("b_dtype") or a, "b_dtype"),
+                out_dtype=torch_dtype(raw.get("out_dtype") or a, "out_dtype"),
+                alpha=float(raw.get("alpha", 1.0)), beta=float(raw.get("beta", 0.0)), bias=bool(raw.get("bias", False)),
+                tf32=bool(raw.get("tf32", False)), scale=raw.get("scale") or None,
+                fast_accum=bool(raw.get("fast_accum", False)))
+
+
+def _check_plan(p: Plan, where: str) -> Plan:
+    problems = [
+        (p.call.op in OPS, f"op must be one of {OPS}"),
+        (p.split_k >= 1, "split_k must be >= 1"),
+        (p.in_round in IN_ROUNDS, f"in_round must be one of {IN_ROUNDS}"),
+        (p.k_tile >= 0, "k_tile must be >= 0"),
+        (not p.in_round or p.call.tf32, "in_round applies to float32 calls with tf32 (fp32 -> tf32)"),
+        (p.split_k == 1 or p.grain >= 1, "split-K plans need grain >= 1"),
+        (p.slices in SLICES, f"slices must be one of {SLICES}"),
+        (p.remainder in REMAINDERS, f"remainder must be one of {REMAINDERS}"),
+        (p.reduce in REDUCTIONS, f"reduce must be one of {REDUCTIONS}"),
+        (all(s in EPILOGUE_STEPS for s in p.epilogue), f"epilogue steps must be among {tuple(EPILOGUE_STEPS)}"),
+        (p.chain.out_fmt == "fp32" and p.chain.c_fmt == "fp32", "the chain must give fp32 partials"),
+        (p.chain.in_fmt == ("tf32" if p.call.tf32 else TORCH_DTYPES[p.call.a_dtype]),
+         f"the chain's in_fmt {p.chain.in_fmt} does not take {p.call.a_dtype}" + (" with tf32" if p.call.tf32 else "")),
+        (p.chain.b_format == ("tf32" if p.call.tf32 else TORCH_DTYPES[p.call.b_dtype]),
+         f"the chain's B format {p.chain.b_format} does not take {p.call.b_dtype}"),
+        (p.chain.instr_k == 0 or p.grain == 0 or p.grain % p.chain.instr_k == 0 or p.split_k == 1,
+         "the grain must be a multiple of the chain's promotion interval"),
+    ]
+    for ok, msg in problems:
+        if not ok:
+            raise TcsmtError(f"{where}: {msg}")
+    return p
+
+
+def load_table(path: Path) -> PlanTable:
+    """Read one plan table (format: docs in ``models/library/README.md``)."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TcsmtError(f"cannot read plan table {path}: {exc}") from None
+    name = Path(path).name
+    for key in ("gpu", "arch", "library"):
+        if key not in data:
+            raise TcsmtError(f"plan table {name}: missing {key!r}")
+    plans, unknown = [], []
+    for i, raw in enumerate(data.get("plans", [])):
+        where = f"plan table {name}, plan {i}"
+        try:
+            chain, chain_spec = _chain(raw.get("chain"), where)
+            base = {"in_round": str(raw.get("in_round", "")), "split_k": int(raw.get("split_k", 1)), "grain": int(raw.get("grain", 0)),
+                    "k_tile": int(raw.get("k_tile", 0)),
+                     "slices": raw.get("slices", "contiguous"), "remainder": raw.get("remainder", "last"),
+                     "reduce": raw.get("reduce", "fp32_forward"), "epilogue": tuple(raw.get("epilogue", ())),
+                     "kernels": tuple(raw.get("kernels", ())), "sources": tuple(raw.get("sources", ()))}
+        except (ValueError, TypeError) as exc:
+            raise TcsmtError(f"{where}: {exc}") from None
+        if not base["sources"]:
+            raise TcsmtError(f"{where}: every plan needs its sources (provenance)")
+        for shape in raw.get("shapes", []):
+            call = _call_from(raw, shape, where)
+            plans.append(_check_plan(Plan(call=call, gpu=data["gpu"], library=data["library"], chain=chain,
+                                          chain_spec=chain_spec, table=name, **base), where))
+    for i, raw in enumerate(data.get("unknown", [])):
+        for shape in raw.get("shapes", []):
+            unknown.append((_call_from(raw, shape, f"plan table {name}, unknown {i}"), str(raw.get("why", "plan unknown"))))
+    by_key: dict[tuple, list[Plan]] = {}
+    for p in plans:
+        by_key.setdefault(p.call.key(), []).append(p)
+    return PlanTable(str(path), data["gpu"], data["arch"], data.get("device", ""), data["library"],
+                     tuple(data.get("sources", ())), tuple(plans), tuple(unknown), by_key)
+
+
+@cache
+def _tables_cached(directory: str) -> tuple[PlanTable, ...]:
+    d = Path(directory)
+    return tuple(load_table(f) for f in sorted(d.glob("*.toml"))) if d.is_dir() else ()
+
+
+def tables() -> tuple[PlanTable, ...]:
+    return _tables_cached(str(plans_dir()))
+
+
+def gpus() -> list[str]:
+    return sorted({t.gpu for t in tables()})
+
+
+def tables_for_arch(arch: str) -> list[PlanTable]:
+    return [t for t in tables() if t.arch == arch]
+
+
+def lookup(call: Call, gpu: str) -> Plan:
+    """The recorded plan of ``call`` on ``gpu``; a TcsmtError naming what is unknown otherwise."""
+    mine = [t for t in tables() if t.gpu == gpu]
+    if not mine:
+        raise TcsmtError(f"unknown GPU {gpu!r} (plan tables exist for: {', '.join(gpus()) or 'none'})")
+    found = [p for t in mine for p in t.by_key.get(call.key(), ())]
+    if found:
+        first = found[0]
+        for other in found[1:]:
+            if other.arithmetic() != first.arithmetic():
+                raise TcsmtError(f"plan tables {first.table} and {other.table} disagree on {call.label()} on {gpu}")
+        return dataclasses.replace(first, call=call)
+    why = [w for t in mine for c, w in t.unknown if c.key() == call.key()]
+    what = why[0] if why else ("split-K unknown" if call.op in ("mm", "bmm") and call.key()[-3:] == (False, False, False)
+                                else "split-K and epilogue unknown")
+    libs = ", ".join(sorted({t.library for t in mine}))
+    raise TcsmtError(f"no recorded cuBLAS plan for {call.label()} on {gpu} ({libs}): {what}; pass plan=...")

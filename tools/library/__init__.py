@@ -1,0 +1,2 @@
+"""Library table builders: decisions, H200 confirmation and comparison files made from recorded plan files.
+"""

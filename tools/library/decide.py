@@ -1,0 +1,194 @@
+"""Decide, from recorded outputs, the plan facts that the recorded plan file cannot say (issue 12).
+
+    python -m tools.library.decide [--plans P] [--validation V] [-o evidence/h100_library_decisions.json]
+
+The plan file (``h100_cublas_plans.json``) records kernels, split-K counts and the families' slice and
+reduction rules; it does not record the K-chain of the fp32 CUDA-core (SIMT) kernels, how float32 inputs of tf32 calls become tf32,
+how CUTLASS kernels iterate
+K inside a slice, or the epilogues of ``addmm``/``linear`` with bias, alpha and beta and of row-wise
+``_scaled_mm``.  Each of those is a *question* here with a few hypotheses.  For each question in turn, every
+hypothesis is turned into plans by the converter (:func:`tcsmt.library.convert.convert`, with the decisions
+already made plus this hypothesis), and the validation calls it applies to are replayed on every sampled
+output (:func:`tcsmt.library.replay.replay_call`, inputs from ``make_inputs``).  A hypothesis is decided
+when it alone agrees with every sampled output of every such call, and at least one sample separates it
+from each other hypothesis; otherwise the question stays open (no decision is written, the counts are).
+
+The output file is what ``python -m tcsmt.library.convert ... --decisions FILE`` reads: ``decisions`` (match,
+set, evidence) and ``questions`` (the counts of every hypothesis).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tcsmt.hwcheck.library_calls import make_inputs
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
+from tcsmt.library.convert import convert
+from tcsmt.library.families import matches as _matches
+from tcsmt.library.plans import Call, Plan, load_table
+from tcsmt.library.replay import replay_call
+from tcsmt.sim.inputs import read_json
+
+RESULTS = Path(__file__).resolve().parents[2] / "evidence"
+CUTLASS_TILE = r"^cutlass::Kernel2<cutlass_80_\w*?gemm\w*?_\d+x\d+_(\d+)x\d+_"
+"""A CUTLASS 2.x kernel name; group 1 is the threadblock tile's K (``..._64x64_32x6_...``: 32 k's, 6 stages)."""
+
+_SIMT_CHAINS = {f"{what} (models/hopper.toml fp32 simt_ffma{'' if hyp is None else ', hypothesis ' + hyp})":
+                {"chain": {"arch": "hopper" if hyp is None else f"hopper:{hyp}", "in_fmt": "fp32", "out_fmt": "fp32",
+                           "instr": "simt_ffma"}}
+                for what, hyp in (("serial FFMA in k order", None),
+                                  ("2 products at a time, exact with the running sum, one RNE", "pairs"),
+                                  ("8 products at a time, exact with the running sum, one RNE", "k_blocks8"))}
+"""The K-chains the fp32 kernels with tf32 off are tested against (the CUDA-core and the gemmSN kernels alike)."""
+
+
+QUESTIONS: list[dict[str, Any]] = [
+    {"question": "K iteration inside a slice of the sm80 CUTLASS 16-bit kernels",
+     "match": {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_\w*s16816gemm"},
+     "hypotheses": {"blocks from the slice start": None,
+                    "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
+    {"question": "K iteration inside a slice of the sm80 CUTLASS tf32 kernels",
+     "match": {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_s1688gemm"},
+     "hypotheses": {"blocks from the slice start": None,
+                    "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
+    {"question": "fp32 -> tf32 input rounding of the sm80 CUTLASS tf32 kernels",
+     "match": {"tf32": True, "kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_s1688gemm"},
+     "hypotheses": {m: {"in_round": m} for m in ("rz", "rna", "rne")}},
+    {"question": "fp32 -> tf32 input rounding of the sm90 xmma tf32 kernels",
+     "match": {"tf32": True, "kernel_regex": r"^sm90_xmma_gemm_f32f32_tf32f32"},
+     "hypotheses": {m: {"in_round": m} for m in ("rz", "rna", "rne")}},
+    {"question": "fp32 -> tf32 input rounding of the sm80 xmma tf32 kernels",
+     "match": {"tf32": True, "kernel_regex": r"^sm80_xmma_gemm_f32f32_tf32f32"},
+     "hypotheses": {m: {"in_round": m} for m in ("rz", "rna", "rne")}},
+    {"question": "K-chain of the fp32 CUDA-core kernels (tf32 off)",
+     "match": {"a_dtype": "float32", "tf32": False,
+               "kernel_regex": r"^(cutlass::Kernel2<cutlass_80_simt_sgemm|sm80_xmma_gemm_f32f32_f32f32_f32_\w*_ffma_\w*_execute_kernel)"},
+     "hypotheses": _SIMT_CHAINS},
+    {"question": "K-chain of the fp32 gemmSN kernels (tf32 off)",
+     "match": {"a_dtype": "float32", "tf32": False, "kernel_regex": r"^gemmSN_"},
+     "hypotheses": _SIMT_CHAINS},
+    {"question": "epilogue of row-wise _scaled_mm",
+     "match": {"op": "scaled_mm", "scale": "row", "bias": False},
+     "hypotheses": {"FFMA(y, RN32(scale_a[i]*scale_b[j]), +0)": {"epilogue": ["scale"]},
+                    "RN32(RN32(y*scale_b[j])*scale_a[i])": {"epilogue": ["scale_b_then_a"]}}},
+    {"question": "epilogue of per-tensor _scaled_mm with bias",
+     "match": {"op": "scaled_mm", "scale": "tensor", "bias": True},
+     "hypotheses": {"FFMA(y, RN32(scale_a*scale_b), +0), then RN32(+ bias)": {"epilogue": ["scale", "bias"]}}},
+    {"question": "epilogue of linear with bias",
+     "match": {"op": "linear", "bias": True},
+     "hypotheses": {"RN32(y + bias)": {"epilogue": ["bias"]}}},
+    {"question": "epilogue of addmm with a 1-D bias and beta = 0 (torch: the input is ignored)",
+     "match": {"op": "addmm", "bias": True, "alpha_is_1": True, "beta_is_0": True},
+     "hypotheses": {"none (beta = 0: the bias is not added)": {"epilogue": []},
+                    "RN32(y + bias)": {"epilogue": ["bias"]}}},
+    {"question": "epilogue of addmm with alpha != 1 and beta*C (C a matrix, or the 1-D bias expanded), no split-K",
+     "match": {"op": "addmm", "alpha_is_1": False, "beta_is_0": False, "split": False},
+     "hypotheses": {"FFMA(beta, C, RN32(alpha*y))": {"epilogue": ["alpha", "beta_c"]},
+                    "FFMA(alpha, y, RN32(beta*C))": {"epilogue": ["alpha_beta_c"]}}},
+    {"question": "epilogue of addmm with alpha != 1 and beta*C, split-K (applied by cuBLASLt's splitKreduce kernel)",
+     "match": {"op": "addmm", "alpha_is_1": False, "beta_is_0": False, "split": True},
+     "hypotheses": {"FFMA(beta, C, RN32(alpha*y))": {"epilogue": ["alpha", "beta_c"]},
+                    "FFMA(alpha, y, RN32(beta*C))": {"epilogue": ["alpha_beta_c"]}}},
+]
+
+
+def plans_for(raw: dict[str, Any], val: dict[str, Any], decisions: list[dict[str, Any]], val_name: str) -> dict:
+    """Plan of every validation call (by Call.key()) under ``decisions``: the converter run on the validation
+    calls with the plan file's families."""
+    text = convert(dict(raw, calls=[]), "h100_cublas_plans.json", None, [(val_name, val)],
+                   {"gpu": raw["gpu"], "decisions": decisions}, "hypothesis")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "t.toml"
+        path.write_text(text)
+        table = load_table(path)
+    return table.by_key
+
+
+def _call_of(c: dict[str, Any]) -> Call:
+    return Call(c["op"], int(c["M"]), int(c["N"]), int(c["K"]), c["a_dtype"], c.get("b_dtype") or c["a_dtype"],
+                c.get("out_dtype") or c["a_dtype"], int(c.get("batch", 1)), float(c.get("alpha", 1.0)),
+                float(c.get("beta", 0.0)), bool(c.get("bias", False)), bool(c.get("tf32", False)), c.get("scale"),
+                bool(c.get("fast_accum", False)))
+
+
+def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print) -> dict[str, Any]:
+    """Run every question in order; returns the decision file's object."""
+    decisions: list[dict[str, Any]] = []
+    report = []
+    inputs_cache: dict[int, dict] = {}
+    for q in QUESTIONS:
+        calls = [(n, c) for n, c in enumerate(val["calls"]) if _matches(c, q["match"])]
+        results: dict[str, dict[str, Any]] = {}
+        outputs: dict[str, dict[tuple, bool]] = {}
+        for name, setting in q["hypotheses"].items():
+            extra = [] if setting is None else [{"match": q["match"], "set": setting, "evidence": "hypothesis"}]
+            by_key = plans_for(raw, val, decisions + extra, val_name)
+            agree = total = used = 0
+            ok: dict[tuple, bool] = {}
+            for n, c in calls:
+                found: list[Plan] = by_key.get(_call_of(c).key(), [])
+                if not found:
+                    continue
+                used += 1
+                if n not in inputs_cache:
+                    inputs_cache[n] = make_inputs(c, int(c["seed"]))
+                r = replay_call(c, inputs_cache[n], found[0])
+                if r.run_error:
+                    continue
+                bad = {(m[0], m[1], m[2]) for m in r.mismatches}
+                for s in c["samples"]:
+                    idx = tuple(s[:-1]) if len(s) == 4 else (None, *s[:-1])
+                    ok[(n, *idx)] = idx not in bad
+                total += r.checked
+                agree += r.checked - len(r.mismatches)
+            results[name] = {"calls": used, "samples": total, "agree": agree}
+            outputs[name] = ok
+            log(f"{q['question']}: {name}: {agree} of {total} sampled outputs of {used} calls agree")
+        full = [h for h, r in results.items() if r["samples"] and r["agree"] == r["samples"]]
+        decided = None
+        if len(full) == 1:
+            h = full[0]
+            separating = {o: sum(1 for k, v in outputs[o].items() if not v and outputs[h].get(k))
+                          for o in results if o != h}
+            if all(n > 0 for n in separating.values()):
+                decided = h
+        entry = {"question": q["question"], "match": q["match"], "hypotheses": results, "decided": decided,
+                 "sets": sorted({k for h in q["hypotheses"].values() if h for k in h}), "calls": [n for n, _ in calls]}
+        report.append(entry)
+        if decided is not None and q["hypotheses"][decided] is not None:
+            ev = (f"{q['question']}: '{decided}' agrees with {results[decided]['agree']} of "
+                  f"{results[decided]['samples']} sampled outputs of {results[decided]['calls']} validation calls ("
+                  f"{val_name}); " + "; ".join(f"'{h}' {r['agree']} of {r['samples']}" for h, r in results.items()
+                                               if h != decided) + " (python -m tools.library.decide)")
+            decisions.append({"match": q["match"], "set": q["hypotheses"][decided], "evidence": ev})
+    return {"gpu": raw["gpu"], "torch": raw.get("torch"), "cublas": raw.get("cublas"),
+            "cublaslt": raw.get("cublaslt"), "made_by": "python -m tools.library.decide",
+            "method": __doc__.split("\n\n")[1].replace("\n", " "), "decisions": decisions, "questions": report}
+
+
+_IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.option("--plans", type=_IN_FILE, default=RESULTS / "h100_cublas_plans.json", show_default=True)
+@click.option("--validation", type=_IN_FILE, default=RESULTS / "h100_library_validation.json", show_default=True)
+@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=RESULTS / "h100_library_decisions.json", show_default=True)
+def library_decide_cmd(plans: Path, validation: Path, out: Path) -> int:
+    raw, val = read_json(plans), read_json(validation)
+    doc = decide(raw, val, validation.name)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {out}: {len(doc['decisions'])} decisions")
+    return 0
+
+
+main = script_main(library_decide_cmd, "python -m tools.library.decide")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,2 @@
+"""Builders of the hand-made input vectors under ``vectors/``.
+"""
