@@ -23,7 +23,8 @@ from tcsmt.errors import TcsmtError
 from tcsmt.io import files
 from tcsmt.library.discriminate import parse_call, plan_with, plans_for, separate
 from tcsmt.library.evaluate import fmt_of
-from tcsmt.library.plans import Call, Plan, lookup
+from tcsmt.library.lookup import lookup
+from tcsmt.library.plans import Call, Plan
 
 DeviceRun = Callable[[dict[str, Any], dict[str, np.ndarray]], np.ndarray]
 """Runs one call (a validation-style dict) on its inputs; returns the output bit patterns."""

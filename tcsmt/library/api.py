@@ -18,7 +18,8 @@ from tcsmt.arith.formats import FP32, get_format
 from tcsmt.errors import TcsmtError
 from tcsmt.library.checks import make_call
 from tcsmt.library.evaluate import checked_bits, evaluate, evaluate_pairs, fmt_of, inputs_to_chain, to_fp32
-from tcsmt.library.plans import Call, Plan, lookup
+from tcsmt.library.lookup import lookup
+from tcsmt.library.plans import Call, Plan
 
 __all__ = ["Call", "Plan", "addmm", "bmm", "linear", "mm", "plan", "run", "run_pairs", "scaled_mm"]
 

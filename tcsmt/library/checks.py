@@ -6,8 +6,11 @@ refuses this call:`` so the user knows the GPU would not run it either.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from tcsmt.errors import TcsmtError
 from tcsmt.library.plans import FP8, OPS, SCALES, Call, torch_dtype
+from tcsmt.library.settings import DEFAULT
 
 _HALF = ("float16", "bfloat16")
 
@@ -18,8 +21,27 @@ def _torch_refuses(msg: str) -> TcsmtError:
 
 def make_call(op: str, M: int, N: int, K: int, *, a_dtype: str, b_dtype: str | None = None,
               out_dtype: str | None = None, batch: int = 1, alpha: float = 1.0, beta: float = 0.0,
-              bias: bool = False, tf32: bool = False, scale: str | None = None, fast_accum: bool = False) -> Call:
-    """Check one call's arguments and return it as a :class:`Call` (defaults filled as torch fills them)."""
+              bias: bool = False, tf32: bool = False, scale: str | None = None, fast_accum: bool = False,
+              a_t: bool = False, b_t: bool = False, settings: str = DEFAULT) -> Call:
+    """Check one call's arguments and return it as a :class:`Call` (defaults filled as torch fills them).
+    ``a_t``/``b_t``: the operand layouts of ``mm``/``addmm``/``bmm`` (:class:`Call`); ``settings``: a key of
+    :func:`tcsmt.library.settings.settings_key`."""
+    call = _make_call(op, M, N, K, a_dtype=a_dtype, b_dtype=b_dtype, out_dtype=out_dtype, batch=batch, alpha=alpha,
+                      beta=beta, bias=bias, tf32=tf32, scale=scale, fast_accum=fast_accum)
+    for name, v in (("a_t", a_t), ("b_t", b_t)):
+        if not isinstance(v, bool):
+            raise TcsmtError(f"{name} must be True or False, not {v!r}")
+    if (a_t or b_t) and op in ("linear", "scaled_mm"):
+        raise TcsmtError(f"{op} takes the (N, K) weight as it is: its layout is the op's (a_t and b_t apply to "
+                         "mm, addmm and bmm)")
+    if not isinstance(settings, str) or not settings:
+        raise TcsmtError(f"settings must be a key of tcsmt.library.settings.settings_key, not {settings!r}")
+    return dataclasses.replace(call, a_t=a_t, b_t=b_t, settings=settings)
+
+
+def _make_call(op: str, M: int, N: int, K: int, *, a_dtype: str, b_dtype: str | None = None,
+               out_dtype: str | None = None, batch: int = 1, alpha: float = 1.0, beta: float = 0.0,
+               bias: bool = False, tf32: bool = False, scale: str | None = None, fast_accum: bool = False) -> Call:
     if op not in OPS:
         raise TcsmtError(f"unknown op {op!r} (known: {', '.join(OPS)})")
     for name, v in (("M", M), ("N", N), ("K", K), ("batch", batch)):

@@ -50,6 +50,7 @@ import json
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -147,55 +148,52 @@ def _epilogue(call: dict[str, Any], family: dict[str, Any] | None,
     return None, "epilogue unknown (alpha/beta/bias arithmetic not recorded)"
 
 
-def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
-            more_calls: Sequence[tuple[str, dict[str, Any]]] = (), decisions: dict[str, Any] | None = None,
-            decisions_name: str = "", same_as: Sequence[tuple[str, dict[str, Any]]] = (),
-            confirmed: tuple[str, dict[str, Any]] | None = None) -> str:
-    """The plan table (TOML text) for one raw plan file, its calls and those of ``more_calls`` ((name, file)
-    pairs of the same GPU and library), with the ``decisions`` (a decision file's object) applied.  With
-    ``same_as`` ((name, file) pairs of another GPU, the first a plan file): only calls that recorded the same
-    plan there (:func:`plan_signature`) get a plan, with that file's families; the rest are unknown, except, with
-    ``confirmed`` ((name, object) of a confirmation file: per :func:`class_of` class, ``confirmed`` true or false and,
-    for split-K family classes, ``probed_split_k``), the calls of a class confirmed on this GPU (a family class at a
-    probed S), which get their own recorded plan under those families."""
-    for key in ("gpu", "calls"):
-        if key not in raw:
-            raise TcsmtError(f"{source_name}: not a recorded plan file (no {key!r})")
-    for name, other in more_calls:
-        if not isinstance(other, dict) or "calls" not in other:
-            raise TcsmtError(f"{name}: not a recorded call file (no 'calls')")
-        for key in ("gpu", "cublas", "cublaslt", "torch"):
-            if other.get(key) != raw.get(key):
-                raise TcsmtError(f"{name}: {key} {other.get(key)!r} differs from {source_name}'s {raw.get(key)!r}")
-    ref = recorded_signatures(same_as, raw)
-    rules_gpu = same_as[0][1]["gpu"] if same_as else raw["gpu"]
-    decided: list[dict[str, Any]] = []
-    if decisions is not None:
-        if decisions.get("gpu") != rules_gpu or not isinstance(decisions.get("decisions"), list):
-            raise TcsmtError(f"{decisions_name}: not a decision file for {rules_gpu} (gpu and a 'decisions' list)")
-        decided = decisions["decisions"]
-    gpu = (gpu or _gpu_short(raw["gpu"])).lower()
-    arch = find_arch(gpu)
-    families_name, families = (same_as[0][0], same_as[0][1].get("families")) if same_as else \
-        (source_name, raw.get("families"))
-    families = families or {}
-    method = raw.get("method")
-    lib = f"cuBLAS {raw.get('cublas')}, cuBLASLt {raw.get('cublaslt')}, torch {raw.get('torch')}, CUDA {raw.get('cuda')}"
-    made_from = ", ".join([source_name] + [n for n, _ in more_calls] + ([decisions_name] if decisions else []) +
-                          [f"{n} (--same-as)" for n, _ in same_as])
-    header = [f"# Converted by python -m tcsmt.library.convert from {made_from}; do not edit by hand.",
-              f"gpu = {json.dumps(gpu)}", f"arch = {json.dumps(arch.name)}", f"device = {json.dumps(raw['gpu'])}",
-              f"library = {json.dumps(lib)}",
-              "sources = " + json.dumps([f"{source_name}: method {method}, workspace_bytes {raw.get('workspace_bytes')}"]
-                                        + ([f"plans only where {raw['gpu']} recorded the same kernels, split_k and "
-                                            f"reductionScheme as {rules_gpu} in {', '.join(n for n, _ in same_as)}; "
-                                            f"slice rules, reductions and decisions are {rules_gpu}'s"]
-                                           if same_as else []))]
-    plans: dict[str, dict[str, Any]] = {}
-    unknown: dict[str, dict[str, Any]] = {}
-    lt_tables = {name: f.get("lt_algos") for name, f in [(source_name, raw), *more_calls]}
-    for file_name, n, call in [(source_name, n, c) for n, c in enumerate(raw["calls"])] + \
-            [(name, n, c) for name, other in more_calls for n, c in enumerate(other["calls"])]:
+@dataclass
+class ConvertContext:
+    """What the conversion of one recorded call needs besides the call: the GPU's architecture, the split-K
+    families and their file, the decisions, and (for a GPU borrowing another's rules) the other GPU's recorded
+    signatures and the confirmation file.  :meth:`entry` turns one recorded call into its plan fields or the
+    reason it has none; the plan table (:func:`convert`) and the plan catalog (:mod:`tcsmt.library.catalog`)
+    both use it, so a call converts the same way in both."""
+
+    gpu: str
+    arch: Arch
+    families: dict[str, Any]
+    families_name: str
+    rules_gpu: str
+    decisions: dict[str, Any] | None
+    decisions_name: str
+    decided: list[dict[str, Any]]
+    same_as: Sequence[tuple[str, dict[str, Any]]]
+    ref: dict[tuple, set[tuple]]
+    confirmed: tuple[str, dict[str, Any]] | None
+    lt_tables: dict[str, Any]
+
+    @classmethod
+    def make(cls, raw: dict[str, Any], source_name: str, gpu: str | None = None,
+             more_calls: Sequence[tuple[str, dict[str, Any]]] = (), decisions: dict[str, Any] | None = None,
+             decisions_name: str = "", same_as: Sequence[tuple[str, dict[str, Any]]] = (),
+             confirmed: tuple[str, dict[str, Any]] | None = None) -> ConvertContext:
+        ref = recorded_signatures(same_as, raw)
+        rules_gpu = same_as[0][1]["gpu"] if same_as else raw["gpu"]
+        decided: list[dict[str, Any]] = []
+        if decisions is not None:
+            if decisions.get("gpu") != rules_gpu or not isinstance(decisions.get("decisions"), list):
+                raise TcsmtError(f"{decisions_name}: not a decision file for {rules_gpu} (gpu and a 'decisions' list)")
+            decided = decisions["decisions"]
+        gpu = (gpu or _gpu_short(raw["gpu"])).lower()
+        arch = find_arch(gpu)
+        families_name, families = (same_as[0][0], same_as[0][1].get("families")) if same_as else \
+            (source_name, raw.get("families"))
+        lt_tables = {name: f.get("lt_algos") for name, f in [(source_name, raw), *more_calls]}
+        return cls(gpu, arch, families or {}, families_name, rules_gpu, decisions, decisions_name, decided, same_as,
+                   ref, confirmed, lt_tables)
+
+    def entry(self, file_name: str, n: int, call: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str]:
+        """(the call's identity fields, its plan fields, '') or (identity, {}, why it has no plan)."""
+        arch, families, families_name, decided = self.arch, self.families, self.families_name, self.decided
+        decisions, decisions_name, same_as, ref = self.decisions, self.decisions_name, self.same_as, self.ref
+        rules_gpu, confirmed, lt_tables = self.rules_gpu, self.confirmed, self.lt_tables
         where = f"{file_name}: call {n}"
         missing = [k for k in _CALL_KEYS if k not in call]
         if missing:
@@ -290,6 +288,49 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
                     srcs.append("fp32 -> tf32 input rounding of these kernels not decided: the plan takes tf32 values")
             fields["kernels"] = kernels
             fields["sources"] = srcs
+        return ident, fields, why
+
+
+def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
+            more_calls: Sequence[tuple[str, dict[str, Any]]] = (), decisions: dict[str, Any] | None = None,
+            decisions_name: str = "", same_as: Sequence[tuple[str, dict[str, Any]]] = (),
+            confirmed: tuple[str, dict[str, Any]] | None = None) -> str:
+    """The plan table (TOML text) for one raw plan file, its calls and those of ``more_calls`` ((name, file)
+    pairs of the same GPU and library), with the ``decisions`` (a decision file's object) applied.  With
+    ``same_as`` ((name, file) pairs of another GPU, the first a plan file): only calls that recorded the same
+    plan there (:func:`plan_signature`) get a plan, with that file's families; the rest are unknown, except, with
+    ``confirmed`` ((name, object) of a confirmation file: per :func:`class_of` class, ``confirmed`` true or false and,
+    for split-K family classes, ``probed_split_k``), the calls of a class confirmed on this GPU (a family class at a
+    probed S), which get their own recorded plan under those families."""
+    for key in ("gpu", "calls"):
+        if key not in raw:
+            raise TcsmtError(f"{source_name}: not a recorded plan file (no {key!r})")
+    for name, other in more_calls:
+        if not isinstance(other, dict) or "calls" not in other:
+            raise TcsmtError(f"{name}: not a recorded call file (no 'calls')")
+        for key in ("gpu", "cublas", "cublaslt", "torch"):
+            if other.get(key) != raw.get(key):
+                raise TcsmtError(f"{name}: {key} {other.get(key)!r} differs from {source_name}'s {raw.get(key)!r}")
+    ctx = ConvertContext.make(raw, source_name, gpu, more_calls, decisions, decisions_name, same_as, confirmed)
+    arch, gpu = ctx.arch, ctx.gpu
+    method = raw.get("method")
+    lib = f"cuBLAS {raw.get('cublas')}, cuBLASLt {raw.get('cublaslt')}, torch {raw.get('torch')}, CUDA {raw.get('cuda')}"
+    made_from = ", ".join([source_name] + [n for n, _ in more_calls] + ([decisions_name] if decisions else []) +
+                          [f"{n} (--same-as)" for n, _ in same_as])
+    header = [f"# Converted by python -m tcsmt.library.convert from {made_from}; do not edit by hand.",
+              f"gpu = {json.dumps(gpu)}", f"arch = {json.dumps(arch.name)}", f"device = {json.dumps(raw['gpu'])}",
+              f"library = {json.dumps(lib)}",
+              "sources = " + json.dumps([f"{source_name}: method {method}, workspace_bytes {raw.get('workspace_bytes')}"]
+                                        + ([f"plans only where {raw['gpu']} recorded the same kernels, split_k and "
+                                            f"reductionScheme as {ctx.rules_gpu} in {', '.join(n for n, _ in same_as)}; "
+                                            f"slice rules, reductions and decisions are {ctx.rules_gpu}'s"]
+                                           if same_as else []))]
+    plans: dict[str, dict[str, Any]] = {}
+    unknown: dict[str, dict[str, Any]] = {}
+    for file_name, n, call in [(source_name, n, c) for n, c in enumerate(raw["calls"])] + \
+            [(name, n, c) for name, other in more_calls for n, c in enumerate(other["calls"])]:
+        ident, fields, why = ctx.entry(file_name, n, call)
+        shape = [int(call["M"]), int(call["N"]), int(call["K"]), int(call.get("batch", 1))]
         if why:
             key = json.dumps([ident, why], sort_keys=True)
             unknown.setdefault(key, {**ident, "why": why, "shapes": []})["shapes"].append(shape)

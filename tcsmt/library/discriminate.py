@@ -39,7 +39,8 @@ from tcsmt.errors import TcsmtError
 from tcsmt.library.api import run
 from tcsmt.library.checks import make_call
 from tcsmt.library.evaluate import fmt_of
-from tcsmt.library.plans import EPILOGUE_STEPS, IN_ROUNDS, REMAINDERS, SLICES, Call, Plan, _check_plan, lookup
+from tcsmt.library.lookup import lookup
+from tcsmt.library.plans import EPILOGUE_STEPS, IN_ROUNDS, REMAINDERS, SLICES, Call, Plan, _check_plan
 
 PLAN_FIELDS = {
     "split_k": "S, the number of split-K slices (>= 1)",

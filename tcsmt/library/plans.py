@@ -100,11 +100,25 @@ class Call:
     tf32: bool = False
     scale: str | None = None
     fast_accum: bool = False
+    a_t: bool = False
+    """A is the transposed view of a contiguous (K, M) tensor (autograd's ``grad_out.t()`` of a weight gradient);
+    False: A is a contiguous (M, K) tensor."""
+    b_t: bool = False
+    """B is the transposed view of a contiguous (N, K) tensor (``weight.t()``); False: a contiguous (K, N) tensor.
+    ``linear`` and ``scaled_mm`` take the (N, K) weight itself: their layout is the op's, and ``b_t`` is False."""
+    settings: str = "default"
+    """The library settings the call runs under (:func:`tcsmt.library.settings.settings_key`)."""
 
     def key(self) -> tuple:
         """What selects the plan: the alpha/beta/bias values only matter by kind (cuBLAS's epilogue choice)."""
         return (self.op, self.M, self.N, self.K, self.batch, self.a_dtype, self.b_dtype, self.out_dtype,
-                self.tf32, self.scale, self.fast_accum, self.bias, self.alpha != 1.0, self.beta != 0.0)
+                self.tf32, self.scale, self.fast_accum, self.bias, self.alpha != 1.0, self.beta != 0.0,
+                self.a_t, self.b_t, self.settings)
+
+    def family_key(self) -> tuple:
+        """The key without the shape: the calls that one catalog run of token counts may cover."""
+        return (self.op, self.batch, self.a_dtype, self.b_dtype, self.out_dtype, self.tf32, self.scale,
+                self.fast_accum, self.bias, self.alpha != 1.0, self.beta != 0.0, self.a_t, self.b_t, self.settings)
 
     def label(self) -> str:
         b = f"{self.batch}x" if self.op == "bmm" else ""
@@ -120,6 +134,10 @@ class Call:
             extra.append("bias")
         if self.alpha != 1.0 or self.beta != 0.0:
             extra.append(f"alpha={self.alpha:g} beta={self.beta:g}")
+        if self.a_t or self.b_t:
+            extra.append("layout " + ("A^T" if self.a_t else "A") + "," + ("B^T" if self.b_t else "B"))
+        if self.settings != "default":
+            extra.append(f"settings {self.settings}")
         return f"{self.op} {dt} {b}{self.M}x{self.N}x{self.K} {' '.join(extra)}"
 
 
@@ -241,7 +259,7 @@ def _chain(spec: dict[str, Any], where: str) -> tuple[ModelParams, str]:
     return p, f"{arch} {fin}->{fout} ({instr})"
 
 
-def _call_from(raw: dict[str, Any], shape: list[int], where: str) -> Call:
+def call_from_entry(raw: dict[str, Any], shape: list[int], where: str) -> Call:
     if len(shape) != 4 or not all(isinstance(x, int) and x >= 1 for x in shape):
         raise TcsmtError(f"{where}: shapes are [M, N, K, batch] of positive integers, not {shape!r}")
     a = torch_dtype(raw.get("a_dtype"), "a_dtype")
@@ -281,6 +299,29 @@ def _check_plan(p: Plan, where: str) -> Plan:
     return p
 
 
+def plan_fields(raw: dict[str, Any], where: str) -> tuple[ModelParams, str, dict[str, Any]]:
+    """The chain and the other plan fields of one plan entry (a table's ``[[plans]]`` or a catalog's plan row)."""
+    try:
+        chain, chain_spec = _chain(raw.get("chain") or {}, where)
+        base = {"in_round": str(raw.get("in_round", "")), "split_k": int(raw.get("split_k", 1)),
+                "grain": int(raw.get("grain", 0)), "k_tile": int(raw.get("k_tile", 0)),
+                "slices": raw.get("slices", "contiguous"), "remainder": raw.get("remainder", "last"),
+                "reduce": raw.get("reduce", "fp32_forward"), "epilogue": tuple(raw.get("epilogue", ())),
+                "kernels": tuple(raw.get("kernels", ())), "sources": tuple(raw.get("sources", ()))}
+    except (ValueError, TypeError) as exc:
+        raise TcsmtError(f"{where}: {exc}") from None
+    if not base["sources"]:
+        raise TcsmtError(f"{where}: every plan needs its sources (provenance)")
+    return chain, chain_spec, base
+
+
+def plan_from_fields(raw: dict[str, Any], call: Call, gpu: str, library: str, table: str, where: str) -> Plan:
+    """The checked :class:`Plan` of ``call`` under one plan entry's fields."""
+    chain, chain_spec, base = plan_fields(raw, where)
+    return _check_plan(Plan(call=call, gpu=gpu, library=library, chain=chain, chain_spec=chain_spec, table=table,
+                            **base), where)
+
+
 def load_table(path: Path) -> PlanTable:
     """Read one plan table (format: docs in ``models/library/README.md``)."""
     try:
@@ -294,24 +335,12 @@ def load_table(path: Path) -> PlanTable:
     plans, unknown = [], []
     for i, raw in enumerate(data.get("plans", [])):
         where = f"plan table {name}, plan {i}"
-        try:
-            chain, chain_spec = _chain(raw.get("chain"), where)
-            base = {"in_round": str(raw.get("in_round", "")), "split_k": int(raw.get("split_k", 1)), "grain": int(raw.get("grain", 0)),
-                    "k_tile": int(raw.get("k_tile", 0)),
-                     "slices": raw.get("slices", "contiguous"), "remainder": raw.get("remainder", "last"),
-                     "reduce": raw.get("reduce", "fp32_forward"), "epilogue": tuple(raw.get("epilogue", ())),
-                     "kernels": tuple(raw.get("kernels", ())), "sources": tuple(raw.get("sources", ()))}
-        except (ValueError, TypeError) as exc:
-            raise TcsmtError(f"{where}: {exc}") from None
-        if not base["sources"]:
-            raise TcsmtError(f"{where}: every plan needs its sources (provenance)")
         for shape in raw.get("shapes", []):
-            call = _call_from(raw, shape, where)
-            plans.append(_check_plan(Plan(call=call, gpu=data["gpu"], library=data["library"], chain=chain,
-                                          chain_spec=chain_spec, table=name, **base), where))
+            call = call_from_entry(raw, shape, where)
+            plans.append(plan_from_fields(raw, call, data["gpu"], data["library"], name, where))
     for i, raw in enumerate(data.get("unknown", [])):
         for shape in raw.get("shapes", []):
-            unknown.append((_call_from(raw, shape, f"plan table {name}, unknown {i}"), str(raw.get("why", "plan unknown"))))
+            unknown.append((call_from_entry(raw, shape, f"plan table {name}, unknown {i}"), str(raw.get("why", "plan unknown"))))
     by_key: dict[tuple, list[Plan]] = {}
     for p in plans:
         by_key.setdefault(p.call.key(), []).append(p)
@@ -337,20 +366,16 @@ def tables_for_arch(arch: str) -> list[PlanTable]:
     return [t for t in tables() if t.arch == arch]
 
 
-def lookup(call: Call, gpu: str) -> Plan:
-    """The recorded plan of ``call`` on ``gpu``; a TcsmtError naming what is unknown otherwise."""
+def table_lookup(call: Call, gpu: str) -> tuple[Plan | None, str]:
+    """(the plan the plan tables of ``gpu`` record for ``call``, '') or (None, what they say is unknown, or '' where
+    no table names the call).  TcsmtError where two tables disagree."""
     mine = [t for t in tables() if t.gpu == gpu]
-    if not mine:
-        raise TcsmtError(f"unknown GPU {gpu!r} (plan tables exist for: {', '.join(gpus()) or 'none'})")
     found = [p for t in mine for p in t.by_key.get(call.key(), ())]
     if found:
         first = found[0]
         for other in found[1:]:
             if other.arithmetic() != first.arithmetic():
                 raise TcsmtError(f"plan tables {first.table} and {other.table} disagree on {call.label()} on {gpu}")
-        return dataclasses.replace(first, call=call)
+        return dataclasses.replace(first, call=call), ""
     why = [w for t in mine for c, w in t.unknown if c.key() == call.key()]
-    what = why[0] if why else ("split-K unknown" if call.op in ("mm", "bmm") and call.key()[-3:] == (False, False, False)
-                                else "split-K and epilogue unknown")
-    libs = ", ".join(sorted({t.library for t in mine}))
-    raise TcsmtError(f"no recorded cuBLAS plan for {call.label()} on {gpu} ({libs}): {what}; pass plan=...")
+    return None, (why[0] if why else "")

@@ -1,0 +1,148 @@
+"""Plan catalogs: cuBLAS plans recorded at scale, stored in SQLite, looked up in well under a millisecond.
+
+A catalog holds, for one GPU and library version, the plan of every recorded call, as runs of token counts
+that share one plan: the forward and input-gradient products of a layer vary M (N and K fixed), the weight
+gradient varies K (its reduction runs over the tokens; M and N fixed).  It is generated from raw device
+recordings (``tools/device/record_plans.py``: kernel names, cuBLASLt's numSplitsK and reductionScheme per call)
+by :func:`build` (``python -m tcsmt.library.catalog_build``), never edited by hand.  Each recorded plan becomes a
+:class:`~tcsmt.library.plans.Plan` through the same conversion as the plan tables
+(:class:`tcsmt.library.convert.ConvertContext`), or a refusal saying what is unknown.
+
+Tables (``sqlite3``, read-only at run time):
+
+* ``meta(key, value)``: ``gpu`` (the name ``tcsmt.library.plan(gpu=)`` takes), ``arch``, ``device``, ``library``,
+  ``stamp`` (JSON: GPU name, SM count, driver, torch, CUDA, cuBLAS, cuBLASLt), ``sources`` (JSON list);
+* ``plans(id, fields)``: one row per distinct plan, ``fields`` the JSON of a plan table's ``[[plans]]`` entry, or
+  ``{"why": ...}`` for calls recorded without a usable plan (torch's refusal, an unknown slice rule, ...);
+* ``families(id, key)``: the call families (:func:`family_text` of :meth:`Call.family_key`: the call without
+  its shape);
+* ``runs(family, vary, d1, d2, lo, hi, step, plan)``: the calls of family ``family`` whose
+  varying dimension (``vary`` = ``"M"`` with (d1, d2) = (N, K), or ``"K"`` with (d1, d2) = (M, N)) is one of
+  lo, lo + step, ..., hi run ``plan``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from tcsmt.errors import TcsmtError
+from tcsmt.library.plans import Call, Plan, call_from_entry, plan_from_fields
+
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE families (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
+CREATE TABLE plans (id INTEGER PRIMARY KEY, fields TEXT NOT NULL UNIQUE);
+CREATE TABLE runs (family INTEGER NOT NULL, vary TEXT NOT NULL, d1 INTEGER NOT NULL, d2 INTEGER NOT NULL,
+                   lo INTEGER NOT NULL, hi INTEGER NOT NULL, step INTEGER NOT NULL, plan INTEGER NOT NULL);
+CREATE INDEX runs_by_call ON runs (family, vary, d1, d2, lo);
+"""
+STAMP_FIELDS = ("gpu_name", "sm_count", "driver", "torch", "cuda", "cublas", "cublaslt")
+
+
+def family_text(call: Call) -> str:
+    """The ``runs.family`` text of a call: its key without the shape (:meth:`Call.family_key`)."""
+    return json.dumps(call.family_key(), separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Hit:
+    """What a catalog says of one call: its plan, or why it has none; with the run that covers it."""
+
+    plan: Plan | None
+    why: str
+    run: tuple[str, int, int, int, int, int]
+    """(vary, d1, d2, lo, hi, step): the recorded run of calls the answer comes from."""
+    catalog: str
+
+    def evidence(self) -> str:
+        vary, d1, d2, lo, hi, step = self.run
+        fixed = f"N = {d1}, K = {d2}" if vary == "M" else f"M = {d1}, N = {d2}"
+        which = f"{vary} = {lo}" if lo == hi else (f"{vary} = {lo}..{hi}" + (f" step {step}" if step > 1 else ""))
+        return f"recorded in {self.catalog}: the run {which} ({fixed}) shares this plan"
+
+
+class Catalog:
+    """One catalog file, opened read-only."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.Error as exc:
+            raise TcsmtError(f"cannot read plan catalog {self.path}: {exc}") from None
+        for key in ("gpu", "arch", "library", "stamp"):
+            if key not in meta:
+                raise TcsmtError(f"plan catalog {self.path.name}: missing meta {key!r}")
+        self.gpu: str = meta["gpu"]
+        self.arch: str = meta["arch"]
+        self.device: str = meta.get("device", "")
+        self.library: str = meta["library"]
+        self.stamp: dict[str, Any] = json.loads(meta["stamp"])
+        self.sources: list[str] = json.loads(meta.get("sources", "[]"))
+        self._plans: dict[int, dict[str, Any]] = {}
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def counts(self) -> dict[str, int]:
+        """Runs, distinct plans, and calls covered (each run's values counted)."""
+        runs, calls = self.db.execute("SELECT COUNT(*), SUM((hi - lo) / step + 1) FROM runs").fetchone()
+        plans = self.db.execute("SELECT COUNT(*) FROM plans").fetchone()[0]
+        return {"runs": int(runs), "plans": int(plans), "calls": int(calls or 0)}
+
+    def _fields(self, pid: int) -> dict[str, Any]:
+        if pid not in self._plans:
+            row = self.db.execute("SELECT fields FROM plans WHERE id = ?", (pid,)).fetchone()
+            if row is None:
+                raise TcsmtError(f"plan catalog {self.name}: run names plan {pid}, which it does not hold")
+            self._plans[pid] = json.loads(row[0])
+        return self._plans[pid]
+
+    def find(self, call: Call) -> list[Hit]:
+        """Every recorded run covering ``call`` (usually one)."""
+        row = self.db.execute("SELECT id FROM families WHERE key = ?", (family_text(call),)).fetchone()
+        if row is None:
+            return []
+        fam = row[0]
+        rows = self.db.execute(
+            "SELECT vary, d1, d2, lo, hi, step, plan FROM runs WHERE family = ? AND ((vary = 'M' AND d1 = ? AND d2 = ?"
+            " AND lo <= ? AND hi >= ? AND (? - lo) % step = 0) OR (vary = 'K' AND d1 = ? AND d2 = ? AND lo <= ? AND"
+            " hi >= ? AND (? - lo) % step = 0))",
+            (fam, call.N, call.K, call.M, call.M, call.M, call.M, call.N, call.K, call.K, call.K)).fetchall()
+        hits = []
+        for vary, d1, d2, lo, hi, step, pid in rows:
+            f = self._fields(pid)
+            run = (vary, d1, d2, lo, hi, step)
+            if "why" in f:
+                hits.append(Hit(None, str(f["why"]).replace("{t}", str(call.M if vary == "M" else call.K)), run,
+                                self.name))
+            else:
+                plan = _plan(self.path, pid, json.dumps(f), self.gpu, self.library)
+                hits.append(Hit(dataclasses.replace(plan, call=call), "", run, self.name))
+        return hits
+
+
+@cache
+def _plan(path: Path, pid: int, fields: str, gpu: str, library: str) -> Plan:
+    """The Plan of one plan row, made once (its call is replaced by the caller's)."""
+    raw = json.loads(fields)
+    where = f"plan catalog {path.name}, plan {pid}"
+    return plan_from_fields(raw, call_from_entry(raw, [1, 1, 1, 1], where), gpu, library, path.name, where)
+
+
+@cache
+def open_catalog(path: str) -> Catalog:
+    return Catalog(Path(path))
+
+
+def catalogs_in(directory: Path) -> list[Catalog]:
+    """The catalogs (``*.sqlite``) of one folder, in name order."""
+    d = Path(directory)
+    return [open_catalog(str(p)) for p in sorted(d.glob("*.sqlite"))] if d.is_dir() else []

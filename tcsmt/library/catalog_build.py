@@ -1,0 +1,312 @@
+"""Build a plan catalog (:mod:`tcsmt.library.catalog`) from raw device recordings.
+
+    python -m tcsmt.library.catalog_build REC.json.gz [REC ...] --rules PLANS.json [--decisions DEC.json]
+        [--same-as PLANS.json --confirmed CONF.json] [--gpu NAME] -o OUT.sqlite [--force]
+
+Each recording (``tools/device/record_plans.py run``: a header with the GPU, its SM count, the driver and the
+library versions and the settings; interned kernel names, cuBLASLt trace summaries and plans; tasks of calls,
+each a run of token counts or a list) is read call by call; every distinct recorded plan of a call family is
+converted once by the plan tables' own conversion (:class:`tcsmt.library.convert.ConvertContext`, with the
+split-K families of ``--rules``, the decisions of ``--decisions``, and for a GPU that borrows another's rules
+``--same-as``/``--confirmed``), into plan fields or the reason it has none.  A family's grain may depend on K
+(``"32 if K % 32 == 0 else 8"``): runs over K are cut where the converted plan changes.  All recordings of one
+catalog must come from one GPU and one library version (their stamps must agree), else it refuses.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import sqlite3
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tcsmt.errors import TcsmtError
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
+from tcsmt.library.catalog import SCHEMA, STAMP_FIELDS, family_text
+from tcsmt.library.checks import make_call
+from tcsmt.library.convert import ConvertContext
+from tcsmt.library.families import class_of
+from tcsmt.library.settings import settings_key
+
+CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
+               "scale", "fast_accum", "a_t", "b_t")
+DEFAULTS = {"batch": 1, "bias": False, "alpha": 1.0, "beta": 0.0, "tf32": False, "scale": None, "fast_accum": False,
+            "a_t": False, "b_t": False}
+
+
+def read_recording(path: Path) -> dict[str, Any]:
+    try:
+        with gzip.open(path, "rt") if str(path).endswith(".gz") else open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise TcsmtError(f"cannot read recording {path}: {exc}") from None
+    if not isinstance(data, dict) or "tables" not in data or "tasks" not in data:
+        raise TcsmtError(f"{path}: not a plan recording (tables and tasks expected)")
+    return data
+
+
+def stamp_of(rec: dict[str, Any], where: str) -> dict[str, Any]:
+    """GPU name, SM count, driver and library versions of a recording (its header's ``device``)."""
+    dev = dict(rec.get("device") or {})
+    dev.setdefault("gpu_name", dev.get("gpu"))  # the recorder names the GPU ``gpu``
+    stamp = {k: dev.get(k) for k in STAMP_FIELDS}
+    missing = [k for k in ("gpu_name", "torch", "cublas") if not stamp.get(k)]
+    if missing:
+        raise TcsmtError(f"{where}: the recording's device header lacks {', '.join(missing)}")
+    return stamp
+
+
+def setting_of(rec: dict[str, Any], a_dtype: str) -> str:
+    """The settings key (:func:`settings_key`) of a recording's ``setting`` for calls on ``a_dtype``."""
+    s = rec.get("setting") or {}
+    env = s.get("env") or {}
+    return settings_key(a_dtype, blas=s.get("blas", "cublas"), reduced=tuple(s.get("reduced", (True, True))),
+                        cublas_workspace=str(env.get("CUBLAS_WORKSPACE_CONFIG", "")),
+                        cublaslt_workspace=str(env.get("CUBLASLT_WORKSPACE_SIZE", "")))
+
+
+MAX_T = 16384
+
+
+def token_counts(spec: str) -> list[int]:
+    """The token counts of a recorded run list (the recorder's ``ms``): ``all`` = 1..16384, ``p2`` = powers of
+    two, else ``A-B`` ranges and ``Sx``/``SxHI`` multiples of S above the previous part, joined by ``+``."""
+    if spec == "all":
+        return list(range(1, MAX_T + 1))
+    if spec == "p2":
+        return [1 << i for i in range(15)]
+    ms: list[int] = []
+    for part in spec.split("+"):
+        if "x" in part:
+            step_s, hi_s = part.split("x")
+            step, hi = int(step_s), int(hi_s or MAX_T)
+            start = (ms[-1] // step + 1) * step if ms else step
+            ms += list(range(start, hi + 1, step))
+        elif "-" in part:
+            lo, hi = (int(x) for x in part.split("-"))
+            ms += list(range(lo, hi + 1))
+        else:
+            ms.append(int(part))
+    return sorted(set(ms))
+
+
+def _rows(task: dict[str, Any], names: tuple[str, ...]) -> list[tuple]:
+    """A task's rows as tuples of the named columns (the recorder writes rows, or columns under ``runs``)."""
+    if "runs" in task:
+        cols = task["runs"]
+        return list(zip(*(cols[n] for n in names)))
+    return [tuple(r[: len(names)]) for r in task["rows"]]
+
+
+def recorded_calls(rec: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str, list[int], int]]:
+    """(call template, vary, the recorded token counts of one run, plan index) for every run of a recording, and
+    for every single call of its lists (vary M, one count); in a template the varying dimension is None."""
+    for task in rec["tasks"]:
+        if task.get("kind") == "mrange":
+            tmpl = {**DEFAULTS, **task["call"]}
+            vary = task["vary"]
+            ms = token_counts(task["ms"])
+            pos = {t: i for i, t in enumerate(ms)}
+            for t0, t1, pid in _rows(task, ("t_first", "t_last", "plan")):
+                yield tmpl, vary, ms[pos[int(t0)]: pos[int(t1)] + 1], int(pid)
+        else:
+            for index, pid in _rows(task, ("index", "plan")):
+                values = task["calls"][int(index)]
+                c = {**DEFAULTS, **dict(zip(CALL_FIELDS, values))}
+                yield c, "M", [int(c["M"])], int(pid)
+
+
+def progressions(ts: list[int]) -> list[tuple[int, int, int]]:
+    """Sorted token counts as arithmetic runs (lo, hi, step), each as long as possible from the left."""
+    out: list[tuple[int, int, int]] = []
+    i = 0
+    while i < len(ts):
+        if i + 1 == len(ts):
+            out.append((ts[i], ts[i], 1))
+            break
+        step = ts[i + 1] - ts[i]
+        j = i + 1
+        while j + 1 < len(ts) and ts[j + 1] - ts[j] == step:
+            j += 1
+        out.append((ts[i], ts[j], step))
+        i = j + 1
+    return out
+
+
+def raw_call(tmpl: dict[str, Any], vary: str, t: int, plan: list[Any], tables: dict[str, list]) -> dict[str, Any]:
+    """The call at token count ``t`` as the converter reads a recorded call (kernels, split_k, reductionScheme,
+    trace, torch's refusal)."""
+    c = {k: tmpl.get(k) for k in CALL_FIELDS}
+    c[vary] = t
+    kernels, _blocks, _clusters, _gz, _other, S, red, lt, err, cap_err = plan
+    c["kernels"] = [tables["kernels"][k] for k in kernels]
+    c["split_k"] = S
+    c["reduction_scheme"] = red or "none"
+    c["lt_algo"] = [tables["lt"][i] for i in lt]
+    c["split_k_source"] = "cublaslt_trace"
+    if err is not None:
+        c["torch_error"] = tables["errors"][err]
+    if cap_err is not None:
+        c["capture_error"] = tables["errors"][cap_err]
+    return c
+
+
+def kernel_class(call: dict[str, Any], ctx: ConvertContext) -> str:
+    """What a catalog keeps of a call's kernels: the plan class its slice and reduction rules come from
+    (:func:`class_of`: ``family NAME`` or ``no split: nvjet_sm90_KIND``), else the kernels' names less their tile
+    fields (the tile changes with the shape and not the arithmetic of a plan without split-K)."""
+    cls = class_of(call, ctx.families)
+    if cls:
+        return cls
+    return " + ".join(sorted({re.sub(r"_\d+x\d+.*$", "", k) for k in call.get("kernels") or []})) or "no kernel"
+
+
+def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str, t: int, plan: list[Any],
+                tables: dict[str, list]) -> dict[str, Any]:
+    """The catalog entry of one recorded call: its plan fields (kernels as their class, sources naming the
+    recording and the rules), or {'why': ...}."""
+    c = raw_call(tmpl, vary, t, plan, tables)
+    if c.get("torch_error"):
+        msg = " ".join(str(c["torch_error"]).split())[:300]
+        return {"why": f"torch refuses this call: {msg}"}
+    if c.get("capture_error"):
+        return {"why": f"not recorded: the call failed under capture ({str(c['capture_error'])[:200]})"}
+    ident, fields, why = ctx.entry(name, 0, c)
+    if why:
+        return {**ident, "why": re.sub(r"kernels [^;)]*", "kernels of its class " + kernel_class(c, ctx), why)}
+    cls = kernel_class(c, ctx)
+    srcs = [f"{name}: split_k {c['split_k']} from cuBLASLt's trace of the call under CUDA graph capture; "
+            f"kernels of class {cls}", *fields.get("sources", [])[1:]]
+    return {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
+            "kernels": [cls], "sources": srcs}
+
+
+def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext, out: Path,
+          sources: Sequence[str]) -> dict[str, int]:
+    """Write the catalog of ``recordings`` to ``out`` (a new file); return its counts.  Neighbouring runs of one
+    call family whose entries are equal are merged; a run over K is cut where its entry changes (a K-dependent
+    grain)."""
+    stamp: dict[str, Any] | None = None
+    for name, rec in recordings:
+        s = stamp_of(rec, name)
+        if stamp is None:
+            stamp = s
+        elif s != stamp:
+            diff = [k for k in STAMP_FIELDS if s.get(k) != stamp.get(k)]
+            raise TcsmtError(f"{name}: recorded on another GPU or library version than the first recording "
+                             f"({', '.join(f'{k} {s.get(k)!r} vs {stamp.get(k)!r}' for k in diff)})")
+    if stamp is None:
+        raise TcsmtError("no recordings given")
+    plan_ids: dict[str, int] = {}
+    family_ids: dict[str, int] = {}
+    # (family id, vary, d1, d2) -> {token count: plan id}
+    cover: dict[tuple[int, str, int, int], dict[int, int]] = {}
+    calls = 0
+    for name, rec in recordings:
+        tables = rec["tables"]
+        converted: dict[tuple[int, int, int, int], int] = {}
+        for tmpl, vary, ts, pid in recorded_calls(rec):
+            settings = setting_of(rec, tmpl["a_dtype"])
+            if tmpl["op"] in ("linear", "scaled_mm"):
+                tmpl = {**tmpl, "b_t": False}  # the op fixes the layout (Call.b_t)
+            t0 = ts[0]
+            probe = make_call(tmpl["op"], tmpl["M"] or t0, tmpl["N"] or t0, tmpl["K"] or t0, a_dtype=tmpl["a_dtype"],
+                              b_dtype=tmpl["b_dtype"], out_dtype=tmpl["out_dtype"], batch=tmpl["batch"],
+                              alpha=tmpl["alpha"], beta=tmpl["beta"], bias=tmpl["bias"], tf32=tmpl["tf32"],
+                              scale=tmpl["scale"], fast_accum=tmpl["fast_accum"], a_t=tmpl["a_t"], b_t=tmpl["b_t"],
+                              settings=settings)
+            fam = family_ids.setdefault(family_text(probe), len(family_ids) + 1)
+            d1, d2 = (probe.N, probe.K) if vary == "M" else (probe.M, probe.N)
+            slot = cover.setdefault((fam, vary, d1, d2), {})
+            plan = tables["plans"][pid]
+            # an entry depends on the token count only through a K-dependent grain (vary K, split-K) or, for a GPU
+            # borrowing another's rules, through the other GPU's record of the same call
+            per_t = bool(ctx.same_as) or (vary == "K" and int(plan[5] or 1) > 1)
+            for t in ts:
+                key = (fam, pid, d1, d2)
+                if per_t or key not in converted:
+                    text = json.dumps(convert_one(ctx, name, tmpl, vary, t, plan, tables), sort_keys=True,
+                                      separators=(",", ":"))
+                    converted[key] = plan_ids.setdefault(text, len(plan_ids) + 1)
+                if slot.get(t, converted[key]) != converted[key]:
+                    raise TcsmtError(f"{name}: two recordings disagree on {family_text(probe)} at {vary} = {t}")
+                slot[t] = converted[key]
+                calls += 1
+    runs = []
+    for (fam, vary, d1, d2), by_t in cover.items():
+        ts = sorted(by_t)
+        start = 0
+        for i in range(1, len(ts) + 1):
+            if i == len(ts) or by_t[ts[i]] != by_t[ts[start]]:
+                for lo, hi, step in progressions(ts[start:i]):
+                    runs.append((fam, vary, d1, d2, lo, hi, step, by_t[ts[start]]))
+                start = i
+    tmp = out.with_suffix(".sqlite.tmp")
+    tmp.unlink(missing_ok=True)
+    db = sqlite3.connect(tmp)
+    db.executescript(SCHEMA)
+    db.executemany("INSERT INTO families (id, key) VALUES (?, ?)", [(i, t) for t, i in family_ids.items()])
+    db.executemany("INSERT INTO plans (id, fields) VALUES (?, ?)", [(i, t) for t, i in plan_ids.items()])
+    db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", runs)
+    meta = {"gpu": ctx.gpu, "arch": ctx.arch.name, "device": stamp["gpu_name"],
+            "library": f"cuBLAS {stamp['cublas']}, cuBLASLt {stamp.get('cublaslt')}, torch {stamp['torch']}, "
+                       f"CUDA {stamp.get('cuda')}",
+            "stamp": json.dumps(stamp, sort_keys=True), "sources": json.dumps(list(sources)), "calls": str(calls)}
+    db.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
+    db.commit()
+    db.execute("VACUUM")
+    db.close()
+    tmp.replace(out)
+    return {"runs": len(runs), "plans": len(plan_ids), "families": len(family_ids), "calls": calls}
+
+
+def _json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise TcsmtError(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise TcsmtError(f"{path}: not a {what}")
+    return data
+
+
+_IN = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.argument("recordings", nargs=-1, required=True, type=_IN)
+@click.option("--rules", type=_IN, required=True, help="the recorded plan file whose split-K families apply")
+@click.option("--decisions", type=_IN, default=None, help="decisions made from recorded outputs")
+@click.option("--same-as", type=_IN, multiple=True, help="another GPU's plan file (first) and call files")
+@click.option("--confirmed", type=_IN, default=None, help="with --same-as: the confirmation file")
+@click.option("--gpu", default=None, help="the catalog's GPU name (default: from --rules)")
+@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--force", is_flag=True, help="replace an existing catalog")
+def catalog_build_cmd(recordings: tuple[Path, ...], rules: Path, decisions: Path | None, same_as: tuple[Path, ...],
+                      confirmed: Path | None, gpu: str | None, out: Path, force: bool) -> int:
+    if out.exists() and not force:
+        raise TcsmtError(f"{out} exists (pass --force to replace it)")
+    raw = _json(rules, "recorded plan file")
+    dec = _json(decisions, "decision file") if decisions else None
+    refs = [(p.name, _json(p, "recorded plan or call file")) for p in same_as]
+    conf = (confirmed.name, _json(confirmed, "confirmation file")) if confirmed else None
+    ctx = ConvertContext.make(raw, rules.name, gpu, (), dec, decisions.name if decisions else "", refs, conf)
+    recs = [(p.name, read_recording(p)) for p in recordings]
+    srcs = [f"{p.name}: {r.get('method', '?')} recording, setting {r.get('setting')}" for p, (_n, r) in
+            zip(recordings, recs)] + [f"split-K families of {rules.name}"] + ([f"decisions of {decisions.name}"]
+                                                                           if decisions else [])
+    counts = build(recs, ctx, out, srcs)
+    print(f"wrote {out}: {counts['calls']} recorded calls in {counts['runs']} runs of {counts['families']} call "
+          f"families, {counts['plans']} distinct plans ({out.stat().st_size} bytes)")
+    return 0
+
+
+main = script_main(catalog_build_cmd, "python -m tcsmt.library.catalog_build")
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Which plan cuBLAS runs for one call on one GPU, and why we know: the one place that answers or refuses.
+
+The sources, in order:
+
+1. the plan tables (``models/library/*.toml``): calls recorded with their outputs validated (:mod:`tcsmt.library.plans`);
+2. the plan catalogs (``models/library/*.sqlite``, and the folders of user recordings: ``$TCSMT_PLANS``, a list
+   of folders separated by ``:``, or the ``plans_dirs`` argument): calls recorded at scale
+   (:mod:`tcsmt.library.catalog`), each plan converted by the tables' own rules;
+3. nothing else: every other call is refused with one line that says what is unknown and the command that
+   records it on a GPU (``tcsmt record``).  A plan is never guessed.
+
+A catalog made on another GPU or library version answers only for its own ``gpu`` name; where several catalogs
+of one GPU cover a call, they must agree on its arithmetic (:meth:`Plan.arithmetic`), else the call is refused.
+With ``stamp`` (the running GPU's name, SM count and library versions, :func:`tcsmt.library.record.running_stamp`),
+only catalogs recorded under exactly those are used, and a mismatch is named in the refusal.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tcsmt.errors import TcsmtError
+from tcsmt.library.catalog import Catalog, catalogs_in
+from tcsmt.library.plans import Call, Plan, gpus, plans_dir, table_lookup
+
+PLANS_ENV = "TCSMT_PLANS"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A plan with where it came from: ``kind`` is ``"recorded table"`` or ``"recorded catalog"``; ``evidence``
+    lists the recordings (table or catalog, the run of calls) behind it."""
+
+    plan: Plan
+    kind: str
+    evidence: tuple[str, ...] = field(default=())
+
+
+def user_dirs(plans_dirs: tuple[str, ...] | None = None) -> tuple[Path, ...]:
+    if plans_dirs is None:
+        env = os.environ.get(PLANS_ENV, "")
+        plans_dirs = tuple(p for p in env.split(":") if p)
+    return tuple(Path(p) for p in plans_dirs)
+
+
+def catalogs(plans_dirs: tuple[str, ...] | None = None) -> list[Catalog]:
+    """The shipped catalogs, then the users' (``$TCSMT_PLANS`` or ``plans_dirs``)."""
+    out = catalogs_in(plans_dir())
+    for d in user_dirs(plans_dirs):
+        if not d.is_dir():
+            raise TcsmtError(f"plan folder {d} does not exist (from ${PLANS_ENV} or plans_dirs)")
+        out += catalogs_in(d)
+    return out
+
+
+def known_gpus(plans_dirs: tuple[str, ...] | None = None) -> list[str]:
+    return sorted(set(gpus()) | {c.gpu for c in catalogs(plans_dirs)})
+
+
+def _stamp_mismatch(cat: Catalog, stamp: dict[str, Any]) -> str:
+    diff = [f"{k} {cat.stamp.get(k)!r} (running: {v!r})" for k, v in stamp.items()
+            if v is not None and cat.stamp.get(k) is not None and str(cat.stamp.get(k)) != str(v)]
+    return f"{cat.name} was recorded under {', '.join(diff)}" if diff else ""
+
+
+def answer(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
+           stamp: dict[str, Any] | None = None) -> Answer:
+    """The plan of ``call`` on ``gpu`` with its provenance; TcsmtError with the reason and the recording command."""
+    gpu = str(gpu).lower()
+    cats = [c for c in catalogs(plans_dirs) if c.gpu == gpu]
+    if gpu not in known_gpus(plans_dirs):
+        raise TcsmtError(f"unknown GPU {gpu!r} (plans exist for: {', '.join(known_gpus(plans_dirs)) or 'none'}; "
+                         f"record plans on it with `tcsmt record`)")
+    skipped = []
+    if stamp is not None:
+        for c in cats:
+            why = _stamp_mismatch(c, stamp)
+            if why:
+                skipped.append(why)
+        cats = [c for c in cats if not _stamp_mismatch(c, stamp)]
+    plan, why = table_lookup(call, gpu)
+    # with a stamp, the tables (recorded with the shipped catalogs' versions) count only where a catalog of this
+    # GPU was recorded under the running versions
+    if plan is not None and (stamp is None or cats):
+        return Answer(plan, "recorded table", (f"plan table {plan.table}",))
+    hits = [h for c in cats for h in c.find(call)]
+    planned = [h for h in hits if h.plan is not None]
+    if planned:
+        first = planned[0]
+        assert first.plan is not None
+        for other in planned[1:]:
+            assert other.plan is not None
+            if other.plan.arithmetic() != first.plan.arithmetic():
+                raise TcsmtError(f"plan catalogs {first.catalog} and {other.catalog} disagree on {call.label()} "
+                                 f"on {gpu}: refused")
+        return Answer(first.plan, "recorded catalog", tuple(h.evidence() for h in planned))
+    reasons = [why] if why else []
+    reasons += [h.why for h in hits if h.why]
+    reasons += skipped
+    plain = call.op in ("mm", "bmm") and not (call.bias or call.alpha != 1.0 or call.beta != 0.0)
+    what = "; ".join(dict.fromkeys(reasons)) or \
+        f"{'split-K' if plain else 'split-K and epilogue'} unknown (this call was not recorded)"
+    raise TcsmtError(f"no recorded cuBLAS plan for {call.label()} on {gpu}: {what}; record it on that GPU with "
+                     f"`tcsmt record --call '{record_spec(call)}'` (or pass plan=...)")
+
+
+def lookup(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
+           stamp: dict[str, Any] | None = None) -> Plan:
+    """The recorded plan of ``call`` on ``gpu`` (:func:`answer` without its provenance)."""
+    return answer(call, gpu, plans_dirs=plans_dirs, stamp=stamp).plan
+
+
+def record_spec(call: Call) -> str:
+    """The call as ``tcsmt record --call`` and ``tcsmt explain`` write it: ``OP MxNxK DTYPE[ key=value ...]``."""
+    parts = [call.op, f"{call.M}x{call.N}x{call.K}" + (f"x{call.batch}" if call.op == "bmm" else ""), call.a_dtype]
+    if call.b_dtype != call.a_dtype:
+        parts.append(f"b_dtype={call.b_dtype}")
+    if call.out_dtype != call.a_dtype:
+        parts.append(f"out_dtype={call.out_dtype}")
+    for name in ("tf32", "bias", "fast_accum", "a_t", "b_t"):
+        if getattr(call, name):
+            parts.append(f"{name}=1")
+    if call.scale:
+        parts.append(f"scale={call.scale}")
+    if call.alpha != 1.0:
+        parts.append(f"alpha={call.alpha:g}")
+    if call.beta != 0.0:
+        parts.append(f"beta={call.beta:g}")
+    return " ".join(parts)

@@ -1,0 +1,80 @@
+"""The library settings that change which plan cuBLAS runs for a call, as one canonical key.
+
+A plan is recorded under the settings torch ran with; the same call under other settings may run another
+kernel, another split-K count or no split-K at all.  The settings that matter (recorded on the H100 and H200
+with torch 2.11, cuBLAS 13.1; ``evidence/recordings/README.md``):
+
+* ``blas``: ``torch.backends.cuda.preferred_blas_library()``: ``"cublas"`` (torch's default) or
+  ``"cublaslt"``;
+* ``reduced``: for bf16 and fp16 calls, ``torch.backends.cuda.matmul.allow_{bf16,fp16}_reduced_precision_reduction``
+  as the pair (allow reduced precision, allow split-K); torch's default is (True, True); ``(False, False)`` is
+  the split-K switch, which torch accepts only on the cuBLASLt backend.  Other dtypes do not read it;
+* ``cublas_workspace``: the environment's ``CUBLAS_WORKSPACE_CONFIG`` (e.g. ``":0:0"``, which inference
+  servers use to switch split-K off), ``""`` when unset;
+* ``cublaslt_workspace``: the environment's ``CUBLASLT_WORKSPACE_SIZE`` (KiB), ``""`` when unset.
+
+:func:`settings_key` writes them as one string, ``"default"`` when every one is torch's default, else the
+non-default ones joined by ``,`` in the order above (``"blas=cublaslt,reduced=off"``).  The key is part of a
+call's identity (:class:`tcsmt.library.plans.Call`): a plan recorded under one key is never used for another.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tcsmt.errors import TcsmtError
+
+BLAS_LIBRARIES = ("cublas", "cublaslt")
+REDUCED_DTYPES = ("bfloat16", "float16")
+DEFAULT = "default"
+
+
+def _flag_pair(value: Any, what: str) -> tuple[bool, bool]:
+    """torch's reduced-precision setting as (allow reduced precision, allow split-K)."""
+    if isinstance(value, bool):
+        return (value, True)
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, bool) for v in value):
+        return (bool(value[0]), bool(value[1]))
+    raise TcsmtError(f"{what} must be a bool or a pair of bools (allow reduced precision, allow split-K), not {value!r}")
+
+
+def settings_key(a_dtype: str, *, blas: str = "cublas", reduced: Any = (True, True), cublas_workspace: str = "",
+                 cublaslt_workspace: str = "") -> str:
+    """The canonical settings key of a call on inputs of torch dtype ``a_dtype`` (see the module docstring)."""
+    if blas not in BLAS_LIBRARIES:
+        raise TcsmtError(f"blas must be one of {', '.join(BLAS_LIBRARIES)}, not {blas!r}")
+    for name, v in (("cublas_workspace", cublas_workspace), ("cublaslt_workspace", cublaslt_workspace)):
+        if not isinstance(v, str) or any(c in v for c in ",=\n"):
+            raise TcsmtError(f"{name} must be the environment variable's text, not {v!r}")
+    parts = []
+    if blas != "cublas":
+        parts.append(f"blas={blas}")
+    if a_dtype in REDUCED_DTYPES:
+        pair = _flag_pair(reduced, "reduced")
+        if pair != (True, True):
+            parts.append("reduced=" + {(False, False): "off", (True, False): "no_split_k",
+                                       (False, True): "no_reduced_precision"}[pair])
+    if cublas_workspace:
+        parts.append(f"CUBLAS_WORKSPACE_CONFIG={cublas_workspace}")
+    if cublaslt_workspace:
+        parts.append(f"CUBLASLT_WORKSPACE_SIZE={cublaslt_workspace}")
+    return ",".join(parts) or DEFAULT
+
+
+def settings_from_torch(torch: Any, a_dtype: str) -> str:
+    """The settings key of a call torch would make now, read from torch and the environment."""
+    try:
+        lib = str(torch.backends.cuda.preferred_blas_library()).lower()
+    except Exception:  # an old torch without the switch: cuBLAS
+        lib = "cublas"
+    blas = "cublaslt" if "lt" in lib.rsplit(".", 1)[-1] else "cublas"
+    reduced: Any = (True, True)
+    if a_dtype in REDUCED_DTYPES:
+        name = "allow_bf16_reduced_precision_reduction" if a_dtype == "bfloat16" else \
+            "allow_fp16_reduced_precision_reduction"
+        reduced = getattr(torch.backends.cuda.matmul, name, True)
+        if not isinstance(reduced, bool):
+            reduced = tuple(bool(x) for x in reduced)
+    return settings_key(a_dtype, blas=blas, reduced=reduced,
+                        cublas_workspace=os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
+                        cublaslt_workspace=os.environ.get("CUBLASLT_WORKSPACE_SIZE", ""))
