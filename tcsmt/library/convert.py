@@ -60,6 +60,7 @@ from tcsmt.arith.registry import Arch, find_arch
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.families import borrow_refusal, class_of, family_of, grain_of, matches, recorded_signatures, reduction_of
+from tcsmt.library.lookup import gpu_short_name
 from tcsmt.library.plans import EPILOGUE_STEPS, FP8, OPS, TORCH_DTYPES, load_table, plans_dir, torch_dtype
 
 MMAEMU = ("_scaled_mm epilogue alpha = RN32(scale_a*scale_b), y = FFMA(acc, alpha, +0): mmaemu 0.1.0 "
@@ -70,10 +71,10 @@ LINEAR = ("linear without bias is x @ weight.T with no epilogue: torch's at::lin
 
 
 def _gpu_short(name: str) -> str:
-    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", name or "")
-    if not m:
-        raise TcsmtError(f"cannot tell the GPU from {name!r}: pass --gpu")
-    return m.group(1).lower()
+    try:
+        return gpu_short_name(name)
+    except TcsmtError:
+        raise TcsmtError(f"cannot tell the GPU from {name!r}: pass --gpu") from None
 
 
 def _chain_for(call: dict[str, Any], family: dict[str, Any] | None, arch: Arch) -> tuple[dict[str, str] | None, str]:

@@ -17,6 +17,7 @@ only catalogs recorded under exactly those are used, and a mismatch is named in 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,29 @@ from tcsmt.library.catalog import Catalog, catalogs_in
 from tcsmt.library.plans import Call, Plan, gpus, plans_dir, table_lookup
 
 PLANS_ENV = "TCSMT_PLANS"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and how a call runs, beyond its shape and dtypes: the GPU's plan name, the running GPU's stamp (None:
+    any recording of that GPU), the settings key (:mod:`tcsmt.library.settings`), the operand layouts, and the
+    folders of user recordings (None: ``$TCSMT_PLANS``).  The torch facade makes one from the tensors and torch's
+    state; ``tcsmt.library`` functions take it wherever they take ``gpu``."""
+
+    gpu: str
+    stamp: dict[str, Any] | None = field(default=None, hash=False)
+    settings: str = "default"
+    a_t: bool = False
+    b_t: bool = False
+    plans_dirs: tuple[str, ...] | None = None
+
+
+def gpu_short_name(device_name: str) -> str:
+    """The plan name of a GPU from its device name (``NVIDIA H100 80GB HBM3`` -> ``h100``)."""
+    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", device_name or "")
+    if not m:
+        raise TcsmtError(f"cannot tell the GPU from {device_name!r}: name it (gpu='h100')")
+    return m.group(1).lower()
 
 
 @dataclass(frozen=True)
