@@ -189,6 +189,23 @@ def test_committed_bundles_predict_what_the_models_compute(path):
             assert got[q["primary"]] != got[q["hypothesis"]]
 
 
+def test_retry_keeps_only_entries_the_models_still_predict():
+    """``python -m tcsmt.solve.decisions ARCH --retry`` keeps an answered entry only where today's model files give
+    every output it records (``still_predicted``): the committed zero-scale entry of vectors/blackwell.json is
+    kept; the same entry recording the hypothesis's output for the primary reading (what a changed primary
+    reading leaves behind) is stale and asked again."""
+    from tcsmt.solve.decisions import QUESTIONS, still_predicted
+
+    data = json.loads((ROOT / "vectors" / "blackwell.json").read_text())
+    q = next(q for q in QUESTIONS["blackwell"] if q.cls == "zero-scale")
+    entry = next(e for e in data["questions"] if e["command"] == q.command())
+    assert entry["status"] == "found" and still_predicted(entry, q)
+    stale = json.loads(json.dumps(entry))
+    first = stale["inputs"][0]["outputs"]
+    first[q.primary] = first[q.hypothesis]
+    assert not still_predicted(stale, q)
+
+
 def test_rtx_blackwell_bundle_on_virtual_devices():
     """The committed sm_120 bundle (block-scaled mma.sync: real ue8m0/ue4m3 scales per input) runs through the
     whole hwcheck path (file -> scale tiles -> device -> models): a device computing with the model file settles
