@@ -428,7 +428,7 @@ def test_overridden_readings_agree_in_both_back_ends(spec):
     assert np.array_equal(got, want)
 
 
-# ------------------------------------------- zero_exponent on a block-scaled path (issue 13, a bug found by reading)
+# ------------------------------------------------------ zero_exponent on a block-scaled path (a bug found by reading)
 def test_zero_product_exponent_joins_on_scaled_products():
     """``zero_exponent = z`` (ModelParams docstring): a zero factor has exponent z, so a zero product's alignment
     exponent is z + e(other factor), and on mxf8f6f4 the product's exponent is e(a) + e(b) + e(sa) + e(sb)
@@ -492,7 +492,7 @@ def test_zero_exponent_on_scaled_products_agrees_in_both_back_ends():
 
 
 def test_path_fields_come_from_declared_roles():
-    """issue 15: every field that names a path has the role "path" or "path_int" (scale_block): no hand list."""
+    """Every field that names a path has the role "path" or "path_int" (scale_block): no hand list."""
     import dataclasses
 
     from tcsmt.arith.params import PATH_FIELDS, ModelParams

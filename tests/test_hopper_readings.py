@@ -1,4 +1,4 @@
-"""The readings of issue 13: MMA-Sim's rules as parameters, the primary choices, CDNA3, decision bundles.
+"""MMA-Sim's rules as parameters, the primary choices, CDNA3, decision bundles.
 
 Expected values are derived by hand from the published rules they test (each test names its source):
 MMA-Sim = github microsoft/MMA-Sim c785138 (arXiv 2511.10909), file and lines as cited; seed 000 = Fasi et
