@@ -222,6 +222,23 @@ def test_rtx_blackwell_bundle_on_virtual_devices():
     assert r.stdout.count("settled: the hypothesis rtx_blackwell:f34") == 2
 
 
+def test_blackwell_zero_scale_question_on_virtual_devices(tmp_path):
+    """The zero-scale question of vectors/blackwell.json (a group with a zero ue4m3 scale: left out of the
+    alignment, or joining it at the format's emin), run as a B200 owner runs the bundle: a device computing with
+    the model file settles it for the primary reading (exit 0), one computing with blackwell:zero_scale_emin for
+    the hypothesis (exit 1)."""
+    data = json.loads((ROOT / "vectors" / "blackwell.json").read_text())
+    data["questions"] = [q for q in data["questions"] if q["class"] == "zero-scale"]
+    assert len(data["questions"]) == 1 and len(data["questions"][0]["inputs"]) == 4
+    path = tmp_path / "zero_scale.json"
+    path.write_text(json.dumps(data))
+    run = [sys.executable, "-m", "tcsmt", "hwcheck", str(path), "--jobs", "1", "--device"]
+    r = subprocess.run([*run, "model:blackwell"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "settled: the primary reading blackwell" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([*run, "model:blackwell:zero_scale_emin"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "settled: the hypothesis blackwell:zero_scale_emin" in r.stdout, r.stdout + r.stderr
+
+
 def test_block_scaled_kernels_refuse_other_gpus():
     """On a Hopper (compute capability 9.0) every block-scaled kernel path is refused in one line naming the
     sm_120a / sm_100a target it needs: tcsmt hwcheck then skips those questions and runs nothing."""
