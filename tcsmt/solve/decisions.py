@@ -302,7 +302,8 @@ def is_bundle(data: Any) -> bool:
 @timeout_option(120.0, "seconds per question")
 @click.option("--list", "list_questions", is_flag=True, help="print every generation's questions")
 @click.option("--retry", is_flag=True,
-              help="keep the answered questions of the existing bundle, ask the others again, rewrite it")
+              help="keep the answered questions of the existing bundle whose recorded outputs the model files still give, "
+                   "ask the others again, rewrite it")
 def decisions_cmd(arch: str | None, output: str | None, force: bool, timeout: float, list_questions: bool,
                   retry: bool) -> int:
     from tcsmt.io import files
