@@ -1,4 +1,4 @@
-"""No model arithmetic outside the semantics layer (issue 15; docs/architecture.md, "Checking 'no arithmetic
+"""No model arithmetic outside the semantics layer (docs/architecture.md, "Checking 'no arithmetic
 outside semantics.py'").
 
 A syntactic guard, cheap enough for every CI run: outside the arithmetic layer (``semantics.py``, the back ends,

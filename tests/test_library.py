@@ -1,4 +1,4 @@
-"""Library GEMM plans (issue 12): recorded plans, split-K and epilogue arithmetic, converter, replay, bad input.
+"""Library GEMM plans: recorded plans, split-K and epilogue arithmetic, converter, replay, bad input.
 
 Expected values: the H100-decided library paths of models/hopper.toml (evidence/h100_library_*.json);
 the split-K slice rule of bitequiv and mmaemu (chunk = ceil(ceil(K/G)/S)*G, remainder in the last slice; an

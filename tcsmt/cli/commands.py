@@ -26,8 +26,14 @@ def main() -> None:
 # ------------------------------------------------------------------ models
 @main.command("models")
 @click.argument("arch", required=False)
-def models_cmd(arch: str | None) -> None:
+@click.option("--table", is_flag=True, help="print the README's table of built-in models (markdown; ARCH: its rows only), made from the model files")
+def models_cmd(arch: str | None, table: bool) -> None:
     """List architectures, or one architecture's paths with parameters and sources."""
+    if table:
+        from tcsmt.cli.models_table import table as models_table
+
+        click.echo(models_table(find_arch(arch).name if arch else None))
+        return
     if arch is None:
         for a in architectures().values():
             paths = ", ".join(f"{p.params.in_fmt}->{p.params.out_fmt}" + (f" ({p.params.instr})" if p.params.instr != "mma" else "") for p in a.paths)
