@@ -27,13 +27,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("evidence/README.md", "issue13"):
         "the old names of the H100 question files (h100_issue13_*.json), as the result files' recorded commands "
         "still write them (those files are kept byte for byte), mapped once to today's names",
-    ("tcsmt/library/convert.py", "issue-12"):
-        "tcsmt/library/ is rewritten in parallel by the explain-output work; its docstrings name the file format "
-        "after the tracker there: drop this entry when that work replaces it (evidence/library_plans.md, 'Files')",
-    ("tcsmt/library/replay.py", "issue-12"):
-        "as tcsmt/library/convert.py",
-    ("tcsmt/library/discriminate.py", "issue 12"):
-        "as tcsmt/library/convert.py",
 }
 """(file, matched text) -> why it stays.  Each entry must still match exactly once (a stale one fails)."""
 

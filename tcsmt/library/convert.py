@@ -2,7 +2,7 @@
 
 Usage: ``python -m tcsmt.library.convert evidence/h100_cublas_plans.json [-o OUT] [--gpu h100] [--force]``
 
-The raw file (written on the device; format in the issue-12 contract) lists
+The raw file (written on the device; format: evidence/library_plans.md, "Files") lists
 calls with the kernels the profiler saw and the split-K count S, and kernel
 families with their slice rule (grain, contiguous/interleaved, remainder) and
 reduction.  Each call becomes a plan when everything its arithmetic needs is

@@ -1,4 +1,4 @@
-"""Inputs that decide between two plans of one library GEMM call (issue 12 item 6).
+"""Inputs that decide between two plans of one library GEMM call.
 
 A call is named ``OP:MxNxK:DTYPE[:key=value,...]`` (:func:`parse_call`; keys ``out``, ``b``, ``batch``,
 ``alpha``, ``beta``, ``bias``, ``tf32``, ``scale``, ``fast_accum``), a plan by the recorded plan of the call
