@@ -308,8 +308,11 @@ class Capturer:
             g.capture_begin(pool=self.pool, capture_error_mode="thread_local")
             try:
                 if self.anchor is None and self.seed_bytes:
-                    seed = torch.empty(self.seed_bytes, dtype=torch.uint8, device="cuda")
-                    del seed
+                    try:
+                        seed = torch.empty(self.seed_bytes, dtype=torch.uint8, device="cuda")
+                        del seed
+                    except torch.cuda.OutOfMemoryError:  # no seed: outputs are allocated one by one
+                        self.seed_bytes = 0
                 for i, fn in enumerate(fns):
                     self.gr.memset32(self.marker_ptr, i, sh)
                     if self.lt:
@@ -356,18 +359,25 @@ class Capturer:
         capture fails is recorded again one call at a time; a call whose own capture fails gets ``capture_err``."""
         try:
             return self._capture(fns)
-        except Exception:
-            if len(fns) == 1:
-                raise
+        except Exception as exc:
+            first = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            self._reset_pool()
         out = []
         for fn in fns:
             try:
                 out.extend(self._capture([fn]))
             except Exception as exc:
                 out.append({"err": None, "lt": [], "nodes": [],
-                            "capture_err": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"})
-                self.torch.cuda.synchronize()
+                            "capture_err": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]} "
+                                           f"(batch capture: {first})"})
+                self._reset_pool()
         return out
+
+    def _reset_pool(self):
+        """After a failed capture: a pool whose first graph failed is gone; the next capture takes a new one."""
+        if self.anchor is None:
+            self.pool = self.torch.cuda.graph_pool_handle()
+        self.torch.cuda.synchronize()
 
 
 # ------------------------------------------------------------------------------------------------ executed way

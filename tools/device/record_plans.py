@@ -20,6 +20,7 @@ import gzip
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -699,7 +700,12 @@ def worker(args):
                                  [n.get("full") for n in r2["nodes"] if "name" in n],
                                  [n.get("smem") for n in r1["nodes"] if "name" in n],
                                  [n.get("cluster") for n in r2["nodes"] if "name" in n]])
-            for r in res:
+            for c, r in zip(chunk, res):
+                if t["kind"] == "mrange":  # the token count in torch's messages -> {t} (str.replace gives it back)
+                    tv = c["K"] if t["vary"] == "K" else c["M"]
+                    for k in ("err", "capture_err"):
+                        if r.get(k):
+                            r[k] = re.sub(rf"(?<![0-9]){tv}(?![0-9])", "{t}", r[k])
                 p, g, w = plan_of(r, tabs)
                 recs.append((plans(p), g, w))
         if cap:
@@ -832,6 +838,11 @@ def run(args):
     import tempfile
     t_start = time.time()
     tasks = make_tasks(args.list, args.limit)
+    if args.only_tasks:  # the ids of an earlier run of the same lists (a rerun of tasks that failed there)
+        keep = {int(x) for x in args.only_tasks.split(",")}
+        tasks = [t for t in tasks if t["id"] in keep]
+        for i, t in enumerate(tasks):
+            t["id_in_lists"], t["id"] = t["id"], i
     for t in tasks:
         if t["kind"] == "mrange":
             c = dict(t["call"])
@@ -1023,6 +1034,7 @@ def main():
     r.add_argument("--grace", type=float, default=30)
     r.add_argument("--flush-every", type=float, default=60)
     r.add_argument("--limit", type=int, help="first calls of a file: list only")
+    r.add_argument("--only-tasks", help="comma list of task ids of these lists (rerun of an earlier run's tasks)")
     w = sub.add_parser("worker")
     w.add_argument("--tasks", required=True)
     w.add_argument("--tmp", required=True)
