@@ -20,7 +20,7 @@ from tcsmt.errors import TcsmtError
 from tcsmt.library.catalog import Catalog, catalogs_in, family_text
 from tcsmt.library.catalog_build import build, progressions, read_recording, recorded_calls, token_counts
 from tcsmt.library.checks import make_call
-from tcsmt.library.convert import ConvertContext
+from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.lookup import answer
 from tcsmt.library.plans import call_from_entry, plan_fields, plans_dir
 

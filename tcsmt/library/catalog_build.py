@@ -27,9 +27,9 @@ import click
 
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
+from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.catalog import SCHEMA, STAMP_FIELDS, VARIES, family_text, fixed_dims
 from tcsmt.library.checks import make_call
-from tcsmt.library.convert import ConvertContext
 from tcsmt.library.families import SAME_KEYS, class_of
 from tcsmt.library.plans import OPS, Call
 from tcsmt.library.settings import settings_key

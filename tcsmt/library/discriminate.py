@@ -103,7 +103,7 @@ def _int(value: str, key: str) -> int:
 def default_plan(call: Call, gpu: str) -> Plan:
     """A plan with no split-K and no epilogue beyond torch's defaults, on the GPU architecture's library chain
     for the call's dtypes (the base of a plan given entirely by ``field=value`` changes)."""
-    from tcsmt.library.convert import _chain_for
+    from tcsmt.library.call_plans import _chain_for
 
     arch = find_arch(gpu)
     chain_fields, why = _chain_for(dataclasses.asdict(call), None, arch)

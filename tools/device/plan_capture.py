@@ -11,6 +11,9 @@
 
 Both read cuBLASLt's own trace of every call (``cublasLtLoggerSetCallback``, level 2), which fires when the host
 calls the library, under capture too.  Numpy-free, torch imported by the caller; stdlib only here.
+
+Over 400 lines on purpose: it is shipped to a bare GPU host beside ``record_plans.py`` and holds the whole driver
+API binding (ctypes) that reads a captured graph; split, the halves would be used only together.
 """
 from __future__ import annotations
 

@@ -12,6 +12,10 @@ installed, so its options are plain argparse.
 provenance header (GPU, SM count, driver, torch, CUDA, cuBLAS and cuBLASLt versions, settings, method, date,
 command).  Each setting runs in fresh worker processes (environment variables such as CUBLAS_WORKSPACE_CONFIG act
 at process start).  Lists (``--list``, see ``LIST_HELP``) are made here from compact descriptions.
+
+Over 400 lines on purpose: it is shipped to a bare GPU host with its sibling ``plan_capture.py`` and run there as
+a script (numpy, torch and the standard library only), so the call lists, the worker processes and the merge stay
+in one file.
 """
 from __future__ import annotations
 

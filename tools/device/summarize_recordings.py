@@ -5,7 +5,7 @@ executed calls, counts, rates, settings and GPUs compared, kernel names outside 
         --plans h100=hwcheck/results/h100_cublas_plans.json --plans h200=hwcheck/results/h200_cublas_plans.json \\
         --out evidence/library/recordings/summary.json
 
-Standard library only, plus ``tcsmt.library_families.family_of`` (the families' own matching rule) from the
+Standard library only, plus ``tcsmt.library.families.family_of`` (the families' own matching rule) from the
 repository it runs in.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 import recordings as R  # noqa: E402
 
-from tcsmt.library_families import family_of  # noqa: E402
+from tcsmt.library.families import family_of  # noqa: E402
 
 CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
                "scale", "fast_accum")
