@@ -124,8 +124,8 @@ def test_only_the_bare_device_script_is_on_argparse():
     """One CLI framework: click everywhere, except the script that must run where tcsmt is not installed."""
     users = sorted(str(p.relative_to(REPO)) for d in ("tcsmt", "tools") for p in (REPO / d).rglob("*.py")
                    if re.search(r"^\s*import argparse|^\s*from argparse", p.read_text(), re.M))
-    # the device scripts, shipped to a GPU host without tcsmt, and their stdlib-only reader of the recordings
-    assert users == ["tools/device/library_plans.py", "tools/device/record_plans.py", "tools/device/recordings.py",
+    # the device scripts, shipped to a GPU host without tcsmt, and the stdlib-only summary of the recordings
+    assert users == ["tools/device/library_plans.py", "tools/device/record_plans.py",
                      "tools/device/summarize_recordings.py"]
     assert "argparse, not click" in (REPO / "tools" / "device" / "library_plans.py").read_text()
 

@@ -72,6 +72,7 @@ def setting_of(rec: dict[str, Any], a_dtype: str) -> str:
 
 
 MAX_T = 16384
+NOT_RECORDED = "not recorded"
 
 
 def token_counts(spec: str) -> list[int]:
@@ -221,7 +222,7 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
         msg = " ".join(str(c["torch_error"]).split())[:300]
         return {"why": f"torch refuses this call: {msg}"}
     if c.get("capture_error"):
-        return {"why": f"not recorded: the call failed under capture ({str(c['capture_error'])[:200]})"}
+        return {"why": f"{NOT_RECORDED}: the call failed under capture ({str(c['capture_error'])[:200]})"}
     ident, fields, why = ctx.entry(name, 0, c)
     if why:
         return {**ident, "why": re.sub(r"kernels [^;)]*", "kernels of its class " + kernel_class(c, ctx), why)}
@@ -254,6 +255,7 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
     cover: dict[tuple[int, str, int, int], dict[int, int]] = {}
     calls = 0
     skipped: dict[str, int] = {}
+    failed: set[int] = set()  # entries of calls that failed under capture: any recording of the call wins
     for name, rec in recordings:
         tables = rec["tables"]
         converted: dict[tuple[int, int, int, int], int] = {}
@@ -295,13 +297,18 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
                 if entry:
                     text = json.dumps(entry, sort_keys=True, separators=(",", ":"))
                     pid_t = plan_ids.setdefault(text, len(plan_ids) + 1)
+                    if entry.get("why", "").startswith(NOT_RECORDED):
+                        failed.add(pid_t)
                     if borrowed:  # this call's own entry (the other GPU recorded it): not for its neighbours
                         if t not in slot:
                             slot[t] = pid_t
                             calls += 1
                         continue
                     converted[key] = pid_t
-                if t in slot and slot[t] != converted[key] and \
+                if t in slot and slot[t] in failed and converted[key] not in failed:
+                    del slot[t]  # a call that failed under capture and was recorded again
+                    calls -= 1
+                if t in slot and slot[t] != converted[key] and converted[key] not in failed and \
                         _unsourced(inverse(plan_ids)[slot[t]]) != _unsourced(inverse(plan_ids)[converted[key]]):
                     raise TcsmtError(f"{name}: two recordings disagree on {family_text(probe)} at {vary} = {t} "
                                      f"(d1, d2 = {d1}, {d2}): {inverse(plan_ids)[slot[t]]} vs "
