@@ -30,7 +30,7 @@ from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.catalog import SCHEMA, STAMP_FIELDS, VARIES, family_text, fixed_dims
 from tcsmt.library.checks import make_call
-from tcsmt.library.families import SAME_KEYS, class_of
+from tcsmt.library.families import SAME_KEYS, class_of, family_of
 from tcsmt.library.plans import OPS, Call
 from tcsmt.library.settings import settings_key
 
@@ -197,6 +197,36 @@ def raw_call(tmpl: dict[str, Any], vary: str, t: int, plan: list[Any], tables: d
     return c
 
 
+def layout_tag(kernel: str) -> str | None:
+    """The operand layout a kernel is built for: an nvjet kernel's last name field (``NNT``, ``TNN``, ...) or a
+    CUTLASS kernel's ``nn``/``nt``/``tn``/``tt``; None for kernels without one (reductions, gemv)."""
+    m = re.match(r"^nvjet_sm\d+_.*_([NT]{3})$", kernel)
+    if m:
+        return m.group(1)
+    m = re.search(r"_(nn|nt|tn|tt)_align", kernel)
+    return m.group(1) if m else None
+
+
+def probed_variants(raw: dict[str, Any], families: dict[str, Any],
+                    probe_files: Sequence[tuple[str, dict[str, Any]]] = ()) -> set[tuple[str, str]]:
+    """(family, layout tag) pairs whose slice and reduction rules were read from bits: the layouts of the split
+    calls of the rules' own plan file (the families were probed on its calls), and the variants a layout-probe
+    file confirms (``variants`` entries with ``verdict`` = ``confirmed``)."""
+    out: set[tuple[str, str]] = set()
+    for c in raw.get("calls", []):
+        if int(c.get("split_k") or 1) > 1:
+            fam = family_of({k: v for k, v in c.items() if k != "family"}, families, "rules")
+            if fam:
+                out |= {(fam[0], t) for k in c.get("kernels") or [] for t in [layout_tag(k)] if t}
+    for name, doc in probe_files:
+        for v in doc.get("variants", []):
+            if not isinstance(v, dict) or "family" not in v or "layout" not in v:
+                raise TcsmtError(f"{name}: a variant needs family and layout")
+            if v.get("verdict") == "confirmed":
+                out.add((str(v["family"]), str(v["layout"])))
+    return out
+
+
 def kernel_class(call: dict[str, Any], ctx: ConvertContext) -> str:
     """What a catalog keeps of a call's kernels: the plan class its slice and reduction rules come from
     (:func:`class_of`: ``family NAME`` or ``no split: nvjet_sm90_KIND``), else the kernels' names less their tile
@@ -208,7 +238,7 @@ def kernel_class(call: dict[str, Any], ctx: ConvertContext) -> str:
 
 
 def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str, t: int, plan: list[Any],
-                tables: dict[str, list]) -> dict[str, Any] | None:
+                tables: dict[str, list], probed: set[tuple[str, str]] | None = None) -> dict[str, Any] | None:
     """The catalog entry of one recorded call: its plan fields (kernels as their class, sources naming the
     recording and the rules), or {'why': ...}; None for a call torch refuses that the library refuses itself."""
     c = raw_call(tmpl, vary, t, plan, tables)
@@ -227,6 +257,14 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
     if why:
         return {**ident, "why": re.sub(r"kernels [^;)]*", "kernels of its class " + kernel_class(c, ctx), why)}
     cls = kernel_class(c, ctx)
+    if int(fields.get("split_k", 1)) > 1 and probed is not None:
+        fam = cls.removeprefix("family ")
+        tags = sorted({t for k in c.get("kernels") or [] for t in [layout_tag(k)] if t})
+        unread = [t for t in tags if (fam, t) not in probed]
+        if unread:
+            known = sorted(t for f, t in probed if f == fam)
+            return {**ident, "why": f"slice rule of layout {', '.join(unread)} not read: family {fam} was probed on "
+                                   f"layouts {', '.join(known) or 'none'} (a layout probe reads it)"}
     srcs = [f"{name}: split_k {c['split_k']} from cuBLASLt's trace of the call under CUDA graph capture; "
             f"kernels of class {cls}", *fields.get("sources", [])[1:]]
     return {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
@@ -234,10 +272,11 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
 
 
 def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext, out: Path,
-          sources: Sequence[str]) -> dict[str, int]:
+          sources: Sequence[str], probed: set[tuple[str, str]] | None = None) -> dict[str, int]:
     """Write the catalog of ``recordings`` to ``out`` (a new file); return its counts.  Neighbouring runs of one
     call family whose entries are equal are merged; a run over K is cut where its entry changes (a K-dependent
-    grain)."""
+    grain).  With ``probed`` (:func:`probed_variants`), a split-K plan whose kernels' layout was not probed for its
+    family is refused."""
     stamp: dict[str, Any] | None = None
     for name, rec in recordings:
         s = stamp_of(rec, name)
@@ -290,7 +329,7 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             for t in ts:
                 key = (fam, pid, d1, d2)
                 borrowed = bool(ctx.same_as) and _recorded_there(ctx, tmpl, vary, t)
-                entry = convert_one(ctx, name, tmpl, vary, t, plan, tables) \
+                entry = convert_one(ctx, name, tmpl, vary, t, plan, tables, probed) \
                     if (per_t or borrowed or key not in converted) else {}
                 if entry is None:
                     continue
@@ -364,11 +403,12 @@ _IN = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--decisions", type=_IN, default=None, help="decisions made from recorded outputs")
 @click.option("--same-as", type=_IN, multiple=True, help="another GPU's plan file (first) and call files")
 @click.option("--confirmed", type=_IN, default=None, help="with --same-as: the confirmation file")
+@click.option("--probes", type=_IN, multiple=True, help="layout-probe files (evidence/library/*_layout_probes.json)")
 @click.option("--gpu", default=None, help="the catalog's GPU name (default: from --rules)")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @click.option("--force", is_flag=True, help="replace an existing catalog")
 def catalog_build_cmd(recordings: tuple[Path, ...], rules: Path, decisions: Path | None, same_as: tuple[Path, ...],
-                      confirmed: Path | None, gpu: str | None, out: Path, force: bool) -> int:
+                      confirmed: Path | None, probes: tuple[Path, ...], gpu: str | None, out: Path, force: bool) -> int:
     if out.exists() and not force:
         raise TcsmtError(f"{out} exists (pass --force to replace it)")
     raw = _json(rules, "recorded plan file")
@@ -380,7 +420,10 @@ def catalog_build_cmd(recordings: tuple[Path, ...], rules: Path, decisions: Path
     srcs = [f"{p.name}: {r.get('method', '?')} recording, setting {r.get('setting')}" for p, (_n, r) in
             zip(recordings, recs)] + [f"split-K families of {rules.name}"] + ([f"decisions of {decisions.name}"]
                                                                            if decisions else [])
-    counts = build(recs, ctx, out, srcs)
+    probed = probed_variants(refs[0][1] if refs else raw, ctx.families,
+                             [(p.name, _json(p, "layout-probe file")) for p in probes])
+    srcs.append("split-K layouts probed: " + ", ".join(f"{f} {t}" for f, t in sorted(probed)))
+    counts = build(recs, ctx, out, srcs, probed)
     print(f"wrote {out}: {counts['calls']} recorded calls in {counts['runs']} runs of {counts['families']} call "
           f"families, {counts['plans']} distinct plans ({out.stat().st_size} bytes); {counts['left_out']} calls of ops "
           "without a library model left out")
