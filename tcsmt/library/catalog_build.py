@@ -242,6 +242,8 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
     """The catalog entry of one recorded call: its plan fields (kernels as their class, sources naming the
     recording and the rules), or {'why': ...}; None for a call torch refuses that the library refuses itself."""
     c = raw_call(tmpl, vary, t, plan, tables)
+    if c.get("torch_error") and str(c["torch_error"]).startswith("make_fn"):  # the recorder's own failure
+        return {"why": f"{NOT_RECORDED}: the recorder could not make the call ({str(c['torch_error'])[:200]})"}
     if c.get("torch_error"):
         try:  # a call the library's own checks refuse first needs no catalog entry
             make_call(c["op"], c["M"], c["N"], c["K"], a_dtype=c["a_dtype"], b_dtype=c["b_dtype"],
