@@ -1,14 +1,19 @@
 """Build a plan catalog (:mod:`tcsmt.library.catalog`) from raw device recordings.
 
-    python -m tcsmt.library.catalog_build REC.json.gz [REC ...] --rules PLANS.json [--decisions DEC.json]
+    python -m tcsmt.library.catalog_build REC.json.gz [REC ...] [--rules RULES.json] [--decisions DEC.json]
         [--same-as PLANS.json --confirmed CONF.json] [--gpu NAME] -o OUT.sqlite [--force]
 
 Each recording (``tools/device/record_plans.py run``: a header with the GPU, its SM count, the driver and the
 library versions and the settings; interned kernel names, cuBLASLt trace summaries and plans; tasks of calls,
-each a run of token counts or a list) is read call by call; every distinct recorded plan of a call family is
-converted once by the plan tables' own conversion (:class:`tcsmt.library.convert.ConvertContext`, with the
-split-K families of ``--rules``, the decisions of ``--decisions``, and for a GPU that borrows another's rules
-``--same-as``/``--confirmed``), into plan fields or the reason it has none.  A family's grain may depend on K
+each a run of token counts or a list) is read call by call;
+every distinct recorded plan of a call family is converted once by the plan tables' own conversion
+(:class:`tcsmt.library.convert.ConvertContext`, with the split-K families and decisions of ``--rules``: by default
+the shipped ``models/library/h100_cublas13_rules.json``, made by ``python -m tools.library.conversion_rules`` from
+``evidence/h100_cublas_plans.json`` and ``evidence/h100_library_decisions.json``, or a recorded plan file with
+``--decisions``; for a GPU that borrows another's rules ``--same-as``/``--confirmed``), into plan fields or the
+reason it has none; a plan whose fields do not load (:func:`tcsmt.library.plans.plan_from_fields`: e.g. no library
+path of the GPU's model for its K-chain) becomes that reason.  The catalog's GPU is named from the recordings'
+device (:func:`tcsmt.arith.registry.gpu_of_device`) unless ``--gpu`` names it.  A family's grain may depend on K
 (``"32 if K % 32 == 0 else 8"``): runs over K are cut where the converted plan changes.  All recordings of one
 catalog must come from one GPU and one library version (their stamps must agree), else it refuses.
 """
@@ -25,19 +30,60 @@ from typing import Any
 
 import click
 
+from tcsmt.arith.registry import gpu_of_device
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.catalog import SCHEMA, STAMP_FIELDS, VARIES, family_text, fixed_dims
 from tcsmt.library.checks import make_call
 from tcsmt.library.families import SAME_KEYS, class_of
-from tcsmt.library.plans import OPS, Call
+from tcsmt.library.plans import OPS, Call, call_from_entry, plan_from_fields, plans_dir
 from tcsmt.library.settings import settings_key
 
 CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
                "scale", "fast_accum", "a_t", "b_t")
 DEFAULTS = {"batch": 1, "bias": False, "alpha": 1.0, "beta": 0.0, "tf32": False, "scale": None, "fast_accum": False,
             "a_t": False, "b_t": False}
+RULES_FORMAT = "tcsmt cuBLAS conversion rules, v1"
+RULES_NAME = "h100_cublas13_rules.json"
+"""The shipped rules (``models/library/``): the H100 plan file's split-K families and the H100 decisions."""
+
+
+def rules_path() -> Path:
+    return plans_dir() / RULES_NAME
+
+
+def read_rules(path: Path | None = None) -> tuple[dict[str, Any], str, dict[str, Any] | None, str]:
+    """(an object with the rules' ``gpu`` and ``families``, the name its families go by, the decisions or None, their
+    name) of a rules file (default: the shipped one, :func:`rules_path`) or of a recorded plan file."""
+    path = Path(path) if path is not None else rules_path()
+    data = _json(path, "rules file or recorded plan file")
+    if data.get("format") == RULES_FORMAT:
+        for key in ("gpu", "families", "decisions", "families_from", "decisions_from"):
+            if key not in data:
+                raise TcsmtError(f"{path}: a rules file without {key!r}")
+        return data, str(data["families_from"]), data["decisions"], str(data["decisions_from"])
+    if "gpu" not in data or not isinstance(data.get("families"), dict):
+        raise TcsmtError(f"{path}: neither a rules file nor a recorded plan file (gpu and families expected)")
+    return data, path.name, None, ""
+
+
+def make_context(gpu: str, rules: Path | None = None, decisions: Path | None = None,
+                 same_as: Sequence[Path] = (), confirmed: Path | None = None) -> tuple[ConvertContext, list[str]]:
+    """The conversion context of a catalog of ``gpu`` and the catalog's sources naming its rules: the families and
+    decisions of ``rules`` (default: the shipped rules file; ``decisions`` replaces its decisions, or gives those
+    of a recorded plan file)."""
+    raw, fam_name, dec, dec_name = read_rules(rules)
+    via = f" (copied into {Path(rules).name if rules else RULES_NAME})" if raw.get("format") == RULES_FORMAT else ""
+    if decisions is not None:
+        dec, dec_name, via_dec = _json(decisions, "decision file"), decisions.name, ""
+    else:
+        via_dec = via
+    refs = [(p.name, _json(p, "recorded plan or call file")) for p in same_as]
+    conf = (confirmed.name, _json(confirmed, "confirmation file")) if confirmed else None
+    ctx = ConvertContext.make(raw, fam_name, gpu, (), dec, dec_name, refs, conf)
+    srcs = [f"split-K families of {fam_name}{via}"] + ([f"decisions of {dec_name}{via_dec}"] if dec else [])
+    return ctx, srcs
 
 
 def read_recording(path: Path) -> dict[str, Any]:
@@ -229,12 +275,17 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
     cls = kernel_class(c, ctx)
     srcs = [f"{name}: split_k {c['split_k']} from cuBLASLt's trace of the call under CUDA graph capture; "
             f"kernels of class {cls}", *fields.get("sources", [])[1:]]
-    return {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
-            "kernels": [cls], "sources": srcs}
+    entry = {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
+             "kernels": [cls], "sources": srcs}
+    try:  # a catalog holds only plans that load (a K-chain the GPU's model has, fields that agree)
+        plan_from_fields(entry, call_from_entry(entry, [1, 1, 1, 1], name), ctx.gpu, "", name, name)
+    except TcsmtError as exc:
+        return {**ident, "why": f"its recorded plan does not load here: {str(exc).removeprefix(name + ': ')}"}
+    return entry
 
 
 def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext, out: Path,
-          sources: Sequence[str]) -> dict[str, int]:
+          sources: Sequence[str]) -> dict[str, Any]:
     """Write the catalog of ``recordings`` to ``out`` (a new file); return its counts.  Neighbouring runs of one
     call family whose entries are equal are merged; a run over K is cut where its entry changes (a K-dependent
     grain)."""
@@ -355,32 +406,45 @@ def _json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
+def recording_gpu(recordings: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """The GPU name of the recordings' device (their first stamp; :func:`build` checks that they agree)."""
+    if not recordings:
+        raise TcsmtError("no recordings given")
+    name, rec = recordings[0]
+    return gpu_of_device(str(stamp_of(rec, name)["gpu_name"]))
+
+
+def build_catalog(recordings: Sequence[tuple[str, dict[str, Any]]], out: Path, *, gpu: str | None = None,
+                  rules: Path | None = None, decisions: Path | None = None, same_as: Sequence[Path] = (),
+                  confirmed: Path | None = None) -> dict[str, Any]:
+    """:func:`build` with the conversion context of :func:`make_context`, for the GPU named ``gpu`` or, by
+    default, the recordings' own (:func:`recording_gpu`); the counts, with ``gpu``."""
+    gpu = gpu or recording_gpu(recordings)
+    ctx, rule_srcs = make_context(gpu, rules, decisions, same_as, confirmed)
+    srcs = [f"{n}: {r.get('method', '?')} recording, setting {r.get('setting')}" for n, r in recordings] + rule_srcs
+    return {**build(recordings, ctx, out, srcs), "gpu": ctx.gpu}
+
+
 _IN = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 @click.argument("recordings", nargs=-1, required=True, type=_IN)
-@click.option("--rules", type=_IN, required=True, help="the recorded plan file whose split-K families apply")
-@click.option("--decisions", type=_IN, default=None, help="decisions made from recorded outputs")
+@click.option("--rules", type=_IN, default=None,
+              help=f"a rules file or the recorded plan file whose split-K families apply (default: models/library/{RULES_NAME})")
+@click.option("--decisions", type=_IN, default=None, help="decisions made from recorded outputs (default: the rules')")
 @click.option("--same-as", type=_IN, multiple=True, help="another GPU's plan file (first) and call files")
 @click.option("--confirmed", type=_IN, default=None, help="with --same-as: the confirmation file")
-@click.option("--gpu", default=None, help="the catalog's GPU name (default: from --rules)")
+@click.option("--gpu", default=None, help="the catalog's GPU name (default: from the recordings' device name)")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @click.option("--force", is_flag=True, help="replace an existing catalog")
-def catalog_build_cmd(recordings: tuple[Path, ...], rules: Path, decisions: Path | None, same_as: tuple[Path, ...],
-                      confirmed: Path | None, gpu: str | None, out: Path, force: bool) -> int:
+def catalog_build_cmd(recordings: tuple[Path, ...], rules: Path | None, decisions: Path | None,
+                      same_as: tuple[Path, ...], confirmed: Path | None, gpu: str | None, out: Path, force: bool) -> int:
     if out.exists() and not force:
         raise TcsmtError(f"{out} exists (pass --force to replace it)")
-    raw = _json(rules, "recorded plan file")
-    dec = _json(decisions, "decision file") if decisions else None
-    refs = [(p.name, _json(p, "recorded plan or call file")) for p in same_as]
-    conf = (confirmed.name, _json(confirmed, "confirmation file")) if confirmed else None
-    ctx = ConvertContext.make(raw, rules.name, gpu, (), dec, decisions.name if decisions else "", refs, conf)
     recs = [(p.name, read_recording(p)) for p in recordings]
-    srcs = [f"{p.name}: {r.get('method', '?')} recording, setting {r.get('setting')}" for p, (_n, r) in
-            zip(recordings, recs)] + [f"split-K families of {rules.name}"] + ([f"decisions of {decisions.name}"]
-                                                                           if decisions else [])
-    counts = build(recs, ctx, out, srcs)
+    counts = build_catalog(recs, out, gpu=gpu, rules=rules, decisions=decisions, same_as=same_as,
+                           confirmed=confirmed)
     print(f"wrote {out}: {counts['calls']} recorded calls in {counts['runs']} runs of {counts['families']} call "
           f"families, {counts['plans']} distinct plans ({out.stat().st_size} bytes); {counts['left_out']} calls of ops "
           "without a library model left out")
