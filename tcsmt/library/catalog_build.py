@@ -3,9 +3,9 @@
     python -m tcsmt.library.catalog_build REC.json.gz [REC ...] [--rules RULES.json] [--decisions DEC.json]
         [--same-as PLANS.json --confirmed CONF.json] [--gpu NAME] -o OUT.sqlite [--force]
 
-Each recording (``tools/device/record_plans.py run``: a header with the GPU, its SM count, the driver and the
-library versions and the settings; interned kernel names, cuBLASLt trace summaries and plans; tasks of calls,
-each a run of token counts or a list) is read call by call;
+Each recording (``tcsmt record``: :mod:`tcsmt.hwcheck.record`; ``tools/device/record_plans.py run``: a header with
+the GPU, its SM count, the driver and the library versions and the settings; interned kernel names, cuBLASLt
+trace summaries and plans; tasks of calls, each a run of token counts or a list) is read call by call;
 every distinct recorded plan of a call family is converted once by the plan tables' own conversion
 (:class:`tcsmt.library.convert.ConvertContext`, with the split-K families and decisions of ``--rules``: by default
 the shipped ``models/library/h100_cublas13_rules.json``, made by ``python -m tools.library.conversion_rules`` from
@@ -32,9 +32,10 @@ import click
 
 from tcsmt.arith.registry import gpu_of_device
 from tcsmt.errors import TcsmtError
+from tcsmt.hwcheck.stamp import STAMP_FIELDS
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.call_plans import ConvertContext
-from tcsmt.library.catalog import SCHEMA, STAMP_FIELDS, VARIES, family_text, fixed_dims
+from tcsmt.library.catalog import SCHEMA, VARIES, family_text, fixed_dims
 from tcsmt.library.checks import make_call
 from tcsmt.library.families import SAME_KEYS, class_of
 from tcsmt.library.plans import OPS, Call, call_from_entry, plan_from_fields, plans_dir
