@@ -10,7 +10,8 @@ import pytest
 
 from tcsmt.arith.registry import gpu_of_device
 from tcsmt.errors import TcsmtError
-from tcsmt.library.catalog_build import build_catalog, read_recording, read_rules, rules_path
+from tcsmt.library.catalog_build import build_catalog, read_recording
+from tcsmt.library.rules import read_rules, rules_path
 from tools.library import conversion_rules
 
 REPO = Path(__file__).resolve().parents[1]

@@ -185,7 +185,8 @@ def test_record_from_recording_then_lookup_through_env(runner, tmp_path, monkeyp
                                          r"bfloat16'`"):
         answer(parse_record_spec("linear 777x4096x11008 bfloat16"), "h200")
     shown = runner.invoke(main, ["explain", "linear", "77", "4096", "11008", "--dtype", "bfloat16", "--gpu", "h200"])
-    assert shown.exit_code == 0 and f"table   : {CATALOG}" in shown.output and "S = 2" in shown.output
+    assert shown.exit_code == 0 and "recorded catalog" in shown.output and "S = 2" in shown.output
+    assert f"recorded in {CATALOG}: the run M = 65..152" in " ".join(shown.output.split())
 
 
 def test_mismatched_stamp_is_refused_by_name(tmp_path, catalogs_only):
@@ -321,3 +322,18 @@ def test_record_on_the_gpu(runner, tmp_path, monkeypatch):
     gpu = gpu_of_device(stamp["gpu_name"])
     for s in specs:
         assert answer(parse_record_spec(s), gpu, stamp=stamp).plan is not None
+
+
+def test_settings_with_environment_variables_need_them_set(monkeypatch):
+    from tcsmt.cli.record_cmd import setting_for
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.delenv("CUBLASLT_WORKSPACE_SIZE", raising=False)
+    assert setting_for("blas=cublaslt,reduced=off") == {"name": "blas=cublaslt,reduced=off", "blas": "cublaslt",
+                                                        "reduced": [False, False], "env": {}}
+    with pytest.raises(TcsmtError, match="need CUBLAS_WORKSPACE_CONFIG=:0:0; this process has it unset"):
+        setting_for("CUBLAS_WORKSPACE_CONFIG=:0:0")
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0")
+    assert setting_for("CUBLAS_WORKSPACE_CONFIG=:0:0")["env"] == {"CUBLAS_WORKSPACE_CONFIG": ":0:0"}
+    with pytest.raises(TcsmtError, match="need CUBLAS_WORKSPACE_CONFIG unset; this process has"):
+        setting_for("default")

@@ -225,8 +225,8 @@ def gpu_of_device(device: str) -> str:
                 found[short] = a.name
     if len(found) != 1:
         what = "several GPUs (" + ", ".join(sorted(found)) + ")" if found else "no GPU of the model files"
-        raise TcsmtError(f"cannot tell which GPU {device!r} is: its name matches {what}; name it (--gpu NAME, one "
-                         f"of the aliases that tcsmt models lists)")
+        raise TcsmtError(f"cannot tell which GPU {device!r} is: its name matches {what}; name it (gpu=NAME, or "
+                         f"--gpu NAME: an alias that `tcsmt models` lists)")
     return next(iter(found))
 
 

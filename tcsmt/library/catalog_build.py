@@ -3,19 +3,15 @@
     python -m tcsmt.library.catalog_build REC.json.gz [REC ...] [--rules RULES.json] [--decisions DEC.json]
         [--same-as PLANS.json --confirmed CONF.json] [--gpu NAME] -o OUT.sqlite [--force]
 
-Each recording (``tcsmt record``: :mod:`tcsmt.hwcheck.record`; ``tools/device/record_plans.py run``: a header with
-the GPU, its SM count, the driver and the library versions and the settings; interned kernel names, cuBLASLt
-trace summaries and plans; tasks of calls, each a run of token counts or a list) is read call by call;
-every distinct recorded plan of a call family is converted once by the plan tables' own conversion
-(:class:`tcsmt.library.convert.ConvertContext`, with the split-K families and decisions of ``--rules``: by default
-the shipped ``models/library/h100_cublas13_rules.json``, made by ``python -m tools.library.conversion_rules`` from
-``evidence/h100_cublas_plans.json`` and ``evidence/h100_library_decisions.json``, or a recorded plan file with
-``--decisions``; for a GPU that borrows another's rules ``--same-as``/``--confirmed``), into plan fields or the
-reason it has none; a plan whose fields do not load (:func:`tcsmt.library.plans.plan_from_fields`: e.g. no library
-path of the GPU's model for its K-chain) becomes that reason.  The catalog's GPU is named from the recordings'
-device (:func:`tcsmt.arith.registry.gpu_of_device`) unless ``--gpu`` names it.  A family's grain may depend on K
-(``"32 if K % 32 == 0 else 8"``): runs over K are cut where the converted plan changes.  All recordings of one
-catalog must come from one GPU and one library version (their stamps must agree), else it refuses.
+Each recording (``tcsmt record``, ``tools/device/record_plans.py run``: a header with the GPU, its SM count, the
+driver, the library versions and the settings; interned kernel names, cuBLASLt trace summaries and plans; tasks of
+calls, each a run of token counts or a list) is read call by call; every distinct recorded plan of a call family is
+converted once by the plan tables' own conversion (:class:`tcsmt.library.call_plans.ConvertContext`, with the
+rules of :mod:`tcsmt.library.rules`: the shipped ones unless ``--rules``/``--decisions`` name others, and for a GPU
+that borrows another's rules ``--same-as``/``--confirmed``), into plan fields or the reason it has none (also where
+its fields do not load: no K-chain of the GPU's model).  The GPU is the recordings' (``--gpu`` names another).
+A family's grain may depend on K (``"32 if K % 32 == 0 else 8"``): runs over K are cut where the converted plan
+changes.  All recordings of one catalog must come from one GPU and one library version (their stamps must agree).
 """
 from __future__ import annotations
 
@@ -38,55 +34,14 @@ from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.catalog import SCHEMA, VARIES, family_text, fixed_dims
 from tcsmt.library.checks import make_call
 from tcsmt.library.families import SAME_KEYS, class_of
-from tcsmt.library.plans import OPS, Call, call_from_entry, plan_from_fields, plans_dir
+from tcsmt.library.plans import OPS, Call, call_from_entry, plan_from_fields
+from tcsmt.library.rules import RULES_NAME, make_context
 from tcsmt.library.settings import settings_key
 
 CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
                "scale", "fast_accum", "a_t", "b_t")
 DEFAULTS = {"batch": 1, "bias": False, "alpha": 1.0, "beta": 0.0, "tf32": False, "scale": None, "fast_accum": False,
             "a_t": False, "b_t": False}
-RULES_FORMAT = "tcsmt cuBLAS conversion rules, v1"
-RULES_NAME = "h100_cublas13_rules.json"
-"""The shipped rules (``models/library/``): the H100 plan file's split-K families and the H100 decisions."""
-
-
-def rules_path() -> Path:
-    return plans_dir() / RULES_NAME
-
-
-def read_rules(path: Path | None = None) -> tuple[dict[str, Any], str, dict[str, Any] | None, str]:
-    """(an object with the rules' ``gpu`` and ``families``, the name its families go by, the decisions or None, their
-    name) of a rules file (default: the shipped one, :func:`rules_path`) or of a recorded plan file."""
-    path = Path(path) if path is not None else rules_path()
-    data = _json(path, "rules file or recorded plan file")
-    if data.get("format") == RULES_FORMAT:
-        for key in ("gpu", "families", "decisions", "families_from", "decisions_from"):
-            if key not in data:
-                raise TcsmtError(f"{path}: a rules file without {key!r}")
-        return data, str(data["families_from"]), data["decisions"], str(data["decisions_from"])
-    if "gpu" not in data or not isinstance(data.get("families"), dict):
-        raise TcsmtError(f"{path}: neither a rules file nor a recorded plan file (gpu and families expected)")
-    return data, path.name, None, ""
-
-
-def make_context(gpu: str, rules: Path | None = None, decisions: Path | None = None,
-                 same_as: Sequence[Path] = (), confirmed: Path | None = None) -> tuple[ConvertContext, list[str]]:
-    """The conversion context of a catalog of ``gpu`` and the catalog's sources naming its rules: the families and
-    decisions of ``rules`` (default: the shipped rules file; ``decisions`` replaces its decisions, or gives those
-    of a recorded plan file)."""
-    raw, fam_name, dec, dec_name = read_rules(rules)
-    via = f" (copied into {Path(rules).name if rules else RULES_NAME})" if raw.get("format") == RULES_FORMAT else ""
-    if decisions is not None:
-        dec, dec_name, via_dec = _json(decisions, "decision file"), decisions.name, ""
-    else:
-        via_dec = via
-    refs = [(p.name, _json(p, "recorded plan or call file")) for p in same_as]
-    conf = (confirmed.name, _json(confirmed, "confirmation file")) if confirmed else None
-    ctx = ConvertContext.make(raw, fam_name, gpu, (), dec, dec_name, refs, conf)
-    srcs = [f"split-K families of {fam_name}{via}"] + ([f"decisions of {dec_name}{via_dec}"] if dec else [])
-    return ctx, srcs
-
-
 def read_recording(path: Path) -> dict[str, Any]:
     try:
         with gzip.open(path, "rt") if str(path).endswith(".gz") else open(path) as f:
@@ -397,31 +352,18 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             "left_out": sum(skipped.values())}
 
 
-def _json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise TcsmtError(f"cannot read {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise TcsmtError(f"{path}: not a {what}")
-    return data
-
-
 def recording_gpu(recordings: Sequence[tuple[str, dict[str, Any]]]) -> str:
-    """The GPU name of the recordings' device (their first stamp; :func:`build` checks that they agree)."""
+    """The GPU name of the first recording's device (:func:`build` checks that the others agree)."""
     if not recordings:
         raise TcsmtError("no recordings given")
-    name, rec = recordings[0]
-    return gpu_of_device(str(stamp_of(rec, name)["gpu_name"]))
+    return gpu_of_device(str(stamp_of(recordings[0][1], recordings[0][0])["gpu_name"]))
 
 
 def build_catalog(recordings: Sequence[tuple[str, dict[str, Any]]], out: Path, *, gpu: str | None = None,
                   rules: Path | None = None, decisions: Path | None = None, same_as: Sequence[Path] = (),
                   confirmed: Path | None = None) -> dict[str, Any]:
-    """:func:`build` with the conversion context of :func:`make_context`, for the GPU named ``gpu`` or, by
-    default, the recordings' own (:func:`recording_gpu`); the counts, with ``gpu``."""
-    gpu = gpu or recording_gpu(recordings)
-    ctx, rule_srcs = make_context(gpu, rules, decisions, same_as, confirmed)
+    """:func:`build` under :func:`tcsmt.library.rules.make_context` for ``gpu`` (default: :func:`recording_gpu`)."""
+    ctx, rule_srcs = make_context(gpu or recording_gpu(recordings), rules, decisions, same_as, confirmed)
     srcs = [f"{n}: {r.get('method', '?')} recording, setting {r.get('setting')}" for n, r in recordings] + rule_srcs
     return {**build(recordings, ctx, out, srcs), "gpu": ctx.gpu}
 

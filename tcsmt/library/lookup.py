@@ -20,11 +20,11 @@ A call is written, for ``tcsmt record --call`` and in refusals, as ``OP MxNxK DT
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tcsmt.arith.registry import gpu_of_device
 from tcsmt.errors import TcsmtError
 from tcsmt.library.catalog import Catalog, catalogs_in
 from tcsmt.library.checks import make_call
@@ -50,11 +50,9 @@ class Target:
 
 
 def gpu_short_name(device_name: str) -> str:
-    """The plan name of a GPU from its device name (``NVIDIA H100 80GB HBM3`` -> ``h100``)."""
-    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", device_name or "")
-    if not m:
-        raise TcsmtError(f"cannot tell the GPU from {device_name!r}: name it (gpu='h100')")
-    return m.group(1).lower()
+    """The plan name of a GPU from its device name (``NVIDIA H100 80GB HBM3`` -> ``h100``): the model files' GPU
+    it names (:func:`tcsmt.arith.registry.gpu_of_device`); one-line TcsmtError where it names none or several."""
+    return gpu_of_device(device_name)
 
 
 @dataclass(frozen=True)

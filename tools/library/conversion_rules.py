@@ -21,7 +21,7 @@ import click
 
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
-from tcsmt.library.catalog_build import RULES_FORMAT
+from tcsmt.library.rules import RULES_FORMAT
 
 REPO = Path(__file__).resolve().parents[2]
 PLANS = REPO / "evidence" / "h100_cublas_plans.json"
