@@ -337,3 +337,29 @@ def test_settings_with_environment_variables_need_them_set(monkeypatch):
     assert setting_for("CUBLAS_WORKSPACE_CONFIG=:0:0")["env"] == {"CUBLAS_WORKSPACE_CONFIG": ":0:0"}
     with pytest.raises(TcsmtError, match="need CUBLAS_WORKSPACE_CONFIG unset; this process has"):
         setting_for("default")
+
+
+TF32_KERNELS = ["cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>",
+                "cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, false, float, float, float, "
+                "true, false, false, false>"]
+"""What cuBLAS ran for mm 200x300x500 float32 tf32=1 on the H100 (evidence/record_h100_check.json), S = 4."""
+
+
+def test_undecided_cutlass_k_iteration_is_refused_where_it_matters(tmp_path):
+    """The tf32 CUTLASS kernels' K iteration inside a slice is not decided: a slice whose residue (mod the K tile
+    32) cuts the chain's 8-product blocks is refused (K = 500: 60 of 128 outputs differed on the H100), one whose
+    residue does not is answered (K = 512; the validation's K = 1000, S = 9 with tile 16: residue 8)."""
+    lt = [(b"cublasLtSSSMatmul", b"x algo=[algoId=21 tile=MATMUL_TILE_64x64 stages=MATMUL_STAGES_32x6 "
+           b"reductionScheme=REDUCTION_SCHEME_COMPUTE_TYPE numSplitsK=4] computeDesc=[computeType=COMPUTE_32F_FAST_TF32]")]
+    res = {"nodes": [{"name": k, "block": [128, 1, 1], "cluster": None, "grid": [1, 1, 1]} for k in TF32_KERNELS],
+           "lt": lt, "err": None}
+    calls = [{"op": "mm", "M": 200, "N": 300, "K": k, "a_dtype": "float32", "tf32": True} for k in (500, 512)]
+    device = {"gpu": "NVIDIA H100 80GB HBM3", "sm_count": 132, "driver": "580.159.04", "torch": "2.11.0+cu130",
+              "cuda": "13.0", "cublas": "130100", "cublaslt": "130100"}
+    rec = recording(calls, [res, res], {"name": "default"}, device, "capture", "test", [])
+    build_catalog([("tf32", rec)], tmp_path / "c.sqlite")
+    cat = Catalog(tmp_path / "c.sqlite")
+    (refused,) = cat.find(parse_record_spec("mm 200x300x500 float32 tf32=1"))
+    assert refused.plan is None and "residue of 20 k's cuts a 8-product block" in refused.why
+    (kept,) = cat.find(parse_record_spec("mm 200x300x512 float32 tf32=1"))
+    assert kept.plan is not None and kept.plan.split_k == 4 and kept.plan.in_round == "rne"

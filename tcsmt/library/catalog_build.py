@@ -34,8 +34,8 @@ from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.catalog import SCHEMA, VARIES, family_text, fixed_dims
 from tcsmt.library.checks import make_call
 from tcsmt.library.families import SAME_KEYS, class_of
-from tcsmt.library.plans import OPS, Call, call_from_entry, plan_from_fields
-from tcsmt.library.rules import RULES_NAME, make_context
+from tcsmt.library.plans import OPS, Call
+from tcsmt.library.rules import RULES_NAME, checked_entry, k_tiled, make_context
 from tcsmt.library.settings import settings_key
 
 CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
@@ -233,11 +233,7 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
             f"kernels of class {cls}", *fields.get("sources", [])[1:]]
     entry = {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
              "kernels": [cls], "sources": srcs}
-    try:  # a catalog holds only plans that load (a K-chain the GPU's model has, fields that agree)
-        plan_from_fields(entry, call_from_entry(entry, [1, 1, 1, 1], name), ctx.gpu, "", name, name)
-    except TcsmtError as exc:
-        return {**ident, "why": f"its recorded plan does not load here: {str(exc).removeprefix(name + ': ')}"}
-    return entry
+    return checked_entry(entry, ident, [c["M"], c["N"], c["K"], c["batch"]], c["kernels"], ctx.gpu, name)
 
 
 def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext, out: Path,
@@ -291,9 +287,9 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             d1, d2 = fixed_dims(probe, vary)
             slot = cover.setdefault((fam, vary, d1, d2), {})
             plan = tables["plans"][pid]
-            # an entry depends on the token count only through a K-dependent grain (vary K, split-K) or, for a GPU
+            # an entry depends on the token count only through a K-dependent grain or CUTLASS tile (vary K) or, for a GPU
             # borrowing another's rules, through the other GPU's record of the same call
-            per_t = "K" in vary and int(plan[5] or 1) > 1
+            per_t = "K" in vary and (int(plan[5] or 1) > 1 or k_tiled([tables["kernels"][k] for k in plan[0]]))
             for t in ts:
                 key = (fam, pid, d1, d2)
                 borrowed = bool(ctx.same_as) and _recorded_there(ctx, tmpl, vary, t)

@@ -5,17 +5,20 @@ The package ships them as ``models/library/h100_cublas13_rules.json`` (:data:`RU
 ``python -m tools.library.conversion_rules`` from ``evidence/h100_cublas_plans.json`` (its ``families``) and
 ``evidence/h100_library_decisions.json`` (whole), which the wheel does not hold; ``tests/test_conversion_rules.py``
 checks the copy.  A recorded plan file (with a decision file) may stand in for it.
+
+:func:`checked_entry` keeps a converted plan only where the rules are certain at the call's shape.
 """
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tcsmt.errors import TcsmtError
 from tcsmt.library.call_plans import ConvertContext
-from tcsmt.library.plans import plans_dir
+from tcsmt.library.plans import call_from_entry, plan_from_fields, plans_dir
 
 RULES_FORMAT = "tcsmt cuBLAS conversion rules, v1"
 RULES_NAME = "h100_cublas13_rules.json"
@@ -68,3 +71,34 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise TcsmtError(f"{path}: not a {what}")
     return data
+
+
+CUTLASS_K_TILE = re.compile(r"^cutlass::Kernel2<cutlass_80_\w*?gemm\w*?_\d+x\d+_(\d+)x\d+_")
+"""A CUTLASS 2.x kernel name; group 1 is its threadblock tile's K (the decisions' ``k_tile_regex``)."""
+
+
+def k_tiled(kernels: Sequence[str]) -> bool:
+    """Whether the kernels include a CUTLASS 2.x kernel with a K tile (its entry may then depend on K)."""
+    return any(CUTLASS_K_TILE.search(k) for k in kernels)
+
+
+def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int], kernels: Sequence[str], gpu: str,
+                  where: str) -> dict[str, Any]:
+    """``entry`` (plan fields) where its plan loads and is certain at ``shape`` ([M, N, K, batch]), else ``ident``
+    with the reason: the fields must make a plan (a K-chain of the GPU's model, fields that agree); and where a
+    CUTLASS 2.x kernel's K iteration inside a slice is not decided (no ``k_tile``: the decisions fix it, residue
+    first, for the 16-bit ``s16816gemm`` kernels), no slice's residue (its length mod the kernel's K tile) may cut a
+    block of the chain, since where the kernel puts the residue then changes the sums (a tf32 ``s1688gemm`` call
+    with K = 500 and S = 4 on the H100: 60 of 128 outputs, ``evidence/record_h100_check.json``)."""
+    try:
+        plan = plan_from_fields(entry, call_from_entry(entry, shape, where), gpu, "", where, where)
+    except TcsmtError as exc:
+        return {**ident, "why": f"its recorded plan does not load here: {str(exc).removeprefix(where + ': ')}"}
+    tiles = [int(m.group(1)) for k in kernels for m in [CUTLASS_K_TILE.search(k)] if m]
+    block = plan.chain.block_k
+    if tiles and not plan.k_tile and block > 1:
+        cut = [len(r) % tiles[0] for r in plan.slice_ranges() if len(r) % tiles[0] % block]
+        if cut:
+            return {**ident, "why": f"K iteration inside a slice of its CUTLASS kernels (K tile {tiles[0]}) not decided, "
+                                    f"and a slice's residue of {cut[0]} k's cuts a {block}-product block of the chain"}
+    return entry
