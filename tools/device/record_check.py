@@ -1,6 +1,6 @@
 """One end-to-end check of ``tcsmt record`` on a CUDA GPU, summarised in a small JSON file.
 
-    python3 tools/device/record_check.py OUT.json [--workdir DIR]      (tcsmt, numpy, torch, click importable)
+    python3 tools/device/record_check.py OUT.json [--workdir DIR]      (tcsmt, numpy, torch and click importable)
 
 1. ``python3 -m tcsmt.cli.record_cmd --call ... --out DIR/plans``: the calls of :data:`CALLS`, recorded under CUDA
    graph capture, converted and written as a catalog, as a user runs it;
@@ -16,7 +16,6 @@
 """
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import os
@@ -25,6 +24,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import click
+
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 
 CALLS = [
     "mm 64x96x4096 bfloat16",
@@ -63,7 +66,7 @@ torch.cuda.synchronize()
 def run(cmd: list[str], env: dict[str, str]) -> dict:
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    return {"command": " ".join(cmd[1:]), "rc": p.returncode, "seconds": round(time.time() - t0, 1),
+    return {"command": " ".join(cmd[1:]), "rc": p.returncode, "seconds": _secs(t0),
             "output": (p.stdout + p.stderr).strip().splitlines()[-40:]}
 
 
@@ -131,7 +134,7 @@ def checks(res: dict, plans: Path, env: dict[str, str]) -> None:
             else:
                 differ.append({"call": task["calls"][row[0]], "executed": got, "captured": want})
     res["capture_vs_executed"] = {"calls": len(calls), "same": same, "differ": differ,
-                                  "seconds": round(time.time() - t0, 1)}
+                                  "seconds": _secs(t0)}
     # 4. lookups, catalog vs table, bit-exact replay
     os.environ["TCSMT_PLANS"] = str(plans)
     cat = Catalog(next(plans.glob("*_recorded.sqlite")))
@@ -172,12 +175,16 @@ def checks(res: dict, plans: Path, env: dict[str, str]) -> None:
                       "catalog_equals_table": f"{sum(v['same_arithmetic'] for v in versus)} of {len(versus)}"}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out")
-    ap.add_argument("--workdir", default=None)
-    args = ap.parse_args()
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="record_check_"))
+def _secs(t0: float) -> float:
+    return float(f"{time.time() - t0:.1f}")
+
+
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="where the catalogs and the program go (default: a new temporary folder)")
+def record_check_cmd(out: Path, workdir: Path | None) -> int:
+    work = Path(workdir or tempfile.mkdtemp(prefix="record_check_"))
     work.mkdir(parents=True, exist_ok=True)
     plans = work / "plans"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -203,10 +210,12 @@ def main() -> int:
                             env)["output"][-3:]
     except ImportError:
         res["pytest"] = "pytest not importable here"
-    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    out.write_text(json.dumps(res, indent=1) + "\n")
     print(json.dumps(res.get("summary"), indent=1), res.get("error", ""))
     return 0
 
+
+main = script_main(record_check_cmd, "python3 tools/device/record_check.py")
 
 if __name__ == "__main__":
     sys.exit(main())
