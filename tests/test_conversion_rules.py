@@ -11,7 +11,7 @@ import pytest
 from tcsmt.arith.registry import gpu_of_device
 from tcsmt.errors import TcsmtError
 from tcsmt.library.catalog_build import build_catalog, read_recording
-from tcsmt.library.rules import read_rules, rules_path
+from tcsmt.library.rules import probed_variants, read_rules, rules_path
 from tools.library import conversion_rules
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,6 +26,7 @@ def test_shipped_rules_equal_the_evidence():
     plans = json.loads(conversion_rules.PLANS.read_text())
     decisions = json.loads(conversion_rules.DECISIONS.read_text())
     assert rules["families"] == plans["families"]
+    assert {tuple(v) for v in rules["probed_layouts"]} == probed_variants(plans, plans["families"]) != set()
     assert rules["decisions"] == decisions
     assert rules["gpu"] == plans["gpu"] == decisions["gpu"]
     raw, fam_name, dec, dec_name = read_rules()

@@ -1,7 +1,7 @@
 """Build a plan catalog (:mod:`tcsmt.library.catalog`) from raw device recordings.
 
     python -m tcsmt.library.catalog_build REC.json.gz [REC ...] [--rules RULES.json] [--decisions DEC.json]
-        [--same-as PLANS.json --confirmed CONF.json] [--gpu NAME] -o OUT.sqlite [--force]
+        [--same-as PLANS.json --confirmed CONF.json] [--probes PROBES.json] [--gpu NAME] -o OUT.sqlite [--force]
 
 Each recording (``tcsmt record``, ``tools/device/record_plans.py run``: a header with the GPU, its SM count, the
 driver, the library versions and the settings; interned kernel names, cuBLASLt trace summaries and plans; tasks of
@@ -9,9 +9,8 @@ calls, each a run of token counts or a list) is read call by call; every distinc
 converted once by the plan tables' own conversion (:class:`tcsmt.library.call_plans.ConvertContext`, with the
 rules of :mod:`tcsmt.library.rules`: the shipped ones unless ``--rules``/``--decisions`` name others, and for a GPU
 that borrows another's rules ``--same-as``/``--confirmed``), into plan fields or the reason it has none (also where
-its fields do not load: no K-chain of the GPU's model).  The GPU is the recordings' (``--gpu`` names another).
-A family's grain may depend on K (``"32 if K % 32 == 0 else 8"``): runs over K are cut where the converted plan
-changes.  All recordings of one catalog must come from one GPU and one library version (their stamps must agree).
+its fields do not load or the rules are not certain at its shape and layout: ``rules.checked_entry``).  The GPU is
+the recordings' (``--gpu`` names another); they must agree in their stamps.
 """
 from __future__ import annotations
 
@@ -210,10 +209,12 @@ def kernel_class(call: dict[str, Any], ctx: ConvertContext) -> str:
 
 
 def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str, t: int, plan: list[Any],
-                tables: dict[str, list]) -> dict[str, Any] | None:
+                tables: dict[str, list], probed: set[tuple[str, str]] | None = None) -> dict[str, Any] | None:
     """The catalog entry of one recorded call: its plan fields (kernels as their class, sources naming the
     recording and the rules), or {'why': ...}; None for a call torch refuses that the library refuses itself."""
     c = raw_call(tmpl, vary, t, plan, tables)
+    if c.get("torch_error") and str(c["torch_error"]).startswith("make_fn"):  # the recorder's own failure
+        return {"why": f"{NOT_RECORDED}: the recorder could not make the call ({str(c['torch_error'])[:200]})"}
     if c.get("torch_error"):
         try:  # a call the library's own checks refuse first needs no catalog entry
             make_call(c["op"], c["M"], c["N"], c["K"], a_dtype=c["a_dtype"], b_dtype=c["b_dtype"],
@@ -233,14 +234,15 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
             f"kernels of class {cls}", *fields.get("sources", [])[1:]]
     entry = {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
              "kernels": [cls], "sources": srcs}
-    return checked_entry(entry, ident, [c["M"], c["N"], c["K"], c["batch"]], c["kernels"], ctx.gpu, name)
+    return checked_entry(entry, ident, [c["M"], c["N"], c["K"], c["batch"]], c["kernels"], ctx.gpu, name, probed)
 
 
 def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext, out: Path,
-          sources: Sequence[str]) -> dict[str, Any]:
+          sources: Sequence[str], probed: set[tuple[str, str]] | None = None) -> dict[str, Any]:
     """Write the catalog of ``recordings`` to ``out`` (a new file); return its counts.  Neighbouring runs of one
     call family whose entries are equal are merged; a run over K is cut where its entry changes (a K-dependent
-    grain)."""
+    grain).  With ``probed`` (:func:`probed_variants`), a split-K plan whose kernels' layout was not probed for its
+    family is refused."""
     stamp: dict[str, Any] | None = None
     for name, rec in recordings:
         s = stamp_of(rec, name)
@@ -293,7 +295,7 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             for t in ts:
                 key = (fam, pid, d1, d2)
                 borrowed = bool(ctx.same_as) and _recorded_there(ctx, tmpl, vary, t)
-                entry = convert_one(ctx, name, tmpl, vary, t, plan, tables) \
+                entry = convert_one(ctx, name, tmpl, vary, t, plan, tables, probed) \
                     if (per_t or borrowed or key not in converted) else {}
                 if entry is None:
                     continue
@@ -357,11 +359,11 @@ def recording_gpu(recordings: Sequence[tuple[str, dict[str, Any]]]) -> str:
 
 def build_catalog(recordings: Sequence[tuple[str, dict[str, Any]]], out: Path, *, gpu: str | None = None,
                   rules: Path | None = None, decisions: Path | None = None, same_as: Sequence[Path] = (),
-                  confirmed: Path | None = None) -> dict[str, Any]:
+                  confirmed: Path | None = None, probes: Sequence[Path] = ()) -> dict[str, Any]:
     """:func:`build` under :func:`tcsmt.library.rules.make_context` for ``gpu`` (default: :func:`recording_gpu`)."""
-    ctx, rule_srcs = make_context(gpu or recording_gpu(recordings), rules, decisions, same_as, confirmed)
+    ctx, rule_srcs, probed = make_context(gpu or recording_gpu(recordings), rules, decisions, same_as, confirmed, probes)
     srcs = [f"{n}: {r.get('method', '?')} recording, setting {r.get('setting')}" for n, r in recordings] + rule_srcs
-    return {**build(recordings, ctx, out, srcs), "gpu": ctx.gpu}
+    return {**build(recordings, ctx, out, srcs, probed), "gpu": ctx.gpu}
 
 
 _IN = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -374,16 +376,18 @@ _IN = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--decisions", type=_IN, default=None, help="decisions made from recorded outputs (default: the rules')")
 @click.option("--same-as", type=_IN, multiple=True, help="another GPU's plan file (first) and call files")
 @click.option("--confirmed", type=_IN, default=None, help="with --same-as: the confirmation file")
+@click.option("--probes", type=_IN, multiple=True, help="layout-probe files (evidence/library/*_layout_probes.json)")
 @click.option("--gpu", default=None, help="the catalog's GPU name (default: from the recordings' device name)")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @click.option("--force", is_flag=True, help="replace an existing catalog")
 def catalog_build_cmd(recordings: tuple[Path, ...], rules: Path | None, decisions: Path | None,
-                      same_as: tuple[Path, ...], confirmed: Path | None, gpu: str | None, out: Path, force: bool) -> int:
+                      same_as: tuple[Path, ...], confirmed: Path | None, probes: tuple[Path, ...], gpu: str | None,
+                      out: Path, force: bool) -> int:
     if out.exists() and not force:
         raise TcsmtError(f"{out} exists (pass --force to replace it)")
     recs = [(p.name, read_recording(p)) for p in recordings]
     counts = build_catalog(recs, out, gpu=gpu, rules=rules, decisions=decisions, same_as=same_as,
-                           confirmed=confirmed)
+                           confirmed=confirmed, probes=probes)
     print(f"wrote {out}: {counts['calls']} recorded calls in {counts['runs']} runs of {counts['families']} call "
           f"families, {counts['plans']} distinct plans ({out.stat().st_size} bytes); {counts['left_out']} calls of ops "
           "without a library model left out")

@@ -6,7 +6,9 @@ The package ships them as ``models/library/h100_cublas13_rules.json`` (:data:`RU
 ``evidence/h100_library_decisions.json`` (whole), which the wheel does not hold; ``tests/test_conversion_rules.py``
 checks the copy.  A recorded plan file (with a decision file) may stand in for it.
 
-:func:`checked_entry` keeps a converted plan only where the rules are certain at the call's shape.
+:func:`checked_entry` keeps a converted plan only where the rules are certain at the call's shape; a split-K plan
+counts only for the operand layouts its family was probed on (:func:`probed_variants`: the rules file keeps them as
+``probed_layouts``).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Any
 
 from tcsmt.errors import TcsmtError
 from tcsmt.library.call_plans import ConvertContext
+from tcsmt.library.families import family_of
 from tcsmt.library.plans import call_from_entry, plan_from_fields, plans_dir
 
 RULES_FORMAT = "tcsmt cuBLAS conversion rules, v1"
@@ -44,11 +47,13 @@ def read_rules(path: Path | None = None) -> tuple[dict[str, Any], str, dict[str,
     return data, path.name, None, ""
 
 
-def make_context(gpu: str, rules: Path | None = None, decisions: Path | None = None,
-                 same_as: Sequence[Path] = (), confirmed: Path | None = None) -> tuple[ConvertContext, list[str]]:
-    """The conversion context of a catalog of ``gpu`` and the catalog's sources naming its rules: the families and
-    decisions of ``rules`` (default: the shipped rules file; ``decisions`` replaces its decisions, or gives those
-    of a recorded plan file)."""
+def make_context(gpu: str, rules: Path | None = None, decisions: Path | None = None, same_as: Sequence[Path] = (),
+                 confirmed: Path | None = None, probes: Sequence[Path] = ()
+                 ) -> tuple[ConvertContext, list[str], set[tuple[str, str]]]:
+    """The conversion context of a catalog of ``gpu``, the catalog's sources naming its rules, and the (family,
+    layout) pairs whose split-K rules were read from bits (:func:`probed_variants`): the families, decisions and
+    probed layouts of ``rules`` (default: the shipped rules file; ``decisions`` replaces its decisions, or gives
+    those of a recorded plan file), with the variants the layout-probe files ``probes`` confirm."""
     raw, fam_name, dec, dec_name = read_rules(rules)
     via = f" (copied into {Path(rules).name if rules else RULES_NAME})" if raw.get("format") == RULES_FORMAT else ""
     if decisions is not None:
@@ -58,8 +63,44 @@ def make_context(gpu: str, rules: Path | None = None, decisions: Path | None = N
     refs = [(p.name, read_json(p, "recorded plan or call file")) for p in same_as]
     conf = (confirmed.name, read_json(confirmed, "confirmation file")) if confirmed else None
     ctx = ConvertContext.make(raw, fam_name, gpu, (), dec, dec_name, refs, conf)
-    srcs = [f"split-K families of {fam_name}{via}"] + ([f"decisions of {dec_name}{via_dec}"] if dec else [])
-    return ctx, srcs
+    docs = [(p.name, read_json(p, "layout-probe file")) for p in probes]
+    if raw.get("format") == RULES_FORMAT and not refs:
+        probed = {(str(f), str(t)) for f, t in raw.get("probed_layouts", [])} | probed_variants({}, ctx.families, docs)
+    else:
+        probed = probed_variants(refs[0][1] if refs else raw, ctx.families, docs)
+    srcs = [f"split-K families of {fam_name}{via}"] + ([f"decisions of {dec_name}{via_dec}"] if dec else []) + \
+        ["split-K layouts probed: " + ", ".join(f"{f} {t}" for f, t in sorted(probed))]
+    return ctx, srcs, probed
+
+
+def layout_tag(kernel: str) -> str | None:
+    """The operand layout a kernel is built for: an nvjet kernel's last name field (``NNT``, ``TNN``, ...) or a
+    CUTLASS kernel's ``nn``/``nt``/``tn``/``tt``; None for kernels without one (reductions, gemv)."""
+    m = re.match(r"^nvjet_sm\d+_.*_([NT]{3})$", kernel)
+    if m:
+        return m.group(1)
+    m = re.search(r"_(nn|nt|tn|tt)_align", kernel)
+    return m.group(1) if m else None
+
+
+def probed_variants(raw: dict[str, Any], families: dict[str, Any],
+                    probe_files: Sequence[tuple[str, dict[str, Any]]] = ()) -> set[tuple[str, str]]:
+    """(family, layout tag) pairs whose slice and reduction rules were read from bits: the layouts of the split
+    calls of the rules' own plan file (the families were probed on its calls), and the variants a layout-probe
+    file confirms (``variants`` entries with ``verdict`` = ``confirmed``)."""
+    out: set[tuple[str, str]] = set()
+    for c in raw.get("calls", []):
+        if int(c.get("split_k") or 1) > 1:
+            fam = family_of({k: v for k, v in c.items() if k != "family"}, families, "rules")
+            if fam:
+                out |= {(fam[0], t) for k in c.get("kernels") or [] for t in [layout_tag(k)] if t}
+    for name, doc in probe_files:
+        for v in doc.get("variants", []):
+            if not isinstance(v, dict) or "family" not in v or "layout" not in v:
+                raise TcsmtError(f"{name}: a variant needs family and layout")
+            if v.get("verdict") == "confirmed":
+                out.add((str(v["family"]), str(v["layout"])))
+    return out
 
 
 def read_json(path: Path, what: str) -> dict[str, Any]:
@@ -83,9 +124,10 @@ def k_tiled(kernels: Sequence[str]) -> bool:
 
 
 def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int], kernels: Sequence[str], gpu: str,
-                  where: str) -> dict[str, Any]:
+                  where: str, probed: set[tuple[str, str]] | None = None) -> dict[str, Any]:
     """``entry`` (plan fields) where its plan loads and is certain at ``shape`` ([M, N, K, batch]), else ``ident``
-    with the reason: the fields must make a plan (a K-chain of the GPU's model, fields that agree); and where a
+    with the reason: the fields must make a plan (a K-chain of the GPU's model, fields that agree); a split-K plan's
+    kernels must have an operand layout its family was probed on (``probed``, :func:`probed_variants`); and where a
     CUTLASS 2.x kernel's K iteration inside a slice is not decided (no ``k_tile``: the decisions fix it, residue
     first, for the 16-bit ``s16816gemm`` kernels), no slice's residue (its length mod the kernel's K tile) may cut a
     block of the chain, since where the kernel puts the residue then changes the sums (a tf32 ``s1688gemm`` call
@@ -94,6 +136,13 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
         plan = plan_from_fields(entry, call_from_entry(entry, shape, where), gpu, "", where, where)
     except TcsmtError as exc:
         return {**ident, "why": f"its recorded plan does not load here: {str(exc).removeprefix(where + ': ')}"}
+    if plan.split_k > 1 and probed is not None:
+        fam = str(entry["kernels"][0]).removeprefix("family ")
+        unread = sorted({t for k in kernels for t in [layout_tag(k)] if t and (fam, t) not in probed})
+        if unread:
+            known = sorted(t for f, t in probed if f == fam)
+            return {**ident, "why": f"slice rule of layout {', '.join(unread)} not read: family {fam} was probed on "
+                                    f"layouts {', '.join(known) or 'none'} (a layout probe reads it)"}
     tiles = [int(m.group(1)) for k in kernels for m in [CUTLASS_K_TILE.search(k)] if m]
     block = plan.chain.block_k
     if tiles and not plan.k_tile and block > 1:

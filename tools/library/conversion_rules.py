@@ -5,8 +5,9 @@ recorded H100 plan file and the decisions made from recorded outputs, with where
         [--decisions evidence/h100_library_decisions.json] [-o models/library/h100_cublas13_rules.json] [--force]
 
 The evidence files are not installed with the wheel (the plan file is 10 MB of recorded calls); the catalog
-builder (:mod:`tcsmt.library.catalog_build`, and so ``tcsmt record``) needs only their ``families`` and the
-decision file, which this copies verbatim into one small generated file under ``models/library/``.
+builder (:mod:`tcsmt.library.catalog_build`, and so ``tcsmt record``) needs only their ``families``, the operand
+layouts of the plan file's split calls (the layouts the families were probed on) and the decision file, which this
+copies into one small generated file under ``models/library/``.
 ``tests/test_conversion_rules.py`` checks that the shipped file equals what the evidence files say.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ import click
 
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
-from tcsmt.library.rules import RULES_FORMAT
+from tcsmt.library.rules import RULES_FORMAT, probed_variants
 
 REPO = Path(__file__).resolve().parents[2]
 PLANS = REPO / "evidence" / "h100_cublas_plans.json"
@@ -47,7 +48,8 @@ def _rel(path: Path) -> str:
 
 
 def rules(plans: Path = PLANS, decisions: Path = DECISIONS) -> dict[str, Any]:
-    """The rules object: the plan file's header and families, the decision file whole, and their sources."""
+    """The rules object: the plan file's header and families, the (family, operand layout) pairs its split calls
+    probed (:func:`tcsmt.library.rules.probed_variants`), the decision file whole, and their sources."""
     raw, raw_sha = _read(plans)
     dec, dec_sha = _read(decisions)
     if not isinstance(raw.get("families"), dict) or "gpu" not in raw:
@@ -59,9 +61,11 @@ def rules(plans: Path = PLANS, decisions: Path = DECISIONS) -> dict[str, Any]:
                      "do not edit by hand (tests/test_conversion_rules.py checks it equals them)"),
             **{k: raw.get(k) for k in HEADER},
             "families_from": Path(plans).name, "decisions_from": Path(decisions).name,
-            "sources": {"families": {"file": _rel(plans), "sha256": raw_sha, "key": "families"},
+            "sources": {"families": {"file": _rel(plans), "sha256": raw_sha, "key": "families; probed_layouts from calls"},
                         "decisions": {"file": _rel(decisions), "sha256": dec_sha, "key": "(the whole file)"}},
-            "families": raw["families"], "decisions": dec}
+            "families": raw["families"],
+            "probed_layouts": [list(v) for v in sorted(probed_variants(raw, raw["families"]))],
+            "decisions": dec}
 
 
 def text(obj: dict[str, Any]) -> str:
