@@ -3,15 +3,16 @@
 A catalog holds, for one GPU and library version, the plan of every recorded call, as runs of token counts
 that share one plan: the forward and input-gradient products of a layer vary M (N and K fixed), the weight
 gradient varies K (its reduction runs over the tokens; M and N fixed).  It is generated from raw device
-recordings (``tools/device/record_plans.py``: kernel names, cuBLASLt's numSplitsK and reductionScheme per call)
-by :func:`build` (``python -m tcsmt.library.catalog_build``), never edited by hand.  Each recorded plan becomes a
-:class:`~tcsmt.library.plans.Plan` through the same conversion as the plan tables
-(:class:`tcsmt.library.convert.ConvertContext`), or a refusal saying what is unknown.
+recordings (``tcsmt record``: :mod:`tcsmt.hwcheck.record`; ``tools/device/record_plans.py``: kernel names,
+cuBLASLt's numSplitsK and reductionScheme per call) by :func:`build` (``python -m tcsmt.library.catalog_build``),
+never edited by hand.  Each recorded plan becomes a :class:`~tcsmt.library.plans.Plan` through the same conversion
+as the plan tables (:class:`tcsmt.library.convert.ConvertContext`), or a refusal saying what is unknown.
 
 Tables (``sqlite3``, read-only at run time):
 
 * ``meta(key, value)``: ``gpu`` (the name ``tcsmt.library.plan(gpu=)`` takes), ``arch``, ``device``, ``library``,
-  ``stamp`` (JSON: GPU name, SM count, driver, torch, CUDA, cuBLAS, cuBLASLt), ``sources`` (JSON list);
+  ``stamp`` (JSON: GPU name, SM count, driver, torch, CUDA, cuBLAS, cuBLASLt:
+  :data:`tcsmt.hwcheck.stamp.STAMP_FIELDS`), ``sources`` (JSON list);
 * ``plans(id, fields)``: one row per distinct plan, ``fields`` the JSON of a plan table's ``[[plans]]`` entry, or
   ``{"why": ...}`` for calls recorded without a usable plan (torch's refusal, an unknown slice rule, ...);
 * ``families(id, key)``: the call families (:func:`family_text` of :meth:`Call.family_key`: the call without
@@ -44,7 +45,6 @@ VARIES = ("M", "K", "MN", "MK")
 """What a run varies: M (forward and input-gradient products: (d1, d2) = (N, K)), K (weight gradients, the
 reduction over the tokens: (d1, d2) = (M, N)), or a sequence length in two dimensions at once (attention's
 batched products: M = N = S with d1 = K, or M = K = S with d1 = N; d2 = 0)."""
-STAMP_FIELDS = ("gpu_name", "sm_count", "driver", "torch", "cuda", "cublas", "cublaslt")
 
 
 def fixed_dims(call: Call, vary: str) -> tuple[int, int]:
