@@ -34,7 +34,7 @@ from tcsmt.library.catalog import SCHEMA, VARIES, family_text, fixed_dims
 from tcsmt.library.checks import make_call
 from tcsmt.library.families import SAME_KEYS, class_of
 from tcsmt.library.plans import OPS, Call
-from tcsmt.library.rules import RULES_NAME, checked_entry, k_tiled, make_context
+from tcsmt.library.rules import RULES_NAME, checked_entry, classed, k_tiled, make_context
 from tcsmt.library.settings import settings_key
 
 CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
@@ -213,7 +213,7 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
     """The catalog entry of one recorded call: its plan fields (kernels as their class, sources naming the
     recording and the rules), or {'why': ...}; None for a call torch refuses that the library refuses itself."""
     c = raw_call(tmpl, vary, t, plan, tables)
-    if c.get("torch_error") and str(c["torch_error"]).startswith("make_fn"):  # the recorder's own failure
+    if c.get("torch_error") and "make_fn:" in str(c["torch_error"]):  # the recorder's own failure
         return {"why": f"{NOT_RECORDED}: the recorder could not make the call ({str(c['torch_error'])[:200]})"}
     if c.get("torch_error"):
         try:  # a call the library's own checks refuse first needs no catalog entry
@@ -228,10 +228,10 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
         return {"why": f"{NOT_RECORDED}: the call failed under capture ({str(c['capture_error'])[:200]})"}
     ident, fields, why = ctx.entry(name, 0, c)
     if why:
-        return {**ident, "why": re.sub(r"kernels [^;)]*", "kernels of its class " + kernel_class(c, ctx), why)}
+        return {**ident, "why": classed(why, kernel_class(c, ctx))}
     cls = kernel_class(c, ctx)
     srcs = [f"{name}: split_k {c['split_k']} from cuBLASLt's trace of the call under CUDA graph capture; "
-            f"kernels of class {cls}", *fields.get("sources", [])[1:]]
+            f"kernels of class {cls}", *(classed(x, cls) for x in fields.get("sources", [])[1:])]
     entry = {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
              "kernels": [cls], "sources": srcs}
     return checked_entry(entry, ident, [c["M"], c["N"], c["K"], c["batch"]], c["kernels"], ctx.gpu, name, probed)

@@ -151,3 +151,9 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
             return {**ident, "why": f"K iteration inside a slice of its CUTLASS kernels (K tile {tiles[0]}) not decided, "
                                     f"and a slice's residue of {cut[0]} k's cuts a {block}-product block of the chain"}
     return entry
+
+
+def classed(text: str, cls: str) -> str:
+    """A converter's reason or source with the call's kernel names (and the other GPU's) written as their class,
+    so that the entries of neighbouring calls whose kernels differ only in tile shape are one catalog entry."""
+    return re.sub(r"kernels (?!of )[^;)]*", f"kernels of class {cls}", text)
