@@ -18,7 +18,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import REPO, round_fraction
 
-from tcsmt import TcsmtError, resolve, simulate_params
+from tcsmt import TcsmtError, resolve
+from tcsmt.sim.simulator import simulate_params  # the numpy semantics: the reference
 from tcsmt import library as L
 from tcsmt.arith.formats import get_format
 from tcsmt.cli import main
