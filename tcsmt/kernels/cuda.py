@@ -264,7 +264,7 @@ REDUCE_CODES = {"fp32_forward": 0, "pairwise": 1, "out_rounded": 2, "out_chain":
 STEP_CODES = {"scale": 1, "alpha": 2, "beta_c": 3, "alpha_beta_c": 4, "bias": 5, "scale_b_then_a": 6}
 """The epilogue steps of :data:`tcsmt.library.plans.EPILOGUE_STEPS` as the CUDA source numbers them."""
 MAX_PARTS = 64
-"""Split-K partials one output may have (the pairwise tree's local array in the CUDA source)."""
+"""Split-K partials a pairwise reduction may have (the tree's local array in the CUDA source)."""
 ROUND_CODES = {"rz": 0, "rne": 1, "rna": 2}
 
 
@@ -283,8 +283,9 @@ def finish_arguments(parts, out_fmt: Format, reduce: str, steps, *, C=None, bias
     from tcsmt.arith.formats import FP32
 
     S = len(parts)
-    if not 1 <= S <= MAX_PARTS:
-        raise TcsmtError(f"the GPU finish kernel takes 1..{MAX_PARTS} split-K partials, not {S}")
+    if S < 1 or (reduce == "pairwise" and S > MAX_PARTS):
+        raise TcsmtError(f"the GPU finish kernel takes 1 split-K partial or more ({MAX_PARTS} at most for a "
+                         f"pairwise reduction), not {S}")
     if reduce not in REDUCE_CODES:
         raise TcsmtError(f"the GPU finish kernel does not implement the reduction {reduce!r}")
     unknown = [s for s in steps if s not in STEP_CODES]

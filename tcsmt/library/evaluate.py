@@ -268,9 +268,16 @@ def _evaluate_device(plan: Plan, A_bits, B_bits, *, C=None, bias=None, scale_a=N
                 parts.append(cuda.gemm(plan.chain, a, b))
             except TcsmtError:  # a chain the GPU kernel does not implement: the CPU computes it
                 parts.append(cp.asarray(chain_gemm(plan.chain, cp.asnumpy(a), cp.asnumpy(b))))
-        return cuda.finish(parts, fmt_of(plan.call.out_dtype), plan.reduce, plan.epilogue, C=C, bias=bias,
-                           scale_a=scale_a, scale_b=scale_b, alpha=_const32(plan.call.alpha),
-                           beta=_const32(plan.call.beta))
+        try:
+            return cuda.finish(parts, fmt_of(plan.call.out_dtype), plan.reduce, plan.epilogue, C=C, bias=bias,
+                               scale_a=scale_a, scale_b=scale_b, alpha=_const32(plan.call.alpha),
+                               beta=_const32(plan.call.beta))
+        except TcsmtError:  # a finish the GPU kernel does not implement: the numpy steps on the host
+            def host(x):
+                return None if x is None else cp.asnumpy(x)
+
+            return cp.asarray(finish_numpy(plan, [cp.asnumpy(q) for q in parts], C=host(C), bias=host(bias),
+                                           scale_a=host(scale_a), scale_b=host(scale_b)))
 
 
 def chain_pairs(p: ModelParams, A: np.ndarray, B: np.ndarray) -> np.ndarray:
