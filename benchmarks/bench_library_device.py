@@ -154,7 +154,7 @@ def run_case(torch, name: str, repeats: int, seed: int) -> dict:
         return res
     try:
         warm_kernels(name)
-    except Exception as exc:  # noqa: BLE001 - a benchmark records what happened
+    except Exception as exc:
         res["warmup_error"] = f"{type(exc).__name__}: {exc}"
     times = []
     out = None
@@ -182,8 +182,8 @@ def table(before_path: str, after_path: str) -> str:
     before = {r["case"]: r for r in json.load(open(before_path))["cases"]}
     after = json.load(open(after_path))
     dev = after.get("device", "?")
-    lines = [f"| op | shape | dtype | products/s before | products/s after | torch's time | after / torch | "
-             f"outputs differing from torch | device |", "|---|---|---|---:|---:|---:|---:|---|---|"]
+    lines = ["| op | shape | dtype | products/s before | products/s after | torch's time | after / torch | "
+             "outputs differing from torch | device |", "|---|---|---|---:|---:|---:|---:|---|---|"]
     for r in after["cases"]:
         if "products_per_s" not in r:
             lines.append(f"| {r['case']} | | | | {r.get('error') or r.get('missing')} | | | | {dev} |")
@@ -223,7 +223,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         try:
             r = run_case(torch, name, args.repeats, args.seed)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             r = {"case": name, "error": f"{type(exc).__name__}: {exc}"}
         r["wall_s"] = round(time.perf_counter() - t0, 2)
         res["cases"].append(r)
