@@ -29,8 +29,12 @@ per second on one thread, about 3 * 10^8 products per CPU second; 20-90 times
 the numpy simulator.  The first call compiles (about 5-7 s; cached on disk by
 numba afterwards, 0.2-0.5 s).
 
+:func:`pairs` computes one output per (row, column) pair with a C per pair (fp32), the chain of
+:func:`tcsmt.arith.semantics.dot` itself: ``tcsmt.simulate`` runs on it (:mod:`tcsmt.kernels.simulate`).
+
 ``tests/test_gemm_kernel.py`` ties the two implementations together (every
-output of every supported library path on many input distributions).
+output of every supported library path on many input distributions, and every compiled instruction
+path with random C).
 
 The parameters it supports are checked by :func:`check_supported`, field by
 field; any other value raises :class:`TcsmtError` so the caller can fall back
