@@ -235,16 +235,25 @@ def pairs(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, C: np.
         cvec = to_bits(np.asarray(C), get_format("fp32"), "C").astype(np.int64).reshape(-1)
         if cvec.shape != (A.shape[0],):
             raise TcsmtError(f"pairs: C must hold one value per pair ({A.shape[0]}), got shape {np.shape(C)}")
+    fin, fin_b = get_format(params.in_fmt), get_format(params.b_format)
+    return pairs_of_patterns(params, to_bits(A, fin, "A"), to_bits(Bm, fin_b, "B").T, cvec, threads=threads)
+
+
+def pairs_of_patterns(params: ModelParams, a_bits: np.ndarray, b_rows: np.ndarray, cvec: np.ndarray, *,
+                      threads: int | None = None) -> np.ndarray:
+    """:func:`pairs` on patterns already checked: ``a_bits`` (n, K) of in_fmt, ``b_rows`` (n, K) of B's format
+    (row i is the column paired with row i of A), ``cvec`` (n,) fp32 C patterns as int64; the output format's
+    patterns (n,).  No copy of the operands is made (tcsmt.simulate's inputs stay their size in memory)."""
     check_supported(params)
-    if A.shape[1] == 0:
+    if a_bits.shape[1] == 0:
         raise TcsmtError("K must be at least 1")
     fin, fin_b, fout = get_format(params.in_fmt), get_format(params.b_format), get_format(params.out_fmt)
     g = _load_numba()
-    cfg = _config(params, A.shape[1], g)
+    cfg = _config(params, a_bits.shape[1], g)
     import numba
-    a_bits = np.ascontiguousarray(to_bits(A, fin, "A"))
-    b_bits = np.ascontiguousarray(to_bits(Bm, fin_b, "B").T)
-    out = np.empty(A.shape[0], dtype=np.int64)
+    a_bits = np.ascontiguousarray(a_bits)
+    b_bits = np.ascontiguousarray(b_rows)
+    out = np.empty(a_bits.shape[0], dtype=np.int64)
     if out.size:
         old = numba.get_num_threads()
         n = old if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]  # set from the environment at import; absent from numba's stubs

@@ -38,7 +38,7 @@ def compiled_pairs(p: ModelParams, a, b, c, *, bits: bool = False) -> np.ndarray
     ab, bb, cb = dot_patterns(a, b, c, fin, fc, bits, b_fmt=get_format(p.b_format))
     if ab.shape[1] == 0:
         raise TcsmtError("K = 0: nothing to compile")
-    return cpu.pairs(p, ab, bb.T, C=cb).astype(get_format(p.out_fmt).dtype)
+    return cpu.pairs_of_patterns(p, ab, bb, cb.astype(np.int64))
 
 
 def simulate_params(p: ModelParams, a: np.ndarray, b: np.ndarray, c: np.ndarray, *, bits: bool = False,
@@ -46,7 +46,7 @@ def simulate_params(p: ModelParams, a: np.ndarray, b: np.ndarray, c: np.ndarray,
     """D = A.B + C row by row under model ``p``: :func:`tcsmt.sim.simulator.simulate_params` (its arguments
     and output), on the compiled kernel where it implements ``p`` (see the module docstring)."""
     if isinstance(p, ModelParams) and sa is None and sb is None and not p.scale_fmt:
-        shape_a = np.shape(a)
+        shape_a = getattr(a, "shape", ())  # arrays only: anything else is read (and refused) by the simulator
         if len(shape_a) == 2 and shape_a[0] * shape_a[1] >= MIN_PRODUCTS:
             try:
                 return compiled_pairs(p, a, b, c, bits=bits)
