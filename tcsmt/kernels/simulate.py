@@ -46,7 +46,7 @@ def simulate_params(p: ModelParams, a: np.ndarray, b: np.ndarray, c: np.ndarray,
     """D = A.B + C row by row under model ``p``: :func:`tcsmt.sim.simulator.simulate_params` (its arguments
     and output), on the compiled kernel where it implements ``p`` (see the module docstring)."""
     if isinstance(p, ModelParams) and sa is None and sb is None and not p.scale_fmt:
-        shape_a = getattr(a, "shape", ())  # arrays only: anything else is read (and refused) by the simulator
+        shape_a: tuple[int, ...] = tuple(getattr(a, "shape", ()))  # arrays only: the simulator reads the rest
         if len(shape_a) == 2 and shape_a[0] * shape_a[1] >= MIN_PRODUCTS:
             try:
                 return compiled_pairs(p, a, b, c, bits=bits)
