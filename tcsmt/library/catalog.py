@@ -13,7 +13,8 @@ Tables (``sqlite3``, read-only at run time):
 * ``meta(key, value)``: ``gpu`` (the name ``tcsmt.library.plan(gpu=)`` takes), ``arch``, ``device``, ``library``,
   ``stamp`` (JSON: GPU name, SM count, driver, torch, CUDA, cuBLAS, cuBLASLt:
   :data:`tcsmt.hwcheck.stamp.STAMP_FIELDS`), ``sources`` (JSON list);
-* ``plans(id, fields)``: one row per distinct plan, ``fields`` the JSON of a plan table's ``[[plans]]`` entry, or
+* ``plans(id, fields)``: one row per distinct plan, ``fields`` the zlib-compressed JSON of a plan table's
+  ``[[plans]]`` entry, or
   ``{"why": ...}`` for calls recorded without a usable plan (torch's refusal, an unknown slice rule, ...);
 * ``families(id, key)``: the call families (:func:`family_text` of :meth:`Call.family_key`: the call without
   its shape);
@@ -25,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+import zlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -34,12 +36,12 @@ from tcsmt.errors import TcsmtError
 from tcsmt.library.plans import Call, Plan, call_from_entry, plan_from_fields
 
 SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE families (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
-CREATE TABLE plans (id INTEGER PRIMARY KEY, fields TEXT NOT NULL UNIQUE);
+CREATE TABLE plans (id INTEGER PRIMARY KEY, fields BLOB NOT NULL);
 CREATE TABLE runs (family INTEGER NOT NULL, vary TEXT NOT NULL, d1 INTEGER NOT NULL, d2 INTEGER NOT NULL,
-                   lo INTEGER NOT NULL, hi INTEGER NOT NULL, step INTEGER NOT NULL, plan INTEGER NOT NULL);
-CREATE INDEX runs_by_call ON runs (family, vary, d1, d2, lo);
+                   lo INTEGER NOT NULL, hi INTEGER NOT NULL, step INTEGER NOT NULL, plan INTEGER NOT NULL,
+                   PRIMARY KEY (family, vary, d1, d2, lo)) WITHOUT ROWID;
 """
 VARIES = ("M", "K", "MN", "MK")
 """What a run varies: M (forward and input-gradient products: (d1, d2) = (N, K)), K (weight gradients, the
@@ -114,7 +116,7 @@ class Catalog:
             row = self.db.execute("SELECT fields FROM plans WHERE id = ?", (pid,)).fetchone()
             if row is None:
                 raise TcsmtError(f"plan catalog {self.name}: run names plan {pid}, which it does not hold")
-            self._plans[pid] = json.loads(row[0])
+            self._plans[pid] = json.loads(zlib.decompress(row[0]))
         return self._plans[pid]
 
     def find(self, call: Call) -> list[Hit]:

@@ -19,6 +19,7 @@ import json
 import re
 import sqlite3
 import sys
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -156,10 +157,6 @@ def _unsourced(text: str) -> str:
     d = json.loads(text)
     d.pop("sources", None)
     return json.dumps(d, sort_keys=True)
-
-
-def inverse(ids: dict[str, int]) -> dict[int, str]:
-    return {i: t for t, i in ids.items()}
 
 
 def progressions(ts: list[int]) -> list[tuple[int, int, int]]:
@@ -313,11 +310,11 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
                 if t in slot and slot[t] in failed and converted[key] not in failed:
                     del slot[t]  # a call that failed under capture and was recorded again
                     calls -= 1
-                if t in slot and slot[t] != converted[key] and converted[key] not in failed and \
-                        _unsourced(inverse(plan_ids)[slot[t]]) != _unsourced(inverse(plan_ids)[converted[key]]):
-                    raise TcsmtError(f"{name}: two recordings disagree on {family_text(probe)} at {vary} = {t} "
-                                     f"(d1, d2 = {d1}, {d2}): {inverse(plan_ids)[slot[t]]} vs "
-                                     f"{inverse(plan_ids)[converted[key]]}")
+                if t in slot and slot[t] != converted[key] and converted[key] not in failed:
+                    texts = {i: x for x, i in plan_ids.items()}
+                    if _unsourced(texts[slot[t]]) != _unsourced(texts[converted[key]]):
+                        raise TcsmtError(f"{name}: two recordings disagree on {family_text(probe)} at {vary} = {t} "
+                                         f"(d1, d2 = {d1}, {d2}): {texts[slot[t]]} vs {texts[converted[key]]}")
                 slot.setdefault(t, converted[key])  # the first recording's entry (another's agrees but for sources)
                 calls += 1
     runs = []
@@ -334,7 +331,8 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
     db = sqlite3.connect(tmp)
     db.executescript(SCHEMA)
     db.executemany("INSERT INTO families (id, key) VALUES (?, ?)", [(i, t) for t, i in family_ids.items()])
-    db.executemany("INSERT INTO plans (id, fields) VALUES (?, ?)", [(i, t) for t, i in plan_ids.items()])
+    db.executemany("INSERT INTO plans (id, fields) VALUES (?, ?)",
+                   [(i, zlib.compress(t.encode(), 9)) for t, i in plan_ids.items()])
     db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", runs)
     meta = {"gpu": ctx.gpu, "arch": ctx.arch.name, "device": stamp["gpu_name"],
             "library": f"cuBLAS {stamp['cublas']}, cuBLASLt {stamp.get('cublaslt')}, torch {stamp['torch']}, "
