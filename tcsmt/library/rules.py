@@ -87,7 +87,8 @@ def probed_variants(raw: dict[str, Any], families: dict[str, Any],
                     probe_files: Sequence[tuple[str, dict[str, Any]]] = ()) -> set[tuple[str, str]]:
     """(family, layout tag) pairs whose slice and reduction rules were read from bits: the layouts of the split
     calls of the rules' own plan file (the families were probed on its calls), and the variants a layout-probe
-    file confirms (``variants`` entries with ``verdict`` = ``confirmed``)."""
+    file confirms (``variants`` entries with ``verdict`` = ``confirmed``); a variant that a probe file refutes
+    (``refuted``: some probe read another slice rule or reduction) is removed, even where the plan file has it."""
     out: set[tuple[str, str]] = set()
     for c in raw.get("calls", []):
         if int(c.get("split_k") or 1) > 1:
@@ -100,6 +101,8 @@ def probed_variants(raw: dict[str, Any], families: dict[str, Any],
                 raise TcsmtError(f"{name}: a variant needs family and layout")
             if v.get("verdict") == "confirmed":
                 out.add((str(v["family"]), str(v["layout"])))
+    for _name, doc in probe_files:  # a refutation wins over every confirmation
+        out -= {(str(v["family"]), str(v["layout"])) for v in doc.get("variants", []) if v.get("verdict") == "refuted"}
     return out
 
 
@@ -123,6 +126,10 @@ def k_tiled(kernels: Sequence[str]) -> bool:
     return any(CUTLASS_K_TILE.search(k) for k in kernels)
 
 
+UNREAD_K_ORDER = re.compile(r"^(gemv|gemmSN|gemmk1|dot_kernel)")
+"""CUDA-core matrix-vector kernels whose own K order no probe read: one K-chain is not their arithmetic."""
+
+
 def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int], kernels: Sequence[str], gpu: str,
                   where: str, probed: set[tuple[str, str]] | None = None) -> dict[str, Any]:
     """``entry`` (plan fields) where its plan loads and is certain at ``shape`` ([M, N, K, batch]), else ``ident``
@@ -143,6 +150,10 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
             known = sorted(t for f, t in probed if f == fam)
             return {**ident, "why": f"slice rule of layout {', '.join(unread)} not read: family {fam} was probed on "
                                     f"layouts {', '.join(known) or 'none'} (a layout probe reads it)"}
+    gemv = sorted({k.split("<")[0] for k in kernels if UNREAD_K_ORDER.match(k)})
+    if gemv and plan.call.K > 1:
+        return {**ident, "why": f"K order of the {', '.join(gemv)} kernel not read (GPT-2's LM head at M = 1 on the H100 "
+                                "splits K at 384 inside gemv2T_kernel_val: evidence/h100_invariance_witnesses.json)"}
     tiles = [int(m.group(1)) for k in kernels for m in [CUTLASS_K_TILE.search(k)] if m]
     block = plan.chain.block_k
     if tiles and not plan.k_tile and block > 1:
