@@ -1031,7 +1031,10 @@ def run_probe_list(torch, calls, path, budget=1e9):
         t1 = time.time()
         try:
             sp = slice_probe(torch, c, D)
-            e.update({k: sp[k] for k in ("starts", "n_anomalies", "noncontiguous_groups", "tests", "pairs")})
+            e.update({k: sp[k] for k in ("starts", "n_anomalies", "noncontiguous_groups", "tests", "pairs",
+                                         "lost_pairs", "anomalies")})
+            if c["K"] <= 8192:
+                e["group_patterns"] = sp["group_patterns"]
             if not sp["noncontiguous_groups"] and len(sp["starts"]) >= 2:
                 e["reduce2"] = reduce_probe2(torch, c, sp["starts"], rng, rounds=max(4, min(64, 256 // c["N"])),
                                              keep_raw=32)

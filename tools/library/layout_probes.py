@@ -87,8 +87,10 @@ def _pickable(c: dict[str, Any]) -> bool:
 
 
 def _items(rec: dict[str, Any]):
-    """(call, plan id, file-level note) of every recorded call, token-count runs as their first two token counts
-    (the cheapest calls of the run; the second one often has another remainder) weighted by the run's calls."""
+    """(calls, plan id, calls of the plan, more calls) of every recorded call: token-count runs as their first two
+    token counts (the cheapest calls of the run; the second one often has another remainder) weighted by the run's
+    calls, and, where the token count is K, the first K of every other :func:`k_class` in the run (odd K with
+    K % 64 >= 8 apart) as ``more`` (for :func:`targeted` only)."""
     for task in rec["tasks"]:
         if task["kind"] == "mrange":
             ms = R.task_values(task)
@@ -96,10 +98,19 @@ def _items(rec: dict[str, Any]):
             for r in R.iter_runs(task):
                 n = pos[r[1]] - pos[r[0]] + 1
                 firsts = ms[pos[r[0]]:pos[r[0]] + min(n, 2)]
-                yield [{**task["call"], task["vary"]: t} for t in firsts], r[2], n
+                more = []
+                if task["vary"] == "K":  # the first K of each k_class in the run's first 130 token counts
+                    seen = {k_class(t) for t in firsts}
+                    for t in ms[pos[r[0]]:pos[r[0]] + min(n, 130)]:
+                        kc = k_class(t)
+                        if kc not in seen:
+                            seen.add(kc)
+                            more.append(t)
+                yield ([{**task["call"], task["vary"]: t} for t in firsts], r[2], n,
+                       [{**task["call"], task["vary"]: t} for t in more])
         else:
             for c, pid, _g, _w in R.iter_list(task, rec["fields"]):
-                yield [c], pid, 1
+                yield [c], pid, 1, []
 
 
 def scan(gpu: str, families: dict[str, Any], rec_dir: Path = RECORDINGS) -> dict[tuple[str, str], dict[str, Any]]:
@@ -113,7 +124,7 @@ def scan(gpu: str, families: dict[str, Any], rec_dir: Path = RECORDINGS) -> dict
         rec = R.load(str(path))
         default = (rec.get("setting") or {}).get("name") == "default"
         cache: dict[int, Any] = {}
-        for calls, pid, n in _items(rec):
+        for calls, pid, n, more in _items(rec):
             if pid not in cache:
                 p = R.plan_dict(rec, pid)
                 S = int(p["split_k"] or 1)
@@ -137,7 +148,7 @@ def scan(gpu: str, families: dict[str, Any], rec_dir: Path = RECORDINGS) -> dict
             if not default:
                 continue
             e["calls_default_settings"] += n
-            for c in calls:
+            for c in calls + more:
                 if not _pickable(c):
                     continue
                 starts = rule_starts(families[fam], c["K"], S)
@@ -150,12 +161,59 @@ def scan(gpu: str, families: dict[str, Any], rec_dir: Path = RECORDINGS) -> dict
                 cost = probe_cost(c, S) * (1 if n_slices == S else 16)
                 if cost > MAX_COST:
                     continue
+                rec_plan = {"kernels": p["kernels"], "split_k": S, "reduction_scheme": p["reduction_scheme"],
+                            "file": path.name}
                 best = e["candidates"].get((S, g))
-                if best is None or cost < best[0]:
-                    rec_plan = {"kernels": p["kernels"], "split_k": S, "reduction_scheme": p["reduction_scheme"],
-                                "file": path.name}
+                if (best is None or cost < best[0]) and c in calls:  # ``more``: only for ``targeted``
                     e["candidates"][(S, g)] = (cost, {**c, "recorded": rec_plan})
+                key = (S, g, k_class(c["K"]))
+                best = e.setdefault("by_k_class", {}).get(key)
+                if best is None or cost < best[0]:
+                    e["by_k_class"][key] = (cost, {**c, "recorded": rec_plan})
     return out
+
+
+def k_class(K: int) -> str:
+    """What of K a grain rule can depend on: divisible by 64, by 32, by 8, not by 8 (K % 64 below 8, or not)."""
+    if K % 8:
+        return "K%8!=0" + (" K%64>=8" if K % 64 >= 8 else "")
+    return "K%64=0" if K % 64 == 0 else "K%32=0" if K % 32 == 0 else "K%8=0"
+
+
+def alternative_starts(fam: dict[str, Any], K: int, S: int, fp32: bool) -> dict[str, list[int]]:
+    """Slice starts of the rules that the H100 layout probes left open: the family's, chunk rules of other grains
+    (16 bytes of the input: 4 for fp32, 8 for 16-bit; 32; 64) and the family's grain on K floored to a multiple
+    of 8 or of 64 (the tail in the last slice)."""
+    G = grain_of(fam, K, "family")
+    out = {"family rule": rule_starts(fam, K, S)}
+    for g in ((4, 32) if fp32 else (8, 32, 64)):
+        out[f"G={g}"] = chunk_starts(K, S, g)
+    for a in (8, 64):
+        chunk = _ceil_div(_ceil_div(K - K % a, G), S) * G
+        out[f"G={G} on K floored to {a}"] = [i * chunk for i in range(S) if i * chunk < K]
+    return out
+
+
+def targeted(e: dict[str, Any], fam: dict[str, Any], cap: int = 5) -> list[dict[str, Any]]:
+    """Calls that tell the open slice rules apart (``alternative_starts``), one per class of K (:func:`k_class`):
+    the cheapest call whose alternatives give the most distinct readable starts (two or more slices, 16 or more k
+    wide), the variant's more frequent S first."""
+    picked: list[dict[str, Any]] = []
+    for kc in ("K%64=0", "K%32=0", "K%8!=0 K%64>=8", "K%8!=0", "K%8=0"):
+        best = None
+        for (S, _g, kc2), (cost, c) in (e.get("by_k_class") or {}).items():
+            if kc2 != kc:
+                continue
+            alts = alternative_starts(fam, c["K"], S, c["a_dtype"] == "float32")
+            if any(len(v) < 2 or v[1] < 16 for v in alts.values()):
+                continue
+            distinct = len({tuple(v) for v in alts.values()})
+            score = (distinct, e["split_k"][S], -cost)
+            if distinct >= 2 and (best is None or score > best[0]):
+                best = (score, c)
+        if best is not None and len(picked) < cap:
+            picked.append(best[1])
+    return picked
 
 
 def pick(e: dict[str, Any], n_top: int = 3, cap: int = 10) -> list[dict[str, Any]]:
@@ -177,7 +235,8 @@ def pick(e: dict[str, Any], n_top: int = 3, cap: int = 10) -> list[dict[str, Any
 
     for S in dict.fromkeys(wanted):
         add(min(by_s[S], key=lambda x: x[0])[1])
-    groups = sorted({g for (_S, g) in cands}, key=lambda g: -e["groups"][g])
+    # more frequent groups first; ties in reverse name order (with bias before without: the first run's choice)
+    groups = sorted(sorted({g for (_S, g) in cands}, reverse=True), key=lambda g: -e["groups"][g])
     for g in groups:
         mine = [(S, cost, c) for (S, g2), (cost, c) in cands.items() if g2 == g]
         if any(group_of(c) == g for c in picked):
@@ -224,6 +283,11 @@ def chunk_rules(K: int, starts: list[int]) -> list[str]:
             if chunk_starts(K, s, G) == starts:
                 out.append(f"G={G} S={s}")
                 break
+    for a in (8, 64):
+        for G in (64, 128):
+            chunk = _ceil_div(_ceil_div(K - K % a, G), S) * G
+            if K % a and [i * chunk for i in range(S) if i * chunk < K] == starts:
+                out.append(f"G={G} S={S} on K floored to a multiple of {a} (the tail in the last slice)")
     return out
 
 
@@ -337,7 +401,9 @@ def layout_cmd() -> None:
 @layout_cmd.command("lists", help="write DIR/GPU_probe_list.json and DIR/variants.json from the recordings")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--gpu", "gpus", multiple=True, default=("h100", "h200"), show_default=True)
-def lists_cmd(out: Path, gpus: tuple[str, ...]) -> int:
+@click.option("--targeted", "targeted_calls", is_flag=True,
+              help="append, per variant, the calls that tell the slice rules the H100 run left open apart")
+def lists_cmd(out: Path, gpus: tuple[str, ...], targeted_calls: bool) -> int:
     fams = _families()
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {}
@@ -353,6 +419,12 @@ def lists_cmd(out: Path, gpus: tuple[str, ...]) -> int:
         order = sorted(per_variant, key=lambda k: (k in grid, k))
         for i in range(max((len(v) for v in per_variant.values()), default=0)):
             plist += [per_variant[k][i] for k in order if i < len(per_variant[k])]
+        if targeted_calls:  # after the list above, so that its order and calls stay those of the first run
+            extra = {k: [{**c, "config": " | ".join(k), "targeted": True} for c in targeted(stats[k], fams[k[0]])
+                         if c not in [{x: y for x, y in p.items() if x != "config"} for p in per_variant[k]]]
+                     for k in order}
+            for i in range(max((len(v) for v in extra.values()), default=0)):
+                plist += [extra[k][i] for k in order if i < len(extra[k])]
         (out / f"{gpu}_probe_list.json").write_text(json.dumps(plist, indent=0) + "\n")
         summary[gpu] = [{"family": k[0], "layout": k[1], "grid_probed": k in grid, "calls": v["calls"],
                          "calls_default_settings": v["calls_default_settings"],
