@@ -47,6 +47,8 @@ MAX_ELEMS = 1 << 26
 """Largest operands + output of a picked call (elements)."""
 MAX_COST = 3 * 10**8
 """Largest :func:`probe_cost` of a picked call (a few seconds on the device's host)."""
+KEEP_RAW = 4
+"""(partials, output) pairs of the reduction probe kept per probe in the committed file (the device keeps 32)."""
 HYPOTHESIS = {"fp32_forward": "fp32_forward", "out_rounded": "out_rounded_partials_fp32_sum",
               "out_chain": "out_dtype_chain", "out_chain_acc_add": "out_serial_f32add"}
 """Reduction names of :func:`reduction_of` -> the device's hypothesis (``reduce_hypotheses`` of library_plans.py)."""
@@ -356,9 +358,10 @@ def summarize(gpu: str, raw: list[dict[str, Any]], families: dict[str, Any], sta
         fam, tag = p["config"].split(" | ")
         ok, why, read = judge(p, families)
         per[(fam, tag)].append((p, ok, why, read))
-        probes.append({**{k: v for k, v in p.items() if k not in ("lt_algo", "probe_lt_algo")},
-                       "lt_algo": p.get("lt_algo"), "probe_lt_algo": p.get("probe_lt_algo"),
-                       "agrees": ok, "why_not": why, "read": read})
+        entry = {**p, "agrees": ok, "why_not": why, "read": read}
+        if "raw" in (p.get("reduce2") or {}):  # the device keeps 32 (partials, output) pairs; 4 are committed
+            entry["reduce2"] = {**p["reduce2"], "raw": p["reduce2"]["raw"][:KEEP_RAW]}
+        probes.append(entry)
     variants = []
     for key in sorted(set(stats) | set(per), key=lambda k: (k[0], k[1])):
         st = stats.get(key)
@@ -387,6 +390,13 @@ def summarize(gpu: str, raw: list[dict[str, Any]], families: dict[str, Any], sta
         variants.append(e)
     return {**header, "gpu_key": gpu, "families_from": "evidence/h100_cublas_plans.json", "variants": variants,
             "probes": probes}
+
+
+def dump(doc: dict[str, Any]) -> str:
+    """The committed file's text: indented, but one line per probe (their raw readings are long)."""
+    head = json.dumps({k: v for k, v in doc.items() if k != "probes"}, indent=1)
+    probes = ",\n".join("  " + json.dumps(p, separators=(",", ":")) for p in doc["probes"])
+    return head[:-2] + ',\n "probes": [\n' + probes + "\n ]\n}\n"
 
 
 def _families() -> dict[str, Any]:
@@ -458,7 +468,7 @@ def ingest_cmd(gpu: str, raw: Path, device_command: str, out: Path | None) -> in
     raw_probes = json.loads((raw / "r" / "probe_list.json").read_text())
     doc = summarize(gpu, raw_probes, fams, scan(gpu, fams), grid_tags(gpu, fams), header)
     path = out or REPO / "evidence" / "library" / f"{gpu}_layout_probes.json"
-    path.write_text(json.dumps(doc, indent=1) + "\n")
+    path.write_text(dump(doc))
     for v in doc["variants"]:
         click.echo(f"{v['family']:40s} {v['layout']:4s} probes={v['probes']:2d} agree={v['agree']:2d} "
                    f"S={v['split_k']} {v['verdict']}")
