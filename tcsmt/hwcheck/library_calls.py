@@ -255,13 +255,22 @@ def out_bits(torch, t) -> np.ndarray:
 
 def build_tensors(torch, call: dict, inputs: dict, device) -> dict:
     """Torch tensors of a call's inputs, in the layouts the call uses (``linear``: weight (N, K) contiguous;
-    ``scaled_mm``: B column-major; others row-major)."""
+    ``scaled_mm``: B column-major; others row-major).  The recorder's layout fields (tools/device/record_plans.py
+    ``FIELDS``), where a call has them: ``a_t``: A is the transposed view of a contiguous (K, M) tensor; ``b_t``:
+    B is the transposed view of a contiguous (N, K) tensor (what ``linear`` and ``scaled_mm`` always use)."""
     t: dict = {}
-    t["A"] = to_device(torch, inputs["A"], call["a_dtype"], device)
+
+    def transposed(x: np.ndarray, fmt: str):
+        return to_device(torch, np.ascontiguousarray(np.swapaxes(x, -1, -2)), fmt, device).transpose(-1, -2)
+
+    A = inputs["A"]
+    t["A"] = transposed(A, call["a_dtype"]) if call.get("a_t") else to_device(torch, A, call["a_dtype"], device)
     Bb = inputs["B"]
     if call["op"] in ("linear", "scaled_mm"):
         # weight / column-major B: store B^T contiguous, hand torch its transpose view where needed
         t["Bt"] = to_device(torch, np.ascontiguousarray(np.swapaxes(Bb, -1, -2)), call["b_dtype"], device)
+    elif call.get("b_t"):
+        t["B"] = transposed(Bb, call["b_dtype"])
     else:
         t["B"] = to_device(torch, Bb, call["b_dtype"], device)
     for k in ("bias", "C"):

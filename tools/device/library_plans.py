@@ -18,6 +18,10 @@ Stages:
   probes  slice starts of split-K calls from output bits (see ``slice_probe``), then the reduction order from
           one planted product per slice (see ``reduce_probe``)
   valid   the calls of ``library_calls.validation_calls()``, sampled outputs
+
+``--probe-list LIST`` probes only the calls of LIST (``run_probe_list``): calls with the plan files' fields and,
+optionally, the recorder's layouts ``a_t`` / ``b_t`` (A / B transposed views, tools/device/record_plans.py
+``FIELDS``), ``linear``, ``addmm`` (zero bias or C) and ``_scaled_mm`` (unit scales, per tensor or row-wise).
 """
 from __future__ import annotations
 
@@ -233,13 +237,18 @@ class Buffers:
     def tensors(self, call):
         t = self.torch
         M, N, K, bt = call["M"], call["N"], call["K"], call["batch"]
-        A = self.get(call["a_dtype"], 0)[: bt * M * K].view(*((bt,) if call["op"] == "bmm" else ()), M, K)
+        lead = (bt,) if call["op"] == "bmm" else ()
+        Aflat = self.get(call["a_dtype"], 0)[: bt * M * K]
+        # a_t / b_t (the recorder's layout fields): A, B transposed views of contiguous (K, M), (N, K) tensors
+        A = Aflat.view(*lead, K, M).transpose(-1, -2) if call.get("a_t") else Aflat.view(*lead, M, K)
         Bflat = self.get(call["b_dtype"], 1)[: bt * K * N]
         d = {"A": A}
         if call["op"] in ("linear", "scaled_mm"):
             d["Bt"] = Bflat.view(N, K)
+        elif call.get("b_t"):
+            d["B"] = Bflat.view(*lead, N, K).transpose(-1, -2)
         else:
-            d["B"] = Bflat.view(*((bt,) if call["op"] == "bmm" else ()), K, N)
+            d["B"] = Bflat.view(*lead, K, N)
         if call["bias"]:
             d["bias"] = self.get(call["out_dtype"], 2)[:N]
         elif call["op"] == "addmm":
@@ -612,6 +621,26 @@ def slice_tests(K, D):
     return tests
 
 
+def probe_inputs(call, A, B):
+    """The probe's operands (logical (M, K) and (K, N) patterns) with what the call needs beside them: unit scales
+    of the call's kind (per tensor, or row-wise (M, 1) and (1, N)) for ``scaled_mm``, a zero bias where the call has
+    one, a zero C for ``addmm`` without bias (its ``beta`` then adds nothing).  Layouts (a_t, b_t) are
+    ``library_calls.build_tensors``'s business: the patterns stay logical here."""
+    M, N = A.shape[-2], B.shape[-1]
+    inputs = {"A": A, "B": B}
+    if call["op"] == "scaled_mm":
+        one = np.uint32(0x3F800000)
+        row = call.get("scale") == "row"
+        inputs["scale_a"] = np.full((M, 1), one, dtype=np.uint32) if row else np.array(one, dtype=np.uint32)
+        inputs["scale_b"] = np.full((1, N), one, dtype=np.uint32) if row else np.array(one, dtype=np.uint32)
+    out_uint = LC.UINT[LC.FORMATS[call["out_dtype"]][0]]
+    if call.get("bias"):
+        inputs["bias"] = np.zeros(N, dtype=out_uint)
+    elif call["op"] == "addmm":
+        inputs["C"] = np.zeros((M, N), dtype=out_uint)
+    return inputs
+
+
 def slice_probe(torch, call, D):
     """For each test (p, qs): which q lose their weight (same slice as p's pair, before it).  Returns the raw
     readings per group, and the slice starts derived from them where the reading is contiguous."""
@@ -635,11 +664,7 @@ def slice_probe(torch, call, D):
             for m, q in enumerate(qs):
                 A[:, q] = pattern(fa, 2.0 ** ea)
                 B[q, j] = pattern(fb, 2.0 ** (eb + m))
-        inputs = {"A": A, "B": B}
-        if call["op"] == "scaled_mm":
-            inputs["scale_a"] = np.array(0x3F800000, dtype=np.uint32)
-            inputs["scale_b"] = np.array(0x3F800000, dtype=np.uint32)
-        out = LC.run_call(torch, call, inputs, "cuda")
+        out = LC.run_call(torch, call, probe_inputs(call, A, B), "cuda")
         vals = LC.values(fo, out)
         if not np.all(vals[:, :len(chunk)] == vals[:1, :len(chunk)]):
             anomalies.append({"chunk": c0, "what": "rows differ"})
@@ -786,11 +811,7 @@ def reduce_probe(torch, call, starts, rng):
         if fb == "float32":
             mant &= ~((1 << 13) - 1)  # tf32 values: the conversion leaves them as they are
         B[ks, :] = LC.compose(fb, sign, ex, mant)
-        inputs = {"A": A, "B": B}
-        if call["op"] == "scaled_mm":
-            inputs["scale_a"] = np.array(0x3F800000, dtype=np.uint32)
-            inputs["scale_b"] = np.array(0x3F800000, dtype=np.uint32)
-        out = LC.run_call(torch, call, inputs, "cuda")
+        out = LC.run_call(torch, call, probe_inputs(call, A, B), "cuda")
         got = LC.values(fo, out)[0]
         parts = LC.values(fb, B[ks, :])  # exact partials (1 * b)
         for j in range(N):
@@ -849,11 +870,7 @@ def reduce_probe2(torch, call, starts, rng, rounds=4, keep_raw=0):
             m2 &= ~((1 << 13) - 1)
         B[k1, :] = LC.compose(fb, rng.integers(0, 2, size=(S, N)), e1, m1)
         B[k2, :] = LC.compose(fb, rng.integers(0, 2, size=(S, N)), e2, m2)
-        inputs = {"A": A, "B": B}
-        if call["op"] == "scaled_mm":
-            inputs["scale_a"] = np.array(0x3F800000, dtype=np.uint32)
-            inputs["scale_b"] = np.array(0x3F800000, dtype=np.uint32)
-        out = LC.run_call(torch, call, inputs, "cuda")
+        out = LC.run_call(torch, call, probe_inputs(call, A, B), "cuda")
         got = LC.values(fo, out)[0]
         av1 = LC.values(fa, A[0, k1])[:, None]
         av2 = LC.values(fa, A[0, k2])[:, None]
@@ -969,6 +986,73 @@ def run_probes(torch, grid, quick, budget=1e9):
     return res, extra
 
 
+class ProbePathTensors:
+    """``Buffers``' interface over the probe's own path (``probe_inputs`` of zero operands through
+    ``library_calls.build_tensors``): profiling with it shows the kernels and the cuBLASLt trace of the tensors the
+    probes hand torch, layouts (a_t, b_t) included."""
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def tensors(self, call):
+        M, N, K = call["M"], call["N"], call["K"]
+        A = np.zeros((M, K), dtype=LC.UINT[LC.FORMATS[call["a_dtype"]][0]])
+        B = np.zeros((K, N), dtype=LC.UINT[LC.FORMATS[call["b_dtype"]][0]])
+        return LC.build_tensors(self.torch, call, probe_inputs(call, A, B), "cuda")
+
+
+def run_probe_list(torch, calls, path, budget=1e9):
+    """Slice probe, then reduce_probe2, of each call of a list (``--probe-list``), in the list's order, until
+    ``budget`` seconds have passed; ``path`` is rewritten after every probe.  Each entry keeps the list's fields
+    (``config``, ``recorded``, ...) and adds the kernels and cuBLASLt trace of the call on flat buffers as the
+    recorder made it (``kernels``, ``lt_split_k``, ``lt_algo``) and on the probe's own tensors (``probe_kernels``,
+    ``probe_lt_split_k``, ``probe_lt_algo``)."""
+    t0 = time.time()
+    bufs = Buffers(torch, max(max(c["K"] * max(c["M"], c["N"]), c["M"] * c["N"]) for c in calls) + 1)
+    prof, errs = profile_calls(torch, calls, bufs, label_prefix="l")
+    del bufs
+    torch.cuda.empty_cache()
+    prof2, errs2 = profile_calls(torch, calls, ProbePathTensors(torch), label_prefix="q")
+    rng = np.random.default_rng(2028)
+    res: list = []
+    for i, c in enumerate(calls):
+        if time.time() - t0 > budget:
+            log(f"list: time budget reached, {len(res)} of {len(calls)} probed")
+            break
+        e = dict(c)
+        e["kernels"] = prof[i]["kernels"]
+        e["lt_split_k"], e["lt_algo"] = prof[i].get("lt_split_k"), prof[i].get("lt_algo")
+        e["probe_kernels"] = prof2[i]["kernels"]
+        e["probe_lt_split_k"], e["probe_lt_algo"] = prof2[i].get("lt_split_k"), prof2[i].get("lt_algo")
+        for k, v in (("torch_error", errs.get(i)), ("probe_torch_error", errs2.get(i))):
+            if v:
+                e[k] = v
+        D = 128 if (c["op"] == "scaled_mm" and not c["fast_accum"]) else 1
+        t1 = time.time()
+        try:
+            sp = slice_probe(torch, c, D)
+            e.update({k: sp[k] for k in ("starts", "n_anomalies", "noncontiguous_groups", "tests", "pairs",
+                                         "lost_pairs", "anomalies")})
+            if c["K"] <= 8192:
+                e["group_patterns"] = sp["group_patterns"]
+            if not sp["noncontiguous_groups"] and len(sp["starts"]) >= 2:
+                e["reduce2"] = reduce_probe2(torch, c, sp["starts"], rng, rounds=max(4, min(64, 256 // c["N"])),
+                                             keep_raw=32)
+        except Exception as exc:
+            e["probe_error"] = repr(exc)[:300]
+            traceback.print_exc()
+        e["seconds"] = round(time.time() - t1, 2)
+        res.append(e)
+        st = e.get("starts") or [0]
+        log(f"list {c.get('config')} {c['M']}x{c['N']}x{c['K']} a_t={c.get('a_t')} b_t={c.get('b_t')}: "
+            f"S_lt={e['lt_split_k']}/{e['probe_lt_split_k']} S_bits={len(st)} chunk={st[1] if len(st) > 1 else None} "
+            f"last={c['K'] - st[-1]} anomalies={e.get('n_anomalies')} nonc={(e.get('noncontiguous_groups') or [])[:3]} "
+            f"red={e.get('reduce2', {}).get('agree')} err={e.get('probe_error')} ({e['seconds']} s)")
+        with open(path, "w") as f:
+            json.dump(res, f)
+    return res
+
+
 # ------------------------------------------------------------------------------------------------ validation
 def run_validation(torch, quick, calls=None):
     """Run validation calls (``library_calls.validation_calls()``, or ``calls``: dicts with the call fields,
@@ -1057,27 +1141,7 @@ def main():
         LT_CAPTURE = LtLogCapture(lt_path())
         with open(args.probe_list) as f:
             calls = json.load(f)
-        bufs = Buffers(torch, max(c["K"] * max(c["M"], c["N"]) for c in calls) + 1)
-        prof, _errs = profile_calls(torch, calls, bufs, label_prefix="l")
-        rng = np.random.default_rng(2028)
-        res: list = []
-        for i, c in enumerate(calls):
-            c["kernels"] = prof[i]["kernels"]
-            c["lt_split_k"], c["lt_algo"] = prof[i].get("lt_split_k"), prof[i].get("lt_algo")
-            D = 128 if (c["op"] == "scaled_mm" and not c["fast_accum"]) else 1
-            sp = slice_probe(torch, c, D)
-            e = dict(c)
-            e.update({k: sp[k] for k in ("starts", "n_anomalies", "noncontiguous_groups", "tests", "pairs")})
-            if not sp["noncontiguous_groups"] and len(sp["starts"]) >= 2:
-                e["reduce2"] = reduce_probe2(torch, c, sp["starts"], rng, rounds=max(4, min(64, 256 // c["N"])),
-                                             keep_raw=32)
-            res.append(e)
-            st = sp["starts"]
-            log(f"list {c.get('config')} {c['M']}x{c['N']}x{c['K']}: S_lt={c['lt_split_k']} S_bits={len(st)} "
-                f"chunk={st[1] if len(st) > 1 else None} last={c['K'] - st[-1]} anomalies={sp['n_anomalies']} "
-                f"nonc={sp['noncontiguous_groups'][:3]} red={e.get('reduce2', {}).get('agree')}")
-        with open(os.path.join(args.out, "probe_list.json"), "w") as f:
-            json.dump(res, f)
+        run_probe_list(torch, calls, os.path.join(args.out, "probe_list.json"), args.probe_budget)
         return
     if args.reduce_from:
         ws = measure_workspace(torch)  # first cuBLAS calls of a fresh process: the workspaces
