@@ -31,10 +31,9 @@ from tcsmt.errors import TcsmtError
 from tcsmt.library.plans import TORCH_DTYPES, Plan
 from tcsmt.sim.simulator import simulate_params, to_bits
 
-try:  # the compiled CPU kernel (optional; imported by name: it is built separately and may be absent)
-    _gemm_kernel: ModuleType | None = importlib.import_module(".gemm_kernel", __package__)
-except ImportError:  # absent: the numpy simulator does the work
-    _gemm_kernel = None
+_gemm_kernel: ModuleType | None = importlib.import_module("tcsmt.kernels.cpu")
+"""The compiled CPU kernel (numba, imported lazily inside it: without numba its calls raise TcsmtError and the
+numpy simulator does the work)."""
 
 _B = NumpyBackend()
 IEEE32 = validate(ModelParams(in_fmt="fp32", out_fmt="fp32", name="IEEE 754 binary32 arithmetic"))
