@@ -299,10 +299,19 @@ def _check_plan(p: Plan, where: str) -> Plan:
     return p
 
 
-def plan_fields(raw: dict[str, Any], where: str) -> tuple[ModelParams, str, dict[str, Any]]:
-    """The chain and the other plan fields of one plan entry (a table's ``[[plans]]`` or a catalog's plan row)."""
+def plan_fields(raw: dict[str, Any], where: str,
+                chains: dict[str, tuple[ModelParams, str]] | None = None) -> tuple[ModelParams, str, dict[str, Any]]:
+    """The chain and the other plan fields of one plan entry (a table's ``[[plans]]`` or a catalog's plan row);
+    ``chains``: the chains already resolved, by their spec's text (a table names a few chains thousands of times)."""
     try:
-        chain, chain_spec = _chain(raw.get("chain") or {}, where)
+        spec = raw.get("chain") or {}
+        key = repr(sorted(spec.items())) if isinstance(spec, dict) else ""
+        if chains is not None and key and key in chains:
+            chain, chain_spec = chains[key]
+        else:
+            chain, chain_spec = _chain(spec, where)
+            if chains is not None and key:
+                chains[key] = (chain, chain_spec)
         base = {"in_round": str(raw.get("in_round", "")), "split_k": int(raw.get("split_k", 1)),
                 "grain": int(raw.get("grain", 0)), "k_tile": int(raw.get("k_tile", 0)),
                 "slices": raw.get("slices", "contiguous"), "remainder": raw.get("remainder", "last"),
@@ -333,11 +342,17 @@ def load_table(path: Path) -> PlanTable:
         if key not in data:
             raise TcsmtError(f"plan table {name}: missing {key!r}")
     plans, unknown = [], []
+    chains: dict[str, tuple[ModelParams, str]] = {}
     for i, raw in enumerate(data.get("plans", [])):
         where = f"plan table {name}, plan {i}"
-        for shape in raw.get("shapes", []):
+        shapes = raw.get("shapes", [])
+        if not shapes:
+            continue
+        chain, chain_spec, base = plan_fields(raw, where, chains)  # once per entry: its shapes share the fields
+        for shape in shapes:
             call = call_from_entry(raw, shape, where)
-            plans.append(plan_from_fields(raw, call, data["gpu"], data["library"], name, where))
+            plans.append(_check_plan(Plan(call=call, gpu=data["gpu"], library=data["library"], chain=chain,
+                                          chain_spec=chain_spec, table=name, **base), where))
     for i, raw in enumerate(data.get("unknown", [])):
         for shape in raw.get("shapes", []):
             unknown.append((call_from_entry(raw, shape, f"plan table {name}, unknown {i}"), str(raw.get("why", "plan unknown"))))
