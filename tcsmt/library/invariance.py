@@ -347,6 +347,7 @@ def kernel_class(name: str) -> str:
     ``gemv2T_kernel_val``); the recorded classes (``family ...``, ``no split: ...``) as they are."""
     if name.startswith(("family ", "no split")):
         return name
+    name = re.sub(r"^std::enable_if<[^>]*>::type ", "", name)
     return re.sub(r"^cutlass::Kernel2<", "", name).split("<")[0]
 
 
