@@ -151,3 +151,66 @@ def test_interrupted_command_keeps_its_witnesses(plans_dir, tmp_path, monkeypatc
     assert r.exit_code == 130
     doc = json.loads(out.read_text())
     assert doc["complete"] is False and len(doc["witnesses"]) == 1 and len(doc["pairs_not_tried"]) == 2
+
+
+def _capture(tmp_path, plan_of_linear) -> str:
+    """A capture file as tcsmt.hwcheck.gemm_capture writes it: an mm(x, w.t()) (answered as linear), the same
+    with one output changed, a bmm and an mm of a sliced operand (refused)."""
+    rng = np.random.default_rng(0)
+    A = rng.integers(0x3F00, 0x3F80, size=(2, K)).astype(np.uint16)   # bf16 values in [0.5, 1)
+    B = rng.integers(0x3F00, 0x3F80, size=(K, 3)).astype(np.uint16)
+    out = np.asarray(api.run(plan_of_linear(2), A, B))
+    wrong = out.copy()
+    wrong[1, 2] ^= 1
+    meta = lambda shape, stride, dt="bfloat16": {"shape": shape, "stride": stride, "dtype": dt, "offset": 0,  # noqa: E731
+                                                 "align": 0}
+    sample = {"rows": [0, 1], "cols": [0, 2, 7], "batches": [None]}
+    calls = [{"n": 0, "op": "mm", "phase": "p", "A": meta([2, K], [K, 1]), "B": meta([K, N], [1, K]),
+              "out": meta([2, N], [N, 1]), "sample": sample},
+             {"n": 1, "op": "mm", "phase": "p", "A": meta([2, K], [K, 1]), "B": meta([K, N], [1, K]),
+              "out": meta([2, N], [N, 1]), "sample": sample},
+             {"n": 2, "op": "bmm", "phase": "q", "A": meta([4, 2, K], [2 * K, K, 1]),
+              "B": meta([4, K, N], [K * N, N, 1]), "out": meta([4, 2, N], [2 * N, N, 1]),
+              "sample": {"rows": [0], "cols": [0], "batches": [0]}},
+             {"n": 3, "op": "mm", "phase": "q", "A": meta([2, K], [2 * K, 1]), "B": meta([K, N], [1, K]),
+              "out": meta([2, N], [N, 1]), "sample": sample}]
+    arrays = {"c0_A": A[None], "c0_B": B[None], "c0_out": out[None], "c1_A": A[None], "c1_B": B[None],
+              "c1_out": wrong[None], "c2_A": A[None, :1], "c2_B": B[None, :, :1], "c2_out": out[None, :1, :1],
+              "c3_A": A[None], "c3_B": B[None], "c3_out": out[None]}
+    np.savez_compressed(tmp_path / "cap.npz", **arrays)
+    doc = {"tool": "tcsmt.hwcheck.gemm_capture", "device": {"gpu": "test"}, "arrays": "cap.npz",
+           "settings": {"preferred_blas_library": "_BlasBackend.Cublas", "allow_tf32": False,
+                        "allow_bf16_reduced_precision_reduction": True}, "info": {}, "calls": calls}
+    (tmp_path / "cap.json").write_text(json.dumps(doc))
+    return str(tmp_path / "cap.json")
+
+
+def test_gemm_replay_of_a_capture(plans_dir, tmp_path):
+    from tcsmt.library.gemm_replay import main as replay_main
+    from tcsmt.library.gemm_replay import replay
+    from tcsmt.library.lookup import lookup
+
+    path = _capture(tmp_path, lambda m: lookup(make_call("linear", m, N, K, a_dtype="bfloat16"), GPU))
+    doc = replay(path, GPU)
+    t = doc["totals"]
+    assert (t["calls"], t["answered"], t["bit_exact_calls"], t["outputs_checked"], t["outputs_differ"],
+            t["refused"]) == (4, 2, 1, 12, 1, 2)
+    c0, c1, c2, c3 = doc["calls"]
+    assert "as linear" in c0["via"] and c0["mismatches"] == []
+    assert c1["mismatches"] == [[None, 1, 7, f"0x{int(c1['mismatches'][0][3], 16):x}", c1["mismatches"][0][4]]]
+    assert "no recorded cuBLAS plan for bmm" in c2["refused"]
+    assert "operand layout not modelled" in c3["refused"]
+    assert replay_main([path, "--gpu", GPU, "--json", str(tmp_path / "r.json")]) == 1  # a differing bit
+    assert json.loads((tmp_path / "r.json").read_text())["totals"]["answered"] == 2
+
+
+def test_a_k_tile_without_residue_changes_nothing():
+    """A K tile only inserts zero products where a slice's length is not a multiple of it: at K = 768 a plan with
+    k_tile = 64 computes the bits of the same plan without it (one class), at K = 770 not."""
+    import dataclasses
+
+    from tcsmt.library.discriminate import default_plan, effective
+
+    for k, same in ((768, True), (770, False)):
+        p = default_plan(make_call("linear", 1, 8, k, a_dtype="bfloat16"), "h100")
+        assert (effective(p) == effective(dataclasses.replace(p, k_tile=64))) is same
