@@ -183,6 +183,17 @@ def _read(path: str) -> Any:
     return json.loads(gzip.decompress(raw) if path.endswith(".gz") else raw)
 
 
+def _shown(seen: list, i: int, j: int, cls: dict[int, int]) -> dict[str, Any] | None:
+    """A row whose GPU outputs at a count of plan i and one of plan j differ, each the predicted one."""
+    for how, got, pred in seen:
+        for mi in (M for M in got if cls.get(M) == i and got[M] == pred[i]):
+            for mj in (M for M in got if cls.get(M) == j and got[M] == pred[j]):
+                if got[mi] != got[mj]:
+                    return {"row": how, "token_counts": [mi, mj],
+                            "outputs_differing": sum(x != y for x, y in zip(got[mi], got[mj]))}
+    return None
+
+
 def analyze(wfile: str, rfile: str, gpu: str) -> dict[str, Any]:
     """Each output the GPU gave against the plan ``gpu``'s tables and catalogs record for its token count (a
     count without a recorded plan is counted as not predicted), and each pair witness: did the row give
@@ -217,6 +228,7 @@ def analyze(wfile: str, rfile: str, gpu: str) -> dict[str, Any]:
                 plan_at[M] = groups.setdefault(effective(ans.plan), ans.plan)
         keys = {id(p): n for n, p in enumerate(groups.values())}
         pairs, rows = [], []
+        seen: list[tuple[str, dict[int, tuple], dict[int, tuple]]] = []
         agree = total = unpredicted = 0
         for w, wit in enumerate(L["witnesses"]):
             a, b = dense(wit["a"], c["K"], fmt.dtype), dense(wit["b"], c["K"], fmt.dtype)  # a pair's witness
@@ -224,6 +236,7 @@ def analyze(wfile: str, rfile: str, gpu: str) -> dict[str, Any]:
                   for k, v in wit["extras"].items()}
             pred = {keys[id(p)]: f"0x{evaluate(p, a, b, ex):x}" for p in groups.values()}
             got = {M: G["bits"][n][w] for n, M in enumerate(G["counts"])}
+            seen.append((wit["how"], {M: (v,) for M, v in got.items()}, {k: (v,) for k, v in pred.items()}))
             for M, bits in got.items():
                 if M in plan_at:
                     total += 1
@@ -257,6 +270,7 @@ def analyze(wfile: str, rfile: str, gpu: str) -> dict[str, Any]:
                 kw = {"bias": np.zeros(r_["cols"], dtype=fmt.dtype)} if "bias" in p.epilogue else {}
                 pred_r[keys[id(p)]] = [f"0x{int(v):x}" for v in np.asarray(run_plan(p, a[None, :], Bc, **kw))[0]]
             gotr = {M: G["random_bits"][n][t] for n, M in enumerate(G["counts"])}
+            seen.append((r_["how"], {M: tuple(v) for M, v in gotr.items()}, {k: tuple(v) for k, v in pred_r.items()}))
             first = gotr[G["counts"][0]]
             ok = sum(sum(x == y for x, y in zip(pred_r[keys[id(plan_at[M])]], v)) for M, v in gotr.items()
                      if M in plan_at)
@@ -268,7 +282,12 @@ def analyze(wfile: str, rfile: str, gpu: str) -> dict[str, Any]:
                          "outputs_as_predicted": [ok, n_pred],
                          "outputs_unlike_first_count": {M: sum(x != y for x, y in zip(v, first))
                                                         for M, v in gotr.items() if v != first}})
+        shown = {}
+        for i in range(len(groups)):
+            for j in range(i + 1, len(groups)):
+                shown[f"{i}/{j}"] = _shown(seen, i, j, {M: keys[id(p)] for M, p in plan_at.items()})
         out["layers"].append({"name": L["name"], "call": c["label"], "witness_plans": L["classes"],
+                              "plan_pairs_shown_on_gpu": shown,
                               "witness_runs": L["runs"], "counts_run": G["counts"],
                               "counts_with_a_plan": sorted(plan_at),
                               "plans_met": [plan_summary(p) for p in groups.values()],
@@ -309,8 +328,10 @@ def main(argv: list[str] | None = None) -> int:
         doc = analyze(ns.wfile, ns.rfile, ns.gpu)
         Path(ns.json).write_text(json.dumps(doc, indent=1) + "\n")
         for L in doc["layers"]:
-            print(f"{L['name']}: pair witnesses: {L['pairs_differ_on_gpu']} of {L['pairs']} differ on the GPU, "
-                  f"{L['pairs_confirmed']} of them as predicted; outputs as predicted {L['outputs_as_predicted'][0]} "
+            sh = L["plan_pairs_shown_on_gpu"]
+            print(f"{L['name']}: {len(L['plans_met'])} {doc['plans_of']} plans met, {sum(1 for v in sh.values() if v)} "
+                  f"of {len(sh)} pairs shown different on the GPU (each side as predicted); "
+                  f"outputs as predicted {L['outputs_as_predicted'][0]} "
                   f"of {L['outputs_as_predicted'][1]} ({L['outputs_not_predicted']} at counts without a "
                   f"{doc['plans_of']} plan)")
     return 0
