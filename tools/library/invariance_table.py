@@ -110,7 +110,13 @@ def main_cmd(gpus: tuple[str, ...], tokens: str, cache: Path | None, readme: Pat
         say(f"{n + 1} of {len(todo)}: {key}: " + ("refused" if "refused" in res else f"{len(res['plans'])} plans"))
     text = table(rows, results, list(gpus), lo, hi)
     if json_file is not None:
-        json_file.write_text(json.dumps({"tokens": [lo, hi], "gpus": list(gpus), "shapes": results}, indent=1) + "\n")
+        from tcsmt.library.lookup import catalogs
+        from tcsmt.library.plans import tables
+
+        used = [{"catalog": c.name, "gpu": c.gpu, "library": c.library, **c.counts()} for c in catalogs()
+                if c.gpu in gpus] + [{"table": Path(t.path).name, "gpu": t.gpu} for t in tables() if t.gpu in gpus]
+        json_file.write_text(json.dumps({"tool": "python -m tools.library.invariance_table", "tokens": [lo, hi],
+                                         "gpus": list(gpus), "plans_from": used, "shapes": results}, indent=1) + "\n")
     if readme is not None:
         doc = readme.read_text()
         if START not in doc or END not in doc:
