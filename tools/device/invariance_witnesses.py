@@ -205,7 +205,8 @@ def analyze(wfile: str, rfile: str, gpu: str) -> dict[str, Any]:
     from tcsmt.library.discriminate import effective, evaluate
     from tcsmt.library.evaluate import fmt_of
     from tcsmt.library.invariance import dense, plan_summary
-    from tcsmt.library.lookup import answers_over
+    from tcsmt.library.lookup import answers_over, catalogs
+    from tcsmt.library.plans import tables
 
     W, R = _read(wfile), _read(rfile)
     out: dict[str, Any] = {"what": "tcsmt invariance witnesses run on a GPU: for each layer, the witness row of "
@@ -214,6 +215,8 @@ def analyze(wfile: str, rfile: str, gpu: str) -> dict[str, Any]:
                                    "listed token counts, against the outputs predicted under the plan that "
                                    f"the {gpu} tables and catalogs record for each count",
                            "device": R["device"], "torch": R["torch"], "plans_of": gpu,
+                           "plans_from": [Path(t.path).name for t in tables() if t.gpu == gpu]
+                           + [c.name for c in catalogs() if c.gpu == gpu],
                            "witness_plans_of": W.get("gpu_plans"), "witness_file": Path(wfile).name,
                            "result_file": Path(rfile).name, "layers": []}
     for L, G in zip(W["layers"], R["layers"]):
