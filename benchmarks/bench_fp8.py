@@ -1,4 +1,4 @@
-"""Solver time of the fp8 mma.sync queries (issue 14 item 3): discriminate and identify's separation queries.
+"""Solver time of the fp8 mma.sync queries (identify on the H100's fp8 paths): discriminate and identify's separation queries.
 
     python benchmarks/bench_fp8.py [--timeout S] [--repeat N] [--solvers bitwuzla,staged] [--parts 1,2,3]
 

@@ -1,7 +1,7 @@
 """Benchmark: ``tcsmt verify --algo A`` with no other argument (every architecture, K = 2, the default
 domain), end to end in a fresh process (cold lemma caches): wall time per run (median of --runs), and per
 architecture the worst input found, the proven bound, their ratio and the status, which must be the same
-on every run (issue 14: "the same on every run").
+on every run (the README's target).
 
     python benchmarks/bench_verify_composed.py [--algos markidis,ootomo] [--runs 3] [--out FILE]
     python benchmarks/bench_verify_composed.py --instr-k [--algos markidis,ootomo]   # K = instr_k per model

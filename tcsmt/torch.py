@@ -1,12 +1,22 @@
-"""The torch facade: ``mm``, ``matmul``, ``addmm``, ``linear``, ``bmm``, ``scaled_mm`` with torch's own arguments.
+"""The torch facade: ``mm``, ``matmul``, ``addmm``, ``linear``, ``bmm``, ``baddbmm``, ``scaled_mm`` with torch's own
+arguments.
 
 Each takes torch tensors (CPU or CUDA), emulates what the GPU's library returns
 for that call under its recorded plan (:mod:`tcsmt.library`), and returns a
 tensor of torch's output dtype on the input's device.  Tensors travel as bit
 patterns (``Tensor.view`` of a same-width integer dtype): no value is converted
-on the way.  torch is optional: without it these functions raise TcsmtError.
-Extra keywords: ``gpu`` (default ``"h100"``) and ``plan`` (a Plan to use instead
-of the recorded one).
+on the way.  CUDA tensors are computed on their GPU where CuPy runs there (the
+compiled CUDA kernels of :mod:`tcsmt.kernels.cuda`, shared through DLPack: no
+copy to the host); elsewhere on the CPU.  torch is optional: without it these
+functions raise TcsmtError.
+Extra keywords: ``gpu`` and ``plan`` (a Plan to use instead of the recorded one).
+
+``gpu="auto"`` (the default): for CUDA tensors, the plans recorded on the GPU they live on, under the running
+GPU's name, SM count and torch version (a recording made under others is not used, and the refusal says so);
+for CPU tensors, the H100's (``"h100"``; name another with ``gpu=``).  Every call is looked up under torch's
+current settings (:func:`tcsmt.library.settings.settings_from_torch`: the preferred BLAS library, the
+reduced-precision/split-K switch, the workspace variables) and the operands' layouts (a transposed view, as
+autograd passes ``grad_out.t()``, is another call).
 """
 from __future__ import annotations
 
@@ -16,10 +26,13 @@ import numpy as np
 
 from tcsmt.errors import TcsmtError
 from tcsmt.library import api as _lib
+from tcsmt.library.lookup import Target, gpu_short_name
 from tcsmt.library.plans import Plan
-from tcsmt.library.tensors import bits_tensor, dtype_name, import_torch, tensor_bits
+from tcsmt.library.settings import settings_from_torch
+from tcsmt.library.tensors import bits_tensor, dtype_name, import_torch
+from tcsmt.library.tensors import tensor_patterns as tensor_bits  # CUDA tensors' patterns stay on their GPU
 
-__all__ = ["addmm", "bmm", "linear", "matmul", "mm", "scaled_mm"]
+__all__ = ["addmm", "baddbmm", "bmm", "linear", "matmul", "mm", "scaled_mm"]
 
 
 def _out_dtype(x: Any) -> str | None:
@@ -37,29 +50,81 @@ def _same_dtype(a: Any, b: Any) -> str:
     return da
 
 
+def _transposed(t: Any) -> bool:
+    """Whether a 2-D tensor is the transposed view of a contiguous one (strides (1, rows))."""
+    return t.dim() == 2 and not t.is_contiguous() and t.t().is_contiguous()
+
+
+def target(gpu: str, a: Any, b: Any | None = None, *, layouts: bool = True) -> Target:
+    """The :class:`Target` of a call on tensors ``a`` (and ``b``): the GPU (``"auto"``: see the module docstring),
+    the running GPU's stamp for CUDA tensors, torch's settings, and (``layouts``) the operands' layouts."""
+    torch = import_torch()
+    settings = settings_from_torch(torch, dtype_name(a))
+    a_t = layouts and _transposed(a)
+    b_t = layouts and b is not None and _transposed(b)
+    name = str(gpu).lower()
+    if name != "auto":
+        return Target(name, None, settings, a_t, b_t)
+    if not a.is_cuda:
+        return Target("h100", None, settings, a_t, b_t)
+    props = torch.cuda.get_device_properties(a.device)
+    stamp = {"gpu_name": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__}
+    return Target(gpu_short_name(props.name), stamp, settings, a_t, b_t)
+
+
 def _back(bits: np.ndarray, like: Any, out_dtype: str | None, dtype: str) -> Any:
     return bits_tensor(bits, out_dtype or dtype, like.device)
 
 
-def mm(input: Any, mat2: Any, *, out_dtype: Any = None, gpu: str = "h100", plan: Plan | None = None) -> Any:
+def mm(input: Any, mat2: Any, *, out_dtype: Any = None, gpu: str = "auto", plan: Plan | None = None) -> Any:
     """``torch.mm(input, mat2, out_dtype=...)`` as the GPU's library computes it."""
     torch = import_torch()
     dt = _same_dtype(input, mat2)
     od = _out_dtype(out_dtype)
-    out = _lib.mm(tensor_bits(input), tensor_bits(mat2), dtype=dt, out_dtype=od, tf32=_tf32(torch, dt), gpu=gpu,
-                  plan=plan)
+    out = _lib.mm(tensor_bits(input), tensor_bits(mat2), dtype=dt, out_dtype=od, tf32=_tf32(torch, dt),
+                  gpu=target(gpu, input, mat2), plan=plan)
     return _back(out, input, od, dt)
 
 
-def bmm(input: Any, mat2: Any, *, out_dtype: Any = None, gpu: str = "h100", plan: Plan | None = None) -> Any:
+def bmm(input: Any, mat2: Any, *, out_dtype: Any = None, gpu: str = "auto", plan: Plan | None = None) -> Any:
     """``torch.bmm(input, mat2)``: (b, M, K) x (b, K, N)."""
     dt = _same_dtype(input, mat2)
     od = _out_dtype(out_dtype)
-    out = _lib.bmm(tensor_bits(input), tensor_bits(mat2), dtype=dt, out_dtype=od, gpu=gpu, plan=plan)
+    out = _lib.bmm(tensor_bits(input), tensor_bits(mat2), dtype=dt, out_dtype=od, gpu=target(gpu, input, None),
+                   plan=plan)
     return _back(out, input, od, dt)
 
 
-def matmul(input: Any, other: Any, *, gpu: str = "h100", plan: Plan | None = None) -> Any:
+def baddbmm(input: Any, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1, out_dtype: Any = None,
+            gpu: str = "auto", plan: Plan | None = None) -> Any:
+    """``torch.baddbmm(input, batch1, batch2, beta=, alpha=)``: beta*input + alpha*(batch1 @ batch2), (b, M, N).
+
+    With beta = 0 and alpha = 1 torch ignores ``input`` and makes bmm's cuBLAS call (torch's CUDA ``bmm``
+    is ``baddbmm`` with those scalars), so bmm's recorded plan applies.  No plan table records other
+    scalars: pass ``plan=`` (its epilogue then decides how input, beta and alpha enter; ``input`` is
+    broadcast to (b, M, N) as torch does).
+    """
+    if plan is None:
+        if float(beta) != 0.0 or float(alpha) != 1.0:
+            raise TcsmtError(f"no recorded cuBLAS plan for baddbmm with beta = {beta}, alpha = {alpha} (only "
+                             "beta = 0, alpha = 1, which is bmm's call); pass plan=...")
+        return bmm(batch1, batch2, out_dtype=out_dtype, gpu=gpu)
+    _same_dtype(batch1, batch2)
+    od = _out_dtype(out_dtype)
+    if batch1.dim() != 3 or batch2.dim() != 3:
+        raise TcsmtError(f"torch refuses this call: batch1 and batch2 must be 3-D, got {batch1.dim()}-D and "
+                         f"{batch2.dim()}-D")
+    nb, M, _ = batch1.shape
+    N = batch2.shape[2]
+    steps = set(plan.epilogue)
+    C = input.expand(nb, M, N) if {"beta_c", "alpha_beta_c"} & steps else None
+    if od is not None and od != plan.call.out_dtype:
+        raise TcsmtError(f"out_dtype {od} differs from the plan's output dtype {plan.call.out_dtype}")
+    outs = [_lib.run(plan, batch1[i], batch2[i], C=None if C is None else C[i]) for i in range(nb)]
+    return import_torch().stack(outs)
+
+
+def matmul(input: Any, other: Any, *, gpu: str = "auto", plan: Plan | None = None) -> Any:
     """``torch.matmul`` for 2-D @ 2-D (mm), 3-D @ 3-D (bmm) and N-D @ 2-D (rows folded into one mm, as torch does)."""
     if input.dim() == 2 and other.dim() == 2:
         return mm(input, other, gpu=gpu, plan=plan)
@@ -74,27 +139,27 @@ def matmul(input: Any, other: Any, *, gpu: str = "h100", plan: Plan | None = Non
 
 
 def addmm(input: Any, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1, out_dtype: Any = None,
-          gpu: str = "h100", plan: Plan | None = None) -> Any:
+          gpu: str = "auto", plan: Plan | None = None) -> Any:
     """``torch.addmm(input, mat1, mat2, beta=, alpha=)``: beta*input + alpha*(mat1 @ mat2)."""
     dt = _same_dtype(mat1, mat2)
     od = _out_dtype(out_dtype)
     out = _lib.addmm(tensor_bits(input), tensor_bits(mat1), tensor_bits(mat2), dtype=dt, beta=beta, alpha=alpha,
-                     out_dtype=od, gpu=gpu, plan=plan)
+                     out_dtype=od, gpu=target(gpu, mat1, mat2), plan=plan)
     return _back(out, mat1, od, dt)
 
 
-def linear(input: Any, weight: Any, bias: Any = None, *, gpu: str = "h100", plan: Plan | None = None) -> Any:
+def linear(input: Any, weight: Any, bias: Any = None, *, gpu: str = "auto", plan: Plan | None = None) -> Any:
     """``torch.nn.functional.linear(input, weight, bias)``: input @ weight.T + bias (leading dims folded)."""
     dt = _same_dtype(input, weight)
     lead = tuple(input.shape[:-1])
     x = tensor_bits(input).reshape(-1, input.shape[-1])
-    out = _lib.linear(x, tensor_bits(weight), None if bias is None else tensor_bits(bias), dtype=dt, gpu=gpu,
-                      plan=plan)
+    out = _lib.linear(x, tensor_bits(weight), None if bias is None else tensor_bits(bias), dtype=dt,
+                      gpu=target(gpu, input, layouts=False), plan=plan)
     return _back(out, input, None, dt).reshape(*lead, weight.shape[0])
 
 
 def scaled_mm(mat_a: Any, mat_b: Any, scale_a: Any, scale_b: Any, bias: Any = None, scale_result: Any = None,
-              out_dtype: Any = None, use_fast_accum: bool = False, *, gpu: str = "h100",
+              out_dtype: Any = None, use_fast_accum: bool = False, *, gpu: str = "auto",
               plan: Plan | None = None) -> Any:
     """``torch._scaled_mm(mat_a, mat_b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum)``."""
     if scale_result is not None:
@@ -105,5 +170,5 @@ def scaled_mm(mat_a: Any, mat_b: Any, scale_a: Any, scale_b: Any, bias: Any = No
     da, db = dtype_name(mat_a), dtype_name(mat_b)
     out = _lib.scaled_mm(tensor_bits(mat_a), tensor_bits(mat_b), tensor_bits(scale_a), tensor_bits(scale_b),
                          a_dtype=da, b_dtype=db, out_dtype=od, bias=None if bias is None else tensor_bits(bias),
-                         use_fast_accum=use_fast_accum, gpu=gpu, plan=plan)
+                         use_fast_accum=use_fast_accum, gpu=target(gpu, mat_a, layouts=False), plan=plan)
     return _back(out, mat_a, od, da)

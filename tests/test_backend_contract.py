@@ -84,7 +84,7 @@ def test_checking_backend_catches_a_false_claim():
 
 
 def test_inert_carry_bits_are_left_out_of_the_circuit():
-    """Issue 14's example: with e4m3 products (at most (15/8)^2 * 2^E each, converted exactly to fp16)
+    """The fp8 identify example: with e4m3 products (at most (15/8)^2 * 2^E each, converted exactly to fp16)
     a Hopper fp8 block of 16 plus its C stays below 2^(F + 6), so 5 carry bits never bind and the
     solver proves the two models equal at once, up to one whole instruction (K = 32)."""
     from tcsmt.solve.discriminate import discriminate

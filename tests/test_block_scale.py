@@ -16,7 +16,9 @@ re-derived here as exact rational arithmetic from its description, not from its 
 tcsmt departs from that description only for zeros (a zero factor, a zero C, a zero ue4m3 scale), which
 MMA-Sim gives the exponent -126 and tcsmt leaves out of the alignment maximum: the random rows here have
 no zero element, C or scale; the rows with zero *groups* test MMA-Sim's rule for them, which tcsmt's
-primary mxf4nvf4 reading keeps (``scale_zero_group = "aligns"``).
+primary mxf4nvf4 reading keeps (``scale_zero_group = "aligns"``).  On mxf4nvf4 a group with a zero ue4m3
+scale left out and one at -126 + e(other scale) give the same bits (models/blackwell.toml, source
+zero_scale): the zero-scale rows compare with MMA-Sim directly.
 """
 from __future__ import annotations
 
@@ -66,13 +68,18 @@ def _fused_rz32(terms: list[tuple[Fraction, int]], F: int) -> int:
     return FP32.from_fraction(v)
 
 
-def ref_mxf4nvf4(a, b, c, sa, sb, block, scale_fmt, F=35) -> int:
+def ref_mxf4nvf4(a, b, c, sa, sb, block, scale_fmt, F=35, zero_scale_emin=False) -> int:
+    """``zero_scale_emin``: a zero scale has its format's emin as exponent (not MMA-Sim's -126)."""
     fs = get_format(scale_fmt)
     terms = [_sig_exp(c, -126)]
+
+    def scale(x):
+        return (Fraction(0), fs.emin) if zero_scale_emin and x == 0 else _sig_exp(x, fs.emin)
+
     for g in range(0, len(a), 16):
         s = sum(x * y for x, y in zip(a[g:g + 16], b[g:g + 16]))
-        s0, e0 = _sig_exp(sa[g // block], fs.emin)
-        s1, e1 = _sig_exp(sb[g // block], fs.emin)
+        s0, e0 = scale(sa[g // block])
+        s1, e1 = scale(sb[g // block])
         terms.append((s * s0 * s1, e0 + e1))
     return _fused_rz32(terms, F)
 
@@ -293,6 +300,42 @@ def test_sm120_mxf4nvf4_rows_match_mma_sim_reading():
         assert got == ref_mxf4nvf4(a, b, c, sa, sb, 16, "ue4m3")
 
 
+def test_mxf4nvf4_zero_ue4m3_scale_is_left_out():
+    """A group with a zero ue4m3 scale takes no part in the alignment (the primary reading, models/blackwell.toml
+    source zero_scale), which gives MMA-Sim's bits; the hypothesis zero_scale_emin lets it join at the format's
+    emin, -6 + e(other scale).  Every element 0, B = 1, sa = [0, 1, 1, 1], sb = [448, 1, 1, 1] (patterns 0x00,
+    0x38 and 0x7e), C = 0x39800001 = 2^-12 (1 + 2^-23): under the hypothesis E = -6 + 8 = 2, the window ends
+    at 2^-33 and C's last bit (2^-35) is cut: 0x39800000; left out, E = -12 and C stays whole."""
+    a, b = [Fraction(0)] * 64, [Fraction(1)] * 64
+    sa, sb = [Fraction(0), Fraction(1), Fraction(1), Fraction(1)], [Fraction(448), Fraction(1), Fraction(1), Fraction(1)]
+    c = FP32.to_fraction(0x39800001)
+    for instr, spec in ((MXF4_U4_16, "blackwell"), ("mma.sync.kind::mxf4nvf4.block_scale.block16.ue4m3", "sm120")):
+        assert _sim(instr, "e2m1", a, b, c, sa, sb, spec=spec) == 0x39800001 == ref_mxf4nvf4(a, b, c, sa, sb, 16, "ue4m3")
+        assert _sim(instr, "e2m1", a, b, c, sa, sb, spec=f"{spec}:zero_scale_emin") == 0x39800000 == \
+            ref_mxf4nvf4(a, b, c, sa, sb, 16, "ue4m3", zero_scale_emin=True)
+    # random rows: one group's A scale 0 beside a large B scale, the other scales small and their groups zero, C with
+    # every fraction bit set at 2^-40 .. 2^0 (so the window's end shows): the primary reading is MMA-Sim's, the
+    # hypothesis the emin reading
+    rng = np.random.default_rng(6)
+    small = [v for v in _values("ue4m3", rng, 400) if 0 < v <= P2(-2)]
+    large = [v for v in _values("ue4m3", rng, 400) if v >= 16]
+    apart = 0
+    for _ in range(40):
+        a, b = _values("e2m1", rng, 64, nonzero=False), _values("e2m1", rng, 64, nonzero=False)
+        sa, sb = small[:4], small[4:8]
+        small = small[8:] + small[:8]
+        j = int(rng.integers(0, 4))
+        sa[j], sb[j] = Fraction(0), large[int(rng.integers(0, len(large)))]
+        a = [x if j * 16 <= k < j * 16 + 16 else Fraction(0) for k, x in enumerate(a)]
+        c = (P2(24) - 1) * P2(-int(rng.integers(23, 64))) * (1 if rng.random() < .5 else -1)
+        got = _sim(MXF4_U4_16, "e2m1", a, b, c, sa, sb)
+        emin = _sim(MXF4_U4_16, "e2m1", a, b, c, sa, sb, spec="blackwell:zero_scale_emin")
+        assert got == ref_mxf4nvf4(a, b, c, sa, sb, 16, "ue4m3")
+        assert emin == ref_mxf4nvf4(a, b, c, sa, sb, 16, "ue4m3", zero_scale_emin=True)
+        apart += got != emin
+    assert apart >= 20  # the rows do tell the two readings apart
+
+
 # ------------------------------------------------------------- solver questions on these paths
 def test_discriminate_zero_group_readings():
     """The solver separates MMA-Sim's zero-group rule from tcsmt's usual one at K = 1 (one group): a zero
@@ -357,7 +400,7 @@ def test_group_sum_width_parameter():
 
 
 @pytest.mark.parametrize("spec", ["blackwell:scale_group_bits=5", "blackwell:scale_products", "blackwell:group_leading_bit",
-                                  "blackwell:zero_group_skipped,f25"])
+                                  "blackwell:zero_group_skipped,f25", "blackwell:zero_scale_emin", "blackwell:zero_exp126"])
 def test_overridden_readings_agree_in_both_back_ends(spec):
     """The hypotheses' circuits, evaluated by SMT-LIB's definitions, equal the simulator (3000 rows)."""
     pytest.importorskip("pysmt")
@@ -385,7 +428,7 @@ def test_overridden_readings_agree_in_both_back_ends(spec):
     assert np.array_equal(got, want)
 
 
-# ------------------------------------------- zero_exponent on a block-scaled path (issue 13, a bug found by reading)
+# ------------------------------------------------------ zero_exponent on a block-scaled path (a bug found by reading)
 def test_zero_product_exponent_joins_on_scaled_products():
     """``zero_exponent = z`` (ModelParams docstring): a zero factor has exponent z, so a zero product's alignment
     exponent is z + e(other factor), and on mxf8f6f4 the product's exponent is e(a) + e(b) + e(sa) + e(sb)
@@ -449,7 +492,7 @@ def test_zero_exponent_on_scaled_products_agrees_in_both_back_ends():
 
 
 def test_path_fields_come_from_declared_roles():
-    """issue 15: every field that names a path has the role "path" or "path_int" (scale_block): no hand list."""
+    """Every field that names a path has the role "path" or "path_int" (scale_block): no hand list."""
     import dataclasses
 
     from tcsmt.arith.params import PATH_FIELDS, ModelParams

@@ -1,4 +1,4 @@
-"""Option ranges, exit statuses and progress lines of the tcsmt commands (issue 11).
+"""Option ranges, exit statuses and progress lines of the tcsmt commands.
 
 Every out-of-range option is one line ``tcsmt: error: ...`` and exit status 2; every solver
 timeout or UNKNOWN in ``query`` and ``verify`` is exit status 2 with what was and was not answered;
@@ -202,7 +202,7 @@ def test_verify_bound_unknown_is_exit_2(runner):
 
 
 def test_verify_worst_search_cut_by_timeouts_is_exit_2(runner):
-    # the absolute error: no composed proof answers it (the relative error at K = 2 is proven since issue 14),
+    # the absolute error: no composed proof answers it (the relative error at K = 2 is proven: docs/verify.md, "Composed proofs"),
     # so the solver search runs and its first 1 ms query times out
     r = runner.invoke(main, ["verify", "--algo", "ootomo", "--arch", "volta", "--k", "2", "--abs",
                              "--timeout", "0.001"])

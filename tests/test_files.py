@@ -2,7 +2,7 @@
 never replace anything but a regular file, atomic writes without leftovers, names claimed before the
 work so that concurrent runs never share or lose a file, and clean ends on SIGTERM/SIGHUP/SIGINT.
 
-The failures these tests pin down were found by hand (issue 11): ``--output /dev/full --force`` renamed
+The failures these tests pin down were found by hand, with hostile input: ``--output /dev/full --force`` renamed
 the JSON over the device node, ``--output DIR --force`` left ``DIR.tmp``, 8 concurrent ``discriminate``
 runs lost results, ``hwcheck --save`` / ``verify --plot`` overwrote silently, and SIGTERM left the
 solver child running.

@@ -1,4 +1,4 @@
-"""The Hopper model against the H100 answers of issue #13 (no GPU needed: the device's bits are committed).
+"""The Hopper model against the H100 answers to the Hopper questions (no GPU needed: the device's bits are committed).
 
 Sources, all under evidence/, produced by ``bash tools/device/hopper_questions.sh`` on an
 H100 80GB HBM3 (driver 580.159.04, CUDA 13.0 driver API, nvcc 13.0.88, CuPy 14.2.0):

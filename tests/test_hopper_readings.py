@@ -1,4 +1,4 @@
-"""The readings of issue 13: MMA-Sim's rules as parameters, the primary choices, CDNA3, decision bundles.
+"""MMA-Sim's rules as parameters, the primary choices, CDNA3, decision bundles.
 
 Expected values are derived by hand from the published rules they test (each test names its source):
 MMA-Sim = github microsoft/MMA-Sim c785138 (arXiv 2511.10909), file and lines as cited; seed 000 = Fasi et
@@ -189,6 +189,23 @@ def test_committed_bundles_predict_what_the_models_compute(path):
             assert got[q["primary"]] != got[q["hypothesis"]]
 
 
+def test_retry_keeps_only_entries_the_models_still_predict():
+    """``python -m tcsmt.solve.decisions ARCH --retry`` keeps an answered entry only where today's model files give
+    every output it records (``still_predicted``): the committed zero-scale entry of vectors/blackwell.json is
+    kept; the same entry recording the hypothesis's output for the primary reading (what a changed primary
+    reading leaves behind) is stale and asked again."""
+    from tcsmt.solve.decisions import QUESTIONS, still_predicted
+
+    data = json.loads((ROOT / "vectors" / "blackwell.json").read_text())
+    q = next(q for q in QUESTIONS["blackwell"] if q.cls == "zero-scale")
+    entry = next(e for e in data["questions"] if e["command"] == q.command())
+    assert entry["status"] == "found" and still_predicted(entry, q)
+    stale = json.loads(json.dumps(entry))
+    first = stale["inputs"][0]["outputs"]
+    first[q.primary] = first[q.hypothesis]
+    assert not still_predicted(stale, q)
+
+
 def test_rtx_blackwell_bundle_on_virtual_devices():
     """The committed sm_120 bundle (block-scaled mma.sync: real ue8m0/ue4m3 scales per input) runs through the
     whole hwcheck path (file -> scale tiles -> device -> models): a device computing with the model file settles
@@ -203,6 +220,23 @@ def test_rtx_blackwell_bundle_on_virtual_devices():
     r = subprocess.run([*run, "model:rtx_blackwell:f34"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 1, r.stdout + r.stderr
     assert r.stdout.count("settled: the hypothesis rtx_blackwell:f34") == 2
+
+
+def test_blackwell_zero_scale_question_on_virtual_devices(tmp_path):
+    """The zero-scale question of vectors/blackwell.json (a group with a zero ue4m3 scale: left out of the
+    alignment, or joining it at the format's emin), run as a B200 owner runs the bundle: a device computing with
+    the model file settles it for the primary reading (exit 0), one computing with blackwell:zero_scale_emin for
+    the hypothesis (exit 1)."""
+    data = json.loads((ROOT / "vectors" / "blackwell.json").read_text())
+    data["questions"] = [q for q in data["questions"] if q["class"] == "zero-scale"]
+    assert len(data["questions"]) == 1 and len(data["questions"][0]["inputs"]) == 4
+    path = tmp_path / "zero_scale.json"
+    path.write_text(json.dumps(data))
+    run = [sys.executable, "-m", "tcsmt", "hwcheck", str(path), "--jobs", "1", "--device"]
+    r = subprocess.run([*run, "model:blackwell"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "settled: the primary reading blackwell" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([*run, "model:blackwell:zero_scale_emin"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "settled: the hypothesis blackwell:zero_scale_emin" in r.stdout, r.stdout + r.stderr
 
 
 def test_block_scaled_kernels_refuse_other_gpus():

@@ -82,7 +82,7 @@ def test_canonical_is_sound():
 def test_random_search_separates_block_widths():
     space = HypothesisSpace.for_path(PathInfo("fp16", "fp32", "fp32", "mma", 8), radius=0)
     p = next(h.params for h in space if "turing" in h.name.split(" = "))
-    q = dataclasses.replace(p, block_k=4 if p.block_k == 8 else 8)  # turing is one block of 8 since issue 13
+    q = dataclasses.replace(p, block_k=4 if p.block_k == 8 else 8)  # turing is one block of 8 (models/turing.toml)
     rows = random_separating(p, q, 8, np.random.default_rng(0))
     assert rows
     for a, b, c in rows:
@@ -216,7 +216,7 @@ def test_identify_builtin(spec, path, tmp_path):
 
 def test_space_too_small_gives_counterexample(tmp_path):
     """Volta with 1 carry bit is no named model: with ring 0 only, nothing survives.  (4 carry bits never bind
-    on Volta's 4 products + C, so since issue 13 they equal the named hypothesis volta:carry_unbounded.)"""
+    on Volta's 4 products + C, so they equal the named hypothesis volta:carry_unbounded.)"""
     res = identify(ModelTarget("volta:carry_bits=1", "f16.f32"), radius=0, log_dir=None)
     assert res.status == "none" and res.experiments
     lines = summary_lines(res)

@@ -1,4 +1,4 @@
-"""The H100 library-GEMM data of issue 12 (evidence/library_plans.md): the committed files parse
+"""The H100 library-GEMM data (evidence/library_plans.md): the committed files parse
 and follow the plan contract, and ``tcsmt.hwcheck.library_calls.make_inputs`` still rebuilds, bit for bit, the inputs
 the GPU saw (crc32 of every array, computed on the device with numpy 2.5.2).
 """

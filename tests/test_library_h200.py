@@ -1,4 +1,4 @@
-"""The H200 cuBLAS plans of issue 12 item 2 (evidence/library_plans.md, "H200"): the committed
+"""The H200 cuBLAS plans (evidence/library_plans.md, "H200"): the committed
 files carry their versions and the whole grid; the call-by-call comparison with the H100 table
 (evidence/h200_vs_h100_plans.json) is what tools/library/plans_compare.py computes from the committed
 plan files; the h200 plan table gives a plan only where the H200 recorded the H100's plan, and a one-line error

@@ -1,4 +1,4 @@
-"""Library plans made from the recorded H100 data (issue 12): input rounding, residue-first K tiles, the
+"""Library plans made from the recorded H100 data (evidence/library_plans.md): input rounding, residue-first K tiles, the
 reductions and epilogues the recorded outputs decided, the converter's reading of the families, and the
 library-level solver commands (discriminate --library, hwcheck --library).
 

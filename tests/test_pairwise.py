@@ -1,8 +1,8 @@
 """The pairwise reduction (``pairwise-rne``, ``cdna2:pairwise``) keeps IEEE infinities.
 
 Each product and each partial sum is rounded to fp32 with RNE (IEEE 754-2019 4.3.1); a partial that
-overflows is +-inf (7.4), and inf + finite = inf, inf + (-inf) = NaN (6.1, 7.2).  Issue 13 reported
-the reduction returning 2^100 for 2^100*2^100 + 2^100*1: the overflowed product was read back with
+overflows is +-inf (7.4), and inf + finite = inf, inf + (-inf) = NaN (6.1, 7.2).  The reduction once
+returned 2^100 for 2^100*2^100 + 2^100*1: the overflowed product was read back with
 significand 0 and its infinity dropped.
 """
 from __future__ import annotations

@@ -42,7 +42,7 @@ def _witness_replays(pair) -> None:
 
 
 def test_scale_entry_query_finds_products_vs_block_sum():
-    """issue 13 item 7, "where does the scale enter": on tcgen05 kind::mxf8f6f4 (e4m3) two products of one
+    """the users' question "where does the scale enter": on tcgen05 kind::mxf8f6f4 (e4m3) two products of one
     scale block separate scales on each product (MMA-Sim, arithmetic.py lines 132-156: exponent
     e(a)+e(b)+e(sa)+e(sb)) from scales on the block's exact sum; the blackwell model is MMA-Sim's reading."""
     q = load_query("scale-entry")
@@ -56,7 +56,7 @@ def test_scale_entry_query_finds_products_vs_block_sum():
 
 
 def test_fast_accum_promotion_query():
-    """issue 13 item 7, "is fast accumulation promotion-free": at K = 160 one input separates never promoting
+    """the users' question "is fast accumulation promotion-free": at K = 160 one input separates never promoting
     from promoting every 128 products; the H100 model of use_fast_accum=True (models/hopper.toml, scaled_mm_fast,
     evidence/h100_library_fp8.json) is the promotion-free reading, that of use_fast_accum=False the
     promoting one."""

@@ -1,9 +1,9 @@
-"""Bad input to the ``python -m`` scripts (issue 15): one CLI framework, one error trap.
+"""Bad input to the ``python -m`` scripts: one CLI framework, one error trap.
 
 Every script of tcsmt and hwcheck that takes options is a click command run by
 ``tcsmt.io.trap.script_main``: an unknown option, a missing file and a bad value are each one
 ``tcsmt: error:`` line on stderr and exit status 2, with no traceback and no output file left behind
-(before issue 15 the argparse scripts printed a usage block, and several a traceback for a missing file).
+(the argparse scripts once printed a usage block, and several a traceback for a missing file).
 The one script of the package left on argparse, ``tools/device/library_plans.py``, runs on a bare GPU
 host without tcsmt (its docstring says so); a test below keeps it the only one.  The benchmarks are click
 commands too (``benchmarks/bench_fp8.py`` excepted for now: another branch is rewriting it).
@@ -124,7 +124,9 @@ def test_only_the_bare_device_script_is_on_argparse():
     """One CLI framework: click everywhere, except the script that must run where tcsmt is not installed."""
     users = sorted(str(p.relative_to(REPO)) for d in ("tcsmt", "tools") for p in (REPO / d).rglob("*.py")
                    if re.search(r"^\s*import argparse|^\s*from argparse", p.read_text(), re.M))
-    assert users == ["tools/device/library_plans.py"]
+    # the device scripts, shipped to a GPU host without tcsmt, and the stdlib-only summary of the recordings
+    assert users == ["tools/device/library_plans.py", "tools/device/record_plans.py",
+                     "tools/device/summarize_recordings.py"]
     assert "argparse, not click" in (REPO / "tools" / "device" / "library_plans.py").read_text()
 
 

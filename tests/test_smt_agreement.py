@@ -96,7 +96,7 @@ def _cases():
         out.append(pytest.param(p, id=p.name))
     for ref in REFERENCES:
         out.append(pytest.param(reference_params(ref, "fp16", "fp32"), id=f"{ref}/fp16.fp32"))
-    # MMA-Sim's readings (issue 13): zeros joining the alignment at exponent -126 (bf16 reaches it), with the
+    # MMA-Sim's readings (docs/open_questions.md): zeros joining the alignment at exponent -126 (bf16 reaches it), with the
     # zero-sign reading replaced (an all-(-0) sum -0); on an aligned C path and on the HMMA emulation with C
     # added after the blocks (every primary NVIDIA path above has MMA-Sim's zero_sign = plus)
     for spec, fi, fo in (("ampere:zero_exp126,zero_positive", "bf16", "fp32"), ("blackwell:zero_exp126", "e5m2", "fp16"),

@@ -1,10 +1,10 @@
-"""Composed proofs of ``tcsmt verify`` (tcsmt/verify/proof.py, issue 14).
+"""Composed proofs of ``tcsmt verify`` (tcsmt/verify/proof.py).
 
 The block error shape (semantics.block_shape) is checked against the simulator on random blocks with
 wide and narrow exponent spreads: a drift between block_fma and its stated error structure fails here.
 The stage lemmas are checked to fail (SAT, an internal error) when their stated constant is too small,
 so an UNSAT answer is not an artefact of the encoding.  The composed Markidis bound must lie between the
-worst simulator input and twice it (issue 14's "done when"), the worst input being the residual
+worst simulator input and twice it (the README's target), the worst input being the residual
 underflow at |x| = 2^-14 (1 + 2^-11) (relative error 2^-10.00, docs/verify.md).
 """
 from __future__ import annotations
@@ -112,7 +112,7 @@ def test_stage_lemmas_fail_on_wrong_constants(monkeypatch):
 
 def _proven_and_found(algo: str, arch: str) -> tuple[VP.Proof, Fraction]:
     """The composed proof at K = 2 on the default domain and the worst simulator candidate's error, with
-    the bound in [found, 2 found] (issue 14's "within 2x")."""
+    the bound in [found, 2 found] (the README's target: "within 2x")."""
     p = model_for(arch)
     proof = VP.compose(algo, arch, p, 2, DOM, 60)
     assert proof.bound is not None, proof.missing

@@ -211,8 +211,13 @@ class ModelParams:
                scaled: "exact" (every bit: MMA-Sim), or n (1..64): the
                exact sum truncated toward zero to its n leading bits.
       scale_zero_group  with "groups": "aligns" (a group whose exact sum is 0
-               still puts its scale exponent into the alignment maximum E) or
-               "skipped" (zero addends take no part in E, as everywhere else).
+               still puts its scale exponent into the alignment maximum E;
+               a group with a zero scale, ue4m3 0x00, is a zero operand and
+               joins only under zero_exponent, at z + e(other scale)),
+               "aligns_emin" (every group joins, a zero scale with the
+               exponent of its field, the scale format's emin: -6 for ue4m3)
+               or "skipped" (zero addends take no part in E, as everywhere
+               else).
     """
 
     in_fmt: str = _param(dataclasses.MISSING, "path")
@@ -254,7 +259,7 @@ class ModelParams:
     scale_apply: str = _param("products", "choice", choices=("products", "groups"))
     scale_group_k: int = _param(0, "int")
     scale_group_bits: int | str = _param("exact", "int_or_word", word="exact")
-    scale_zero_group: str = _param("skipped", "choice", choices=("aligns", "skipped"))
+    scale_zero_group: str = _param("skipped", "choice", choices=("aligns", "aligns_emin", "skipped"))
     name: str = _param("", "label")
     sources: tuple[str, ...] = _param((), "label", compare=False)
     notes: str = _param("", "label", compare=False)

@@ -85,6 +85,10 @@ class Term:
     zero_joins: bool = False
     """A zero addend's ``top`` is its alignment exponent too (``ModelParams.zero_exponent``): it joins the
     maximum E.  Otherwise zero addends are left out of E."""
+    join_if: V | None = None
+    """Where set (and ``zero_joins`` is not): the addend joins E exactly where this holds, zero or not (a
+    group sum under ``scale_zero_group = "aligns"``: where neither of its scales is zero; it is true wherever
+    the magnitude is non-zero).  None: it joins where its magnitude is non-zero."""
     peak: Fraction | None = None
     """|value| <= peak * 2^top (None: 2^head).  Tighter than the head where the significands carry
     fewer bits than their format (fp8 operands converted exactly to fp16): it lets a block's
@@ -322,7 +326,8 @@ def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) 
             signed.append((t.neg, on_grid(B, t, L_static)))
     else:
         sentinel = min(t.top_min for t in terms) - 1
-        tops = [t.top if t.zero_joins else B.ite(nz, t.top, sentinel) for nz, t in zip(nonzero, terms)]
+        tops = [t.top if t.zero_joins else B.ite(nz if t.join_if is None else t.join_if, t.top, sentinel)
+                for nz, t in zip(nonzero, terms)]
         E = _tree(B, tops, B.max)
         if p.align_floor is not None and not _floor_is_inert(terms, F, p):
             E = B.max(E, p.align_floor)
@@ -579,17 +584,23 @@ def _product_overflow(B: Backend, T: int, prods: Sequence[Term], flags: Flags) -
 
 
 # ------------------------------------------------------------ block scaling
+def _zero_scale(B: Backend, s: Decoded) -> V:
+    """A scale that is zero (ue4m3 0x00; ue8m0 has no zero)."""
+    return B.and_(B.eq(s.sig, 0), B.not_(s.nan))
+
+
 def _scale_flags(B: Backend, fl: Flags, sa: Decoded, sb: Decoded) -> Flags:
     """A scaled addend's flags: a NaN scale makes NaN (MMA-Sim: NaN in a scale gives NaN); an infinite
     addend times a zero scale (ue4m3 0x00) is NaN, as inf * 0."""
     nan = B.or_(fl.nan, B.or_(sa.nan, sb.nan))
-    zero = B.or_(B.and_(B.eq(sa.sig, 0), B.not_(sa.nan)), B.and_(B.eq(sb.sig, 0), B.not_(sb.nan)))
+    zero = B.or_(_zero_scale(B, sa), _zero_scale(B, sb))
     nan = B.or_(nan, B.and_(B.or_(fl.pinf, fl.ninf), zero))
     return Flags(nan, B.and_(fl.pinf, B.not_(nan)), B.and_(fl.ninf, B.not_(nan)))
 
 
 def _scaled(B: Backend, p: ModelParams, t: Term, sa: Decoded, sb: Decoded, raw_top: V, raw_range: tuple[int, int],
-            raw_gap: int, raw_head: int, raw_peak: Fraction | None, zero_joins: bool = False) -> Term:
+            raw_gap: int, raw_head: int, raw_peak: Fraction | None, zero_joins: bool = False,
+            join_if: V | None = None) -> Term:
     """``t`` (an exact product or an exact group sum) multiplied exactly by the scales ``sa`` and ``sb``.
 
     Magnitude ``t.mag * sig(sa) * sig(sb)`` (ue8m0 significands are 1: no multiplication), LSB weight
@@ -598,7 +609,7 @@ def _scaled(B: Backend, p: ModelParams, t: Term, sa: Decoded, sb: Decoded, raw_t
     ``zero_joins`` (or ``t.zero_joins``: a product under ``zero_exponent``, whose zero exponent
     z + e(other factor) is in ``t.top``): the term's alignment exponent joins E even where its
     magnitude is 0; such a zero product's exponent is ``t.top + e(sa) + e(sb)`` under either
-    ``product_exponent`` (a zero scale's e as :func:`_scale_exp` says).
+    ``product_exponent`` (a zero scale's e as :func:`_scale_exp` says).  ``join_if``: see :class:`Term`.
     """
     fs = sa.fmt.frac_bits
     smin, smax = sa.fmt.emin, sa.fmt.emax
@@ -611,14 +622,15 @@ def _scaled(B: Backend, p: ModelParams, t: Term, sa: Decoded, sb: Decoded, raw_t
     joins = zero_joins or t.zero_joins
     if p.product_exponent == "raw":
         return Term(t.neg, mag, lsb, raw_top, mag_bits, lsb_min, lsb_max, raw_range[0], raw_range[1], raw_gap,
-                    raw_head, peak=raw_peak, zero_joins=joins)
+                    raw_head, peak=raw_peak, zero_joins=joins, join_if=join_if)
     top = B.add(lsb, B.msb(mag, mag_bits))
     top_min, top_max = lsb_min, lsb_max + mag_bits
     if t.zero_joins:  # a zero product keeps its zero exponent (plus the scales', :func:`_scale_exp`)
         top = B.ite(B.eq(t.mag, 0), B.add(t.top, B.add(_scale_exp(B, p, sa), _scale_exp(B, p, sb))), top)
         lo, hi = _scale_exp_range(p, sa.fmt)
         top_min, top_max = min(top_min, t.top_min + 2 * lo), max(top_max, t.top_max + 2 * hi)
-    return Term(t.neg, mag, lsb, top, mag_bits, lsb_min, lsb_max, top_min, top_max, 0, 1, zero_joins=joins)
+    return Term(t.neg, mag, lsb, top, mag_bits, lsb_min, lsb_max, top_min, top_max, 0, 1, zero_joins=joins,
+                join_if=join_if)
 
 
 def _scale_exp(B: Backend, p: ModelParams, s: Decoded) -> V:
@@ -657,7 +669,9 @@ def scaled_terms(B: Backend, p: ModelParams, prods: Sequence[tuple[Term, Flags]]
     scale block) summed exactly first (then truncated toward zero to ``scale_group_bits`` leading bits
     where that is a number); the group sum times the two scales is one addend whose raw
     alignment exponent is e(sa)+e(sb) (MMA-Sim's mxf4nvf4: the group's value is its significand);
-    with ``scale_zero_group = "aligns"`` that exponent joins E even when the group sum is 0.
+    with ``scale_zero_group = "aligns"`` that exponent joins E even when the group sum is 0, unless a scale
+    is zero (a zero operand: it joins only under ``zero_exponent``, at z + e(other scale)); with
+    ``"aligns_emin"`` a zero scale joins too, with its field's exponent, the scale format's emin.
     """
     fs = get_format(p.scale_fmt)
     sig_peak = (2 - Fraction(1, 1 << fs.frac_bits)) ** 2
@@ -691,8 +705,11 @@ def scaled_terms(B: Backend, p: ModelParams, prods: Sequence[tuple[Term, Flags]]
         peak = v_max * sig_peak
         raw_top = B.add(_scale_exp(B, p, sa), _scale_exp(B, p, sb))
         lo, hi = _scale_exp_range(p, fs)
+        joins, join_if = p.scale_zero_group in ("aligns", "aligns_emin"), None
+        if p.scale_zero_group == "aligns" and p.zero_exponent is None and fs.has_subnormals:
+            joins, join_if = False, B.not_(B.or_(_zero_scale(B, sa), _zero_scale(B, sb)))  # a zero scale: left out
         term = _scaled(B, p, gterm, sa, sb, raw_top, (2 * lo, 2 * hi), 2 * fs.frac_bits - L, _head(peak),
-                       peak, zero_joins=p.scale_zero_group == "aligns")
+                       peak, zero_joins=joins, join_if=join_if)
         terms.append(term)
         flags.append(_scale_flags(B, merge_flags(B, [fl for _, fl in grp]), sa, sb))
     return terms, flags

@@ -26,8 +26,14 @@ def main() -> None:
 # ------------------------------------------------------------------ models
 @main.command("models")
 @click.argument("arch", required=False)
-def models_cmd(arch: str | None) -> None:
+@click.option("--table", is_flag=True, help="print the README's table of built-in models (markdown; ARCH: its rows only), made from the model files")
+def models_cmd(arch: str | None, table: bool) -> None:
     """List architectures, or one architecture's paths with parameters and sources."""
+    if table:
+        from tcsmt.cli.models_table import table as models_table
+
+        click.echo(models_table(find_arch(arch).name if arch else None))
+        return
     if arch is None:
         for a in architectures().values():
             paths = ", ".join(f"{p.params.in_fmt}->{p.params.out_fmt}" + (f" ({p.params.instr})" if p.params.instr != "mma" else "") for p in a.paths)
@@ -291,12 +297,14 @@ def _register_optional_commands() -> None:
     from tcsmt.cli.hwcheck_cmd import hwcheck_cmd
     from tcsmt.cli.identify_cmd import identify_cmd
     from tcsmt.cli.invariance_cmd import invariance_cmd
+    from tcsmt.cli.record_cmd import record_cmd
     from tcsmt.cli.verify_cmd import verify_cmd
 
     main.add_command(hwcheck_cmd)
     main.add_command(verify_cmd)
     main.add_command(identify_cmd)
     main.add_command(explain_cmd)
+    main.add_command(record_cmd)
     main.add_command(invariance_cmd)
 
 

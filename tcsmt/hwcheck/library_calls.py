@@ -1,4 +1,4 @@
-"""Library GEMM calls for the device campaign of issue 12: the calls, their inputs, and how they run.
+"""Library GEMM calls of the cuBLAS plan campaign (tools/device/library_plans.py): the calls, their inputs, and how they run.
 
 Everything a CPU replay needs is numpy-only: ``validation_calls()`` lists the calls (plain dicts with the
 fields of the plan contract, /work/notes/plan_contract.md), and ``make_inputs(call, seed)`` rebuilds, bit
@@ -174,7 +174,7 @@ def sample_positions(call: dict, seed: int, n: int = 256) -> list[tuple[int, ...
 
 
 def validation_calls() -> list[dict[str, Any]]:
-    """The validation calls of issue 12 item 5 (deterministic list; each with its ``seed`` and ``dist``)."""
+    """The validation calls (evidence/h100_library_validation.json; deterministic list; each with its ``seed`` and ``dist``)."""
     calls: list[dict[str, Any]] = []
 
     def add(op, M, N, K, a, b, out, dist, *, batch=1, bias=False, alpha=1.0, beta=0.0, tf32=False,

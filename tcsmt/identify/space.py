@@ -175,7 +175,7 @@ def named_points(path: PathInfo) -> list[tuple[str, ModelParams]]:
             base = ap.params
             if ap.library or base.in_fmt != path.in_fmt or base.out_fmt != path.out_fmt or base.b_fmt:
                 continue  # library GEMMs chain many instructions: no hypothesis for one instruction;
-                # a mixed path (B in another format, issue 13) reads other inputs
+                # a mixed path (B in another format) reads other inputs
             tag = arch.name if base.instr == path.instr else f"{arch.name}/{base.instr}"
             q = _retarget(base, path, tag)
             if q is not None:

@@ -17,20 +17,39 @@ import numpy as np
 from tcsmt.arith.formats import FP32, get_format
 from tcsmt.errors import TcsmtError
 from tcsmt.library.checks import make_call
-from tcsmt.library.evaluate import checked_bits, evaluate, evaluate_pairs, fmt_of, inputs_to_chain, to_fp32
-from tcsmt.library.lookup import lookup
+from tcsmt.library.evaluate import array_module, checked_bits, evaluate, evaluate_pairs, fmt_of, inputs_to_chain, to_fp32
+from tcsmt.library.lookup import Answer, Target, answer
 from tcsmt.library.plans import Call, Plan
 
-__all__ = ["Call", "Plan", "addmm", "bmm", "linear", "mm", "plan", "run", "run_pairs", "scaled_mm"]
+__all__ = ["Answer", "Call", "Plan", "Target", "addmm", "bmm", "explain", "linear", "mm", "plan", "run", "run_pairs", "scaled_mm"]
 
 
-def plan(op: str, M: int, N: int, K: int, *, gpu: str = "h100", a_dtype: str, b_dtype: str | None = None,
+def plan(op: str, M: int, N: int, K: int, *, gpu: str | Target = "h100", a_dtype: str, b_dtype: str | None = None,
          out_dtype: str | None = None, batch: int = 1, alpha: float = 1.0, beta: float = 0.0, bias: bool = False,
-         tf32: bool = False, scale: str | None = None, fast_accum: bool = False) -> Plan:
-    """The recorded plan of one call on ``gpu`` (TcsmtError for calls torch refuses or no table covers)."""
+         tf32: bool = False, scale: str | None = None, fast_accum: bool = False, a_t: bool | None = None,
+         b_t: bool | None = None, settings: str | None = None) -> Plan:
+    """The recorded plan of one call on ``gpu`` (TcsmtError for calls torch refuses or no recording covers).
+
+    ``gpu`` is a plan name (``"h100"``, ``"h200"``) or a :class:`Target` (the running GPU's stamp, settings and
+    layouts; the torch facade makes it).  ``a_t``/``b_t``: operand layouts of mm/addmm/bmm (A a transposed view of
+    a (K, M) tensor, B of an (N, K) tensor); ``settings``: a key of :func:`tcsmt.library.settings.settings_key`
+    (default: torch's defaults).  Explicit arguments win over the Target's."""
+    return explain(op, M, N, K, gpu=gpu, a_dtype=a_dtype, b_dtype=b_dtype, out_dtype=out_dtype, batch=batch,
+                   alpha=alpha, beta=beta, bias=bias, tf32=tf32, scale=scale, fast_accum=fast_accum, a_t=a_t, b_t=b_t,
+                   settings=settings).plan
+
+
+def explain(op: str, M: int, N: int, K: int, *, gpu: str | Target = "h100", a_dtype: str, b_dtype: str | None = None,
+            out_dtype: str | None = None, batch: int = 1, alpha: float = 1.0, beta: float = 0.0, bias: bool = False,
+            tf32: bool = False, scale: str | None = None, fast_accum: bool = False, a_t: bool | None = None,
+            b_t: bool | None = None, settings: str | None = None) -> Answer:
+    """:func:`plan` with its provenance: whether it was recorded in a table or a catalog, and the recordings."""
+    t = gpu if isinstance(gpu, Target) else Target(str(gpu).lower())
     call = make_call(op, M, N, K, a_dtype=a_dtype, b_dtype=b_dtype, out_dtype=out_dtype, batch=batch, alpha=alpha,
-                     beta=beta, bias=bias, tf32=tf32, scale=scale, fast_accum=fast_accum)
-    return lookup(call, str(gpu).lower())
+                     beta=beta, bias=bias, tf32=tf32, scale=scale, fast_accum=fast_accum,
+                     a_t=t.a_t if a_t is None else a_t, b_t=t.b_t if b_t is None else b_t,
+                     settings=t.settings if settings is None else settings)
+    return answer(call, t.gpu, plans_dirs=t.plans_dirs, stamp=t.stamp)
 
 
 _plan_of = plan  # the facades' ``plan`` argument shadows the function
@@ -41,13 +60,14 @@ def _is_torch(x: Any) -> bool:
 
 
 def _bits(x: Any, fmt, what: str, dtype: str) -> np.ndarray:
-    """Checked patterns of ``fmt``; a torch tensor must have torch dtype ``dtype`` (its bits are taken as they are)."""
+    """Checked patterns of ``fmt``; a torch tensor must have torch dtype ``dtype`` (its bits are taken as they are;
+    a CUDA tensor's stay on its GPU where CuPy runs: :func:`tcsmt.library.tensors.tensor_patterns`)."""
     if _is_torch(x):
-        from tcsmt.library.tensors import dtype_name, tensor_bits
+        from tcsmt.library.tensors import dtype_name, tensor_patterns
 
         if dtype_name(x) != dtype:
             raise TcsmtError(f"{what} is a {x.dtype} tensor; the plan takes {dtype}")
-        x = tensor_bits(x)
+        x = tensor_patterns(x)
     return checked_bits(x, fmt, what)
 
 
@@ -126,7 +146,7 @@ def _checked(plan: Plan, A_rows, B_cols, C, bias, scale_a, scale_b, *, paired: b
     c32 = b32 = sa = sb = None
     if uses_c and C is None and bias is not None and call.op == "addmm" and call.bias:
         bb = _bits(bias, fmt_of(call.out_dtype), "bias", call.out_dtype).reshape(-1)
-        C = bb if paired else np.broadcast_to(bb.reshape(1, -1), (r, c))
+        C = bb if paired else array_module(bb).broadcast_to(bb.reshape(1, -1), (r, c))
         bias = None  # torch's addmm with a 1-D input and beta != 1 expands it to C (the plan's epilogue says so)
     if uses_c:
         if C is None:
@@ -172,7 +192,7 @@ def _mismatch(a: tuple, b: tuple) -> TcsmtError:
                       f"({a[0]}x{a[1]} and {b[0]}x{b[1]})")
 
 
-def mm(A, B, *, dtype: str, out_dtype: str | None = None, tf32: bool = False, gpu: str = "h100",
+def mm(A, B, *, dtype: str, out_dtype: str | None = None, tf32: bool = False, gpu: str | Target = "h100",
        plan: Plan | None = None) -> np.ndarray:
     """``torch.mm(A, B, out_dtype=...)`` on bit patterns: A (M, K), B (K, N) of torch dtype ``dtype``."""
     (M, K), (K2, N) = _dims(A, 2, "A"), _dims(B, 2, "B")
@@ -183,7 +203,7 @@ def mm(A, B, *, dtype: str, out_dtype: str | None = None, tf32: bool = False, gp
 
 
 def addmm(input, A, B, *, dtype: str, beta: float = 1.0, alpha: float = 1.0, out_dtype: str | None = None,
-          gpu: str = "h100", plan: Plan | None = None) -> np.ndarray:
+          gpu: str | Target = "h100", plan: Plan | None = None) -> np.ndarray:
     """``torch.addmm(input, A, B, beta=, alpha=)``: input (M, N) is C; a 1-D input (N,) is a bias."""
     (M, K), (K2, N) = _dims(A, 2, "A"), _dims(B, 2, "B")
     if K != K2:
@@ -199,16 +219,17 @@ def addmm(input, A, B, *, dtype: str, beta: float = 1.0, alpha: float = 1.0, out
     return run(p, A, B, C=input)
 
 
-def linear(x, weight, bias=None, *, dtype: str, gpu: str = "h100", plan: Plan | None = None) -> np.ndarray:
+def linear(x, weight, bias=None, *, dtype: str, gpu: str | Target = "h100", plan: Plan | None = None) -> np.ndarray:
     """``torch.nn.functional.linear(x, weight, bias)``: x (M, K), weight (N, K), bias (N,): x @ weight.T + bias."""
     (M, K), (N, K2) = _dims(x, 2, "x"), _dims(weight, 2, "weight")
     if K != K2:
         raise _mismatch((M, K), (K2, N))
     p = plan or _plan_of("linear", M, N, K, gpu=gpu, a_dtype=dtype, bias=bias is not None)
-    return run(p, x, np.asarray(weight).T if not _is_torch(weight) else weight.t(), bias=bias)
+    wt = weight.t() if _is_torch(weight) else (weight.T if hasattr(weight, "T") else np.asarray(weight).T)
+    return run(p, x, wt, bias=bias)
 
 
-def bmm(A, B, *, dtype: str, out_dtype: str | None = None, gpu: str = "h100", plan: Plan | None = None) -> np.ndarray:
+def bmm(A, B, *, dtype: str, out_dtype: str | None = None, gpu: str | Target = "h100", plan: Plan | None = None) -> np.ndarray:
     """``torch.bmm(A, B)``: A (b, M, K), B (b, K, N) -> (b, M, N)."""
     (nb, M, K), (nb2, K2, N) = _dims(A, 3, "A"), _dims(B, 3, "B")
     if nb != nb2:
@@ -216,11 +237,12 @@ def bmm(A, B, *, dtype: str, out_dtype: str | None = None, gpu: str = "h100", pl
     if K != K2:
         raise _mismatch((M, K), (K2, N))
     p = plan or _plan_of("bmm", M, N, K, gpu=gpu, a_dtype=dtype, out_dtype=out_dtype, batch=nb)
-    return np.stack([run(p, A[i], B[i]) for i in range(nb)])
+    outs = [run(p, A[i], B[i]) for i in range(nb)]
+    return (array_module(outs[0]) if outs else np).stack(outs)
 
 
 def scaled_mm(A, B, scale_a, scale_b, *, a_dtype: str, b_dtype: str | None = None, out_dtype: str | None = None,
-              bias=None, use_fast_accum: bool = False, gpu: str = "h100", plan: Plan | None = None) -> np.ndarray:
+              bias=None, use_fast_accum: bool = False, gpu: str | Target = "h100", plan: Plan | None = None) -> np.ndarray:
     """``torch._scaled_mm(A, B, scale_a, scale_b, bias=, out_dtype=, use_fast_accum=)`` on fp8 bit patterns.
 
     Scales are fp32 (patterns or values): one value each (per tensor), or

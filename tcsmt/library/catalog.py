@@ -3,22 +3,22 @@
 A catalog holds, for one GPU and library version, the plan of every recorded call, as runs of token counts
 that share one plan: the forward and input-gradient products of a layer vary M (N and K fixed), the weight
 gradient varies K (its reduction runs over the tokens; M and N fixed).  It is generated from raw device
-recordings (``tools/device/record_plans.py``: kernel names, cuBLASLt's numSplitsK and reductionScheme per call)
-by :func:`build` (``python -m tcsmt.library.catalog_build``), never edited by hand.  Each recorded plan becomes a
-:class:`~tcsmt.library.plans.Plan` through the same conversion as the plan tables
-(:class:`tcsmt.library.convert.ConvertContext`), or a refusal saying what is unknown.
+recordings (``tcsmt record``: :mod:`tcsmt.hwcheck.record`; ``tools/device/record_plans.py``: kernel names,
+cuBLASLt's numSplitsK and reductionScheme per call) by :func:`build` (``python -m tcsmt.library.catalog_build``),
+never edited by hand.  Each recorded plan becomes a :class:`~tcsmt.library.plans.Plan` through the same conversion
+as the plan tables (:class:`tcsmt.library.convert.ConvertContext`), or a refusal saying what is unknown.
 
 Tables (``sqlite3``, read-only at run time):
 
 * ``meta(key, value)``: ``gpu`` (the name ``tcsmt.library.plan(gpu=)`` takes), ``arch``, ``device``, ``library``,
-  ``stamp`` (JSON: GPU name, SM count, driver, torch, CUDA, cuBLAS, cuBLASLt), ``sources`` (JSON list);
+  ``stamp`` (JSON: GPU name, SM count, driver, torch, CUDA, cuBLAS, cuBLASLt:
+  :data:`tcsmt.hwcheck.stamp.STAMP_FIELDS`), ``sources`` (JSON list);
 * ``plans(id, fields)``: one row per distinct plan, ``fields`` the JSON of a plan table's ``[[plans]]`` entry, or
   ``{"why": ...}`` for calls recorded without a usable plan (torch's refusal, an unknown slice rule, ...);
 * ``families(id, key)``: the call families (:func:`family_text` of :meth:`Call.family_key`: the call without
   its shape);
-* ``runs(family, vary, d1, d2, lo, hi, step, plan)``: the calls of family ``family`` whose
-  varying dimension (``vary`` = ``"M"`` with (d1, d2) = (N, K), or ``"K"`` with (d1, d2) = (M, N)) is one of
-  lo, lo + step, ..., hi run ``plan``.
+* ``runs(family, vary, d1, d2, lo, hi, step, plan)``: the calls of family ``family`` whose varying dimensions
+  (``vary``, :data:`VARIES`; (d1, d2) the others) are one of lo, lo + step, ..., hi run ``plan``.
 """
 from __future__ import annotations
 
@@ -41,7 +41,17 @@ CREATE TABLE runs (family INTEGER NOT NULL, vary TEXT NOT NULL, d1 INTEGER NOT N
                    lo INTEGER NOT NULL, hi INTEGER NOT NULL, step INTEGER NOT NULL, plan INTEGER NOT NULL);
 CREATE INDEX runs_by_call ON runs (family, vary, d1, d2, lo);
 """
-STAMP_FIELDS = ("gpu_name", "sm_count", "driver", "torch", "cuda", "cublas", "cublaslt")
+VARIES = ("M", "K", "MN", "MK")
+"""What a run varies: M (forward and input-gradient products: (d1, d2) = (N, K)), K (weight gradients, the
+reduction over the tokens: (d1, d2) = (M, N)), or a sequence length in two dimensions at once (attention's
+batched products: M = N = S with d1 = K, or M = K = S with d1 = N; d2 = 0)."""
+
+
+def fixed_dims(call: Call, vary: str) -> tuple[int, int]:
+    """(d1, d2): the dimensions a run of ``vary`` keeps fixed, in M, N, K order (0 where there is one)."""
+    fixed = [getattr(call, d) for d in "MNK" if d not in vary]
+    padded = [*fixed, 0, 0]
+    return padded[0], padded[1]
 
 
 def family_text(call: Call) -> str:
@@ -61,8 +71,10 @@ class Hit:
 
     def evidence(self) -> str:
         vary, d1, d2, lo, hi, step = self.run
-        fixed = f"N = {d1}, K = {d2}" if vary == "M" else f"M = {d1}, N = {d2}"
-        which = f"{vary} = {lo}" if lo == hi else (f"{vary} = {lo}..{hi}" + (f" step {step}" if step > 1 else ""))
+        names = [d for d in "MNK" if d not in vary]
+        fixed = ", ".join(f"{n} = {v}" for n, v in zip(names, (d1, d2)))
+        var = " = ".join(vary)
+        which = f"{var} = {lo}" if lo == hi else (f"{var} = {lo}..{hi}" + (f" step {step}" if step > 1 else ""))
         return f"recorded in {self.catalog}: the run {which} ({fixed}) shares this plan"
 
 
@@ -111,17 +123,21 @@ class Catalog:
         if row is None:
             return []
         fam = row[0]
-        rows = self.db.execute(
-            "SELECT vary, d1, d2, lo, hi, step, plan FROM runs WHERE family = ? AND ((vary = 'M' AND d1 = ? AND d2 = ?"
-            " AND lo <= ? AND hi >= ? AND (? - lo) % step = 0) OR (vary = 'K' AND d1 = ? AND d2 = ? AND lo <= ? AND"
-            " hi >= ? AND (? - lo) % step = 0))",
-            (fam, call.N, call.K, call.M, call.M, call.M, call.M, call.N, call.K, call.K, call.K)).fetchall()
+        rows = []
+        for vary in VARIES:
+            t = getattr(call, vary[0])
+            if any(getattr(call, d) != t for d in vary):
+                continue
+            d1, d2 = fixed_dims(call, vary)
+            rows += self.db.execute(
+                "SELECT vary, d1, d2, lo, hi, step, plan FROM runs WHERE family = ? AND vary = ? AND d1 = ? AND "
+                "d2 = ? AND lo <= ? AND hi >= ? AND (? - lo) % step = 0", (fam, vary, d1, d2, t, t, t)).fetchall()
         hits = []
         for vary, d1, d2, lo, hi, step, pid in rows:
             f = self._fields(pid)
             run = (vary, d1, d2, lo, hi, step)
             if "why" in f:
-                hits.append(Hit(None, str(f["why"]).replace("{t}", str(call.M if vary == "M" else call.K)), run,
+                hits.append(Hit(None, str(f["why"]).replace("{t}", str(getattr(call, vary[0]))), run,
                                 self.name))
             else:
                 plan = _plan(self.path, pid, json.dumps(f), self.gpu, self.library)

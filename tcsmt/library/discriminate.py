@@ -1,4 +1,4 @@
-"""Inputs that decide between two plans of one library GEMM call (issue 12 item 6).
+"""Inputs that decide between two plans of one library GEMM call.
 
 A call is named ``OP:MxNxK:DTYPE[:key=value,...]`` (:func:`parse_call`; keys ``out``, ``b``, ``batch``,
 ``alpha``, ``beta``, ``bias``, ``tf32``, ``scale``, ``fast_accum``), a plan by the recorded plan of the call
@@ -103,7 +103,7 @@ def _int(value: str, key: str) -> int:
 def default_plan(call: Call, gpu: str) -> Plan:
     """A plan with no split-K and no epilogue beyond torch's defaults, on the GPU architecture's library chain
     for the call's dtypes (the base of a plan given entirely by ``field=value`` changes)."""
-    from tcsmt.library.convert import _chain_for
+    from tcsmt.library.call_plans import _chain_for
 
     arch = find_arch(gpu)
     chain_fields, why = _chain_for(dataclasses.asdict(call), None, arch)

@@ -136,7 +136,7 @@ def plan_signature(call: dict[str, Any], lt_algos: Sequence[str] | None = None) 
     return (tuple(call.get("kernels") or []), call.get("split_k"), m[0] if m else "none", bool(call.get("torch_error")))
 
 
-_SAME_KEYS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
+SAME_KEYS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
               "scale", "fast_accum")
 
 
@@ -150,7 +150,7 @@ def recorded_signatures(same_as: Sequence[tuple[str, dict[str, Any]]], raw: dict
             if other.get(key) != raw.get(key):
                 raise TcsmtError(f"{name}: {key} {other.get(key)!r} differs from the recorded {raw.get(key)!r}")
         for c in other["calls"]:
-            ref.setdefault(tuple(c.get(k) for k in _SAME_KEYS), set()).add(plan_signature(c, other.get("lt_algos")))
+            ref.setdefault(tuple(c.get(k) for k in SAME_KEYS), set()).add(plan_signature(c, other.get("lt_algos")))
     return ref
 
 
@@ -158,7 +158,7 @@ def borrow_refusal(call: dict[str, Any], lt_algos: Sequence[str] | None, ref: di
              file_name: str, rules_gpu: str) -> str:
     """Why ``call`` (of a file whose trace table is ``lt_algos``) gets no borrowed plan ('' where the other GPU
     recorded the same one)."""
-    theirs = ref.get(tuple(call.get(k) for k in _SAME_KEYS))
+    theirs = ref.get(tuple(call.get(k) for k in SAME_KEYS))
     mine = plan_signature(call, lt_algos)
     if not theirs:
         return f"not recorded on {rules_gpu}, whose split-K rules these plans borrow"

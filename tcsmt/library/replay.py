@@ -1,6 +1,6 @@
 """Replay a recorded library validation file: rebuild each call's inputs, evaluate the sampled outputs, compare bits.
 
-The file (written on the device; issue-12 contract) lists calls with ``seed``
+The file (written on the device; format: evidence/library_plans.md, "Files") lists calls with ``seed``
 and ``samples`` = ``[i, j, "0x.."]`` (``[b, i, j, "0x.."]`` for bmm).  The
 inputs come from ``make_inputs(call, seed)`` (``tcsmt/hwcheck/library_calls.py`` on
 the device side), a dict of numpy bit-pattern arrays with keys ``A`` (M, K) or

@@ -114,8 +114,9 @@ def _block_scaled(arch: str, prefix: str, mxf4_instrs: tuple[str, ...]) -> list[
     """The block-scaled questions of a Blackwell generation (docs/open_questions.md, "Block-scaled paths"):
     where the scales enter (mxf8f6f4: each product or the block's exact sum; mxf4nvf4: groups of 16 or each
     product), the accumulator width (mxf8f6f4 fp4 inputs: 25 or 13 bits; mxf4nvf4: 35 or 34/36 bits), whether
-    a zero group's scale exponent joins the alignment, and whether a group aligns by its scales or its leading
-    bit.  K is one whole instruction (32 or 64 products), with all but a few products 0 * 0."""
+    a zero group's scale exponent joins the alignment, whether a group aligns by its scales or its leading
+    bit, and (ue4m3 scales) whether a group with a zero scale joins the alignment at the format's emin.  K is
+    one whole instruction (32 or 64 products), with all but a few products 0 * 0."""
     mx8 = f"{prefix}.{_MXF8}"
     few8 = _nonzero_only((0, 1, 2), 32)
     q = [Question("scale-entry", arch, f"{arch}:exact_block_sum", "e4m3", "fp32", f"{mx8}.e4m3.e4m3", 32, where=few8),
@@ -129,6 +130,8 @@ def _block_scaled(arch: str, prefix: str, mxf4_instrs: tuple[str, ...]) -> list[
               Question("accumulator-bits", arch, f"{arch}:f34", "e2m1", "fp32", full, 64, where=few4),
               Question("accumulator-bits", arch, f"{arch}:f36", "e2m1", "fp32", full, 64, where=few4),
               Question("group-exponent", arch, f"{arch}:group_leading_bit", "e2m1", "fp32", full, 64, where=few4)]
+        if instr.endswith("ue4m3"):  # a zero scale: its group left out of E, or joining at the format's emin
+            q.append(Question("zero-scale", arch, f"{arch}:zero_scale_emin", "e2m1", "fp32", full, 64, where=few4))
     return q
 
 
@@ -187,9 +190,10 @@ operands only: no fp16 dot product overflows fp32 or truncates to zero within a 
 volta:overflow_max --k 4`` proves the readings equal)."""
 
 
-def _padded_differ(doc: dict[str, Any], q: Question) -> list[bool]:
-    """For each input of a discriminate record: do the two readings still differ after the input is padded
-    with +0 products to a whole number of ``q.k``-product instructions (as ``tcsmt hwcheck`` runs it)?"""
+def _outputs(doc: dict[str, Any], q: Question, pad: bool) -> list[tuple[int, int]]:
+    """For each input of a discriminate record: the output bits of the primary reading and of the hypothesis
+    under today's model files, the input as recorded or (``pad``) padded with +0 products to a whole number of
+    ``q.k``-product instructions (as ``tcsmt hwcheck`` runs it)."""
     from tcsmt.arith.formats import get_format
     from tcsmt.arith.registry import resolve
     from tcsmt.hwcheck.paths import PATHS
@@ -197,7 +201,7 @@ def _padded_differ(doc: dict[str, Any], q: Question) -> list[bool]:
 
     fin, fc = get_format(doc["in_fmt"]), get_format(doc["c_fmt"])
     hw = PATHS.get((fin.name, get_format(q.out_fmt).name, q.instr))
-    step = hw.instr_k if hw is not None else q.k
+    step = hw.instr_k if hw is not None and pad else 1
     out = []
     for item in doc["inputs"]:
         K = len(item["a"])
@@ -212,10 +216,26 @@ def _padded_differ(doc: dict[str, Any], q: Question) -> list[bool]:
             if Kp != K:
                 raise TcsmtError(f"{q.command()}: a block-scaled question needs K a multiple of {step}")
             scales = {k: np.array([[int(x, 16) for x in item[k]]], dtype=np.uint8) for k in ("sa", "sb")}
-        outs = [simulate_params(resolve(s, q.in_fmt, q.out_fmt, q.instr), a, b, c, bits=True, **scales)[0]
-                for s in (q.primary, q.hypothesis)]
-        out.append(bool(outs[0] != outs[1]))
+        p, h = (int(simulate_params(resolve(s, q.in_fmt, q.out_fmt, q.instr), a, b, c, bits=True, **scales)[0])
+                for s in (q.primary, q.hypothesis))
+        out.append((p, h))
     return out
+
+
+def _padded_differ(doc: dict[str, Any], q: Question) -> list[bool]:
+    """For each input of a discriminate record: do the two readings still differ after the input is padded
+    with +0 products to a whole number of ``q.k``-product instructions (as ``tcsmt hwcheck`` runs it)?"""
+    return [p != h for p, h in _outputs(doc, q, pad=True)]
+
+
+def still_predicted(entry: dict[str, Any], q: Question) -> bool:
+    """Do today's model files still give, on every input of a bundle entry, the outputs it records for the
+    primary reading and the hypothesis (so that the entry still asks its question)?  A changed primary
+    reading, or a hypothesis that changed meaning, makes the entry stale."""
+    if entry.get("status") != "found":
+        return True
+    want = [(int(i["outputs"][q.primary], 16), int(i["outputs"][q.hypothesis], 16)) for i in entry["inputs"]]
+    return _outputs(entry, q, pad=False) == want
 
 
 def answer(q: Question, timeout: float) -> dict[str, Any]:
@@ -238,7 +258,8 @@ def build(arch: str, timeout: float = 120.0, progress=None, previous: dict[str, 
     """The decision bundle of one generation (every question answered by the solver).
 
     ``previous``: an earlier bundle of the generation; its answered questions (status found or equivalent,
-    same command) are kept, and only the others are asked again."""
+    same command, and every input still predicted as recorded: :func:`still_predicted`) are kept, and only
+    the others are asked again."""
     from tcsmt.arith.registry import find_arch
 
     a = find_arch(arch)
@@ -248,7 +269,7 @@ def build(arch: str, timeout: float = 120.0, progress=None, previous: dict[str, 
             if isinstance(e, dict) and e.get("status") in ("found", "equivalent")}
     entries = []
     for q in QUESTIONS[a.name]:
-        if q.command() in kept:
+        if q.command() in kept and still_predicted(kept[q.command()], q):
             entries.append(kept[q.command()])
             continue
         if progress:
@@ -281,7 +302,8 @@ def is_bundle(data: Any) -> bool:
 @timeout_option(120.0, "seconds per question")
 @click.option("--list", "list_questions", is_flag=True, help="print every generation's questions")
 @click.option("--retry", is_flag=True,
-              help="keep the answered questions of the existing bundle, ask the others again, rewrite it")
+              help="keep the answered questions of the existing bundle whose recorded outputs the model files still give, "
+                   "ask the others again, rewrite it")
 def decisions_cmd(arch: str | None, output: str | None, force: bool, timeout: float, list_questions: bool,
                   retry: bool) -> int:
     from tcsmt.io import files

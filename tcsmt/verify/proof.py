@@ -1,4 +1,4 @@
-"""Composed proofs of error bounds for tensor-core chain schemes (``tcsmt verify``, issue 14).
+"""Composed proofs of error bounds for tensor-core chain schemes (``tcsmt verify``; docs/verify.md, "Composed proofs").
 
 A whole-scheme solver query (24 x 24-bit products, the splits, every instruction and the exact error
 at once) does not answer within minutes; this module proves a bound from small lemmas instead, each

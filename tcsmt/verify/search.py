@@ -117,7 +117,7 @@ def simulator_candidates(algo: str, p: ModelParams | None, K: int, dom: Domain, 
     return replay([algo], p, [int(x) for x in a[i]], [int(x) for x in b[i]], relative)
 
 
-#: a composed bound at most this factor above the worst input found ends the search (issue 14: within 2x)
+#: a composed bound at most this factor above the worst input found ends the search (the README's target: within 2x)
 COMPOSED_ENOUGH = 2
 #: the least time limit of one lemma query of a composed proof (they answer in seconds; a generous limit
 #: keeps the answer independent of the machine's load)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The H100 runs behind evidence/h100_issue13_*.json (issue #13, items 5a-g), as one command.
+# The H100 runs behind evidence/h100_hopper_*.json (the Hopper questions), as one command.
 #
 #   bash tools/device/hopper_questions.sh [STAGE...]     (results under $OUT, default /tmp/tcsmt-out)
 #

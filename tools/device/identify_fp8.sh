@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# issue 14 item 3: tcsmt identify --gpu on the four fp8 mma.sync paths of the H100, in parallel
+# tcsmt identify --gpu on the four fp8 mma.sync paths of the H100, in parallel
 # (evidence/identify_h100_{e4m3,e5m2}_{f32,f16}_mma.json, logs under generated/).
 #
 #   bash identify_fp8.sh             (from a folder holding stage/tcsmt: the package tcsmt/ with

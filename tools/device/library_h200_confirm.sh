@@ -1,6 +1,6 @@
 #!/bin/bash
 # Usage on the device: OUT=DIR bash tools/device/library_h200_confirm.sh LISTS_DIR (numpy and torch only).
-# H200 run of issue 12 item 2: the validation calls and split-K probes that `python -m
+# H200 run (evidence/h200_library_confirm.json): the validation calls and split-K probes that `python -m
 # tools.library.h200_confirm lists LISTS_DIR` picked among the calls whose H200 plan differs from the H100's.
 # Writes $OUT/r/valid_list.json, $OUT/r/probe_list.json, $OUT/r/log.txt and $OUT/smi.txt (driver version).
 set -o pipefail

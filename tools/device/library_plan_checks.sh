@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12 item 6 on a GPU: separating inputs for two plans of one library call (tcsmt discriminate --library,
+# On a GPU: separating inputs for two plans of one library call (tcsmt discriminate --library,
 # on any machine), run through torch on the GPU (tcsmt hwcheck --library-inputs), and two random-input library
 # checks (tcsmt hwcheck --library).  Results: evidence/h100_library_plan_checks.json (H100 run of
 # helper "replay"; there the inputs were made first on a CPU machine and carried over, as STAGE=gpu does).

@@ -1,4 +1,4 @@
-"""Device campaign of issue 12 (items 2 and 5): cuBLAS plans over the shape grid, split-K slice rules read
+"""Device campaign of the library GEMMs (evidence/library_plans.md): cuBLAS plans over the shape grid, split-K slice rules read
 from output bits, and validation calls.  Runs on a GPU machine with torch; needs numpy and torch only.
 (One file on purpose, over 400 lines: it is shipped alone to a bare GPU machine and run as a script; for the
 same reason its options are read with the standard library's argparse, not click and tcsmt's shared options:
@@ -6,8 +6,8 @@ it must run where tcsmt is not installed.)
 
     python3 tools/device/library_plans.py --out DIR [--stages info,grid,heur,probes,valid] [--quick]
 
-Writes into DIR: ``h100_cublas_plans.json`` and ``h100_library_validation.json`` (formats: the plan
-contract of issue 12), ``probes.json`` (raw slice and reduction probes), ``log.txt``.
+Writes into DIR: ``h100_cublas_plans.json`` and ``h100_library_validation.json`` (formats: evidence/library_plans.md,
+"Files"), ``probes.json`` (raw slice and reduction probes), ``log.txt``.
 Stages:
   info    versions (torch, CUDA, cuBLAS, cuBLASLt), matmul settings, the workspace torch allocates
   grid    every (M, N, K), each a power of two 1 .. 16384, for each dtype configuration; the kernels each call

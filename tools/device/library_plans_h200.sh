@@ -1,6 +1,6 @@
 #!/bin/bash
 # Usage on the device: OUT=DIR bash tools/device/library_plans_h200.sh 2>&1 | tee $OUT/log.txt (numpy and torch only).
-# H200 run of issue 12 item 2: validation (CPU-bound input generation) and grid + heuristic (no probes),
+# H200 run (evidence/library_plans.md, "H200"): validation (CPU-bound input generation) and grid + heuristic (no probes),
 # as two processes side by side; each has its own profiler session and cuBLASLt logger.
 set -o pipefail
 export PYTHONUNBUFFERED=1

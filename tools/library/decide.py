@@ -1,4 +1,4 @@
-"""Decide, from recorded outputs, the plan facts that the recorded plan file cannot say (issue 12).
+"""Decide, from recorded outputs, the plan facts that the recorded plan file cannot say (evidence/h100_library_decisions.json).
 
     python -m tools.library.decide [--plans P] [--validation V] [-o evidence/h100_library_decisions.json]
 

@@ -1,4 +1,4 @@
-"""Confirm on the H200 the plans it records where they differ from the H100's (issue 12 item 2).
+"""Confirm on the H200 the plans it records where they differ from the H100's (evidence/library_plans.md, "H200").
 
     python -m tools.library.h200_confirm lists DIR        # DIR/{probe,valid}_list.json and DIR/round2/...
     OUT=RAW_DIR bash tools/device/library_h200_confirm.sh DIR   # on the H200

@@ -1,5 +1,5 @@
-"""Do the H100's split-K rules hold at the plans the H200 picks where they differ from the H100's?  (Issue 12
-item 2; an experiment on committed files, not the h200 plan table.)
+"""Do the H100's split-K rules hold at the plans the H200 picks where they differ from the H100's?  (evidence/library_plans.md,
+"H200"; an experiment on committed files, not the h200 plan table.)
 
     python -m tools.library.h200_own_plans [-o evidence/h200_library_replay_own_plans.json]
 

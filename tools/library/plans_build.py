@@ -1,4 +1,4 @@
-"""Build the committed plan, probe and validation files of issue 12 from one device run.
+"""Build the committed plan, probe and validation files (evidence/library_plans.md) from one device run.
 
     python3 tools/library/plans_build.py DEVICE_OUT_DIR [--results evidence] [--prefix h200]
 

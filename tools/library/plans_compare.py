@@ -1,4 +1,4 @@
-"""Compare the cuBLAS plans recorded on two GPUs call by call (issue 12 item 2: "cuBLAS may choose differently").
+"""Compare the cuBLAS plans recorded on two GPUs call by call (evidence/h200_vs_h100_plans.json).
 
     python3 tools/library/plans_compare.py [--a evidence/h200_cublas_plans.json]
         [--b evidence/h100_cublas_plans.json] [--val-a ...h200_library_validation.json]

@@ -1,4 +1,4 @@
-"""Hand-built inputs for the Hopper questions of issue #13 (written to ``vectors/hopper/``).
+"""Hand-built inputs for the Hopper questions (evidence/h100_hopper_questions.json; written to ``vectors/hopper/``).
 
 ``python -m tools.vectors.hopper_vectors OUTDIR`` writes one JSON file per question and input
 format, in the shape ``tcsmt discriminate`` writes (in_fmt, out_fmt, models, inputs with hex a, b,

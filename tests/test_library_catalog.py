@@ -1,0 +1,152 @@
+"""Plan catalogs: built from device recordings by the plan tables' own conversion, looked up by call.
+
+The fixture ``tests/data/library/h100_recording_sample.json.gz`` is three tasks of the H100 recording
+``evidence/library/recordings/h100_layers_16bit.json.gz`` (torch 2.11, cuBLAS 13.1; every token count 1..16384):
+GPT-2's 768x768 weight gradient in bf16 (split-K S = 1, 2, 3 over the tokens), GPT-2's LM-head input gradient
+(N = 768, K = 50257; S up to 64) and a 768x768 ``linear`` with bias.  The shipped catalogs
+(``models/library/*.sqlite``) are checked whole: every run names a plan that loads, runs do not overlap, and every
+split-K plan names the family its slice and reduction rules were read from.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tcsmt.errors import TcsmtError
+from tcsmt.library.catalog import Catalog, catalogs_in, family_text
+from tcsmt.library.catalog_build import build, progressions, read_recording, recorded_calls, token_counts
+from tcsmt.library.checks import make_call
+from tcsmt.library.call_plans import ConvertContext
+from tcsmt.library.lookup import answer
+from tcsmt.library.plans import call_from_entry, plan_fields, plans_dir
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "tests" / "data" / "library" / "h100_recording_sample.json.gz"
+EVIDENCE = REPO / "evidence"
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory) -> Catalog:
+    raw = json.loads((EVIDENCE / "h100_cublas_plans.json").read_text())
+    dec = json.loads((EVIDENCE / "h100_library_decisions.json").read_text())
+    ctx = ConvertContext.make(raw, "h100_cublas_plans.json", None, (), dec, "h100_library_decisions.json")
+    out = tmp_path_factory.mktemp("plans") / "h100_sample.sqlite"
+    build([(SAMPLE.name, read_recording(SAMPLE))], ctx, out, ["test sample"])
+    return Catalog(out)
+
+
+def _recorded(rec: dict, op: str, vary: str) -> list[tuple[dict, int, int]]:
+    """(template, token count, recorded split_k) of every recorded call of the sample task with op/vary."""
+    out = []
+    for tmpl, v, ts, pid in recorded_calls(rec):
+        if tmpl["op"] == op and v == vary:
+            out += [(tmpl, t, rec["tables"]["plans"][pid][5]) for t in ts]
+    return out
+
+
+def test_token_counts_and_progressions():
+    assert token_counts("1-4+8x32") == [1, 2, 3, 4, 8, 16, 24, 32]
+    assert len(token_counts("all")) == 16384 and token_counts("p2")[-1] == 16384
+    assert progressions([1, 2, 3, 8, 16, 24, 25]) == [(1, 3, 1), (8, 24, 8), (25, 25, 1)]
+
+
+def test_every_recorded_split_k_is_the_catalogs(catalog):
+    """Each of the 16,384 recorded weight-gradient calls answers with the S cuBLASLt's trace recorded for it."""
+    rec = read_recording(SAMPLE)
+    calls = _recorded(rec, "mm", "K")
+    assert len(calls) == 16384 and {s for _, _, s in calls} == {1, 2, 3}
+    for tmpl, t, S in calls[::7]:
+        c = make_call("mm", tmpl["M"], tmpl["N"], t, a_dtype="bfloat16", a_t=True)
+        hits = catalog.find(c)
+        assert len(hits) == 1 and hits[0].plan is not None, t
+        assert hits[0].plan.split_k == S, t
+        if S > 1:
+            assert hits[0].plan.kernels[0].startswith("family "), hits[0].plan.kernels
+
+
+def test_lm_head_input_gradient_uses_many_split_counts(catalog):
+    rec = read_recording(SAMPLE)
+    calls = _recorded(rec, "mm", "M")
+    assert max(s for _, _, s in calls) == 64
+    answered = 0
+    for tmpl, t, S in calls[::97]:
+        c = make_call("mm", t, tmpl["N"], tmpl["K"], a_dtype="bfloat16")
+        (hit,) = catalog.find(c)
+        if hit.plan is None:  # M = 1: a gemv split kernel whose slice rule no probe read
+            assert t == 1 and "slice rule unknown" in hit.why, (t, hit.why)
+            continue
+        assert hit.plan.split_k == S
+        answered += 1
+    assert answered == len(calls[::97]) - 1
+
+
+def test_runs_do_not_overlap_and_plans_load(catalog):
+    check_catalog(catalog)
+
+
+def test_lookup_through_a_plans_folder(catalog, monkeypatch):
+    """$TCSMT_PLANS adds a folder of catalogs; a call it covers answers from it with the run as evidence; a layout
+    it does not cover is refused with the recording command."""
+    monkeypatch.setenv("TCSMT_PLANS", str(catalog.path.parent))
+    ans = answer(make_call("mm", 768, 768, 5000, a_dtype="bfloat16", a_t=True, settings="default"), "h100")
+    assert ans.kind == "recorded catalog" and "K = " in ans.evidence[0]
+    with pytest.raises(TcsmtError, match="tcsmt record --call 'mm 768x768x5000 bfloat16'"):
+        answer(make_call("mm", 768, 768, 5000, a_dtype="bfloat16"), "h100", stamp={"gpu_name": "NVIDIA H100 80GB HBM3"})
+    with pytest.raises(TcsmtError, match="was recorded under gpu_name"):
+        answer(make_call("mm", 768, 768, 5000, a_dtype="bfloat16", a_t=True), "h100", stamp={"gpu_name": "NVIDIA H200"})
+
+
+def test_settings_are_part_of_the_key(catalog):
+    c = make_call("mm", 768, 768, 5000, a_dtype="bfloat16", a_t=True, settings="blas=cublaslt")
+    assert catalog.find(c) == []
+    assert family_text(c) != family_text(make_call("mm", 768, 768, 5000, a_dtype="bfloat16", a_t=True))
+
+
+def test_a_disagreeing_recording_is_refused(tmp_path):
+    rec = read_recording(SAMPLE)
+    other = json.loads(json.dumps(rec))
+    for task in other["tasks"]:  # the same calls, each recorded with the next plan of the table
+        task["runs"]["plan"] = [(p + 1) % len(other["tables"]["plans"]) for p in task["runs"]["plan"]]
+    path = tmp_path / "other.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(other, f)
+    raw = json.loads((EVIDENCE / "h100_cublas_plans.json").read_text())
+    ctx = ConvertContext.make(raw, "h100_cublas_plans.json")
+    with pytest.raises(TcsmtError, match="disagree"):
+        build([(SAMPLE.name, rec), (path.name, read_recording(path))], ctx, tmp_path / "x.sqlite", [])
+
+
+def check_catalog(cat: Catalog) -> None:
+    db = sqlite3.connect(f"file:{cat.path}?mode=ro", uri=True)
+    plans = dict(db.execute("SELECT id, fields FROM plans"))
+    for pid, text in plans.items():
+        f = json.loads(text)
+        if "why" in f:
+            assert f["why"], pid
+            continue
+        plan_fields(f, f"plan {pid}")
+        call_from_entry(f, [1, 1, 1, 1], f"plan {pid}")
+        if int(f.get("split_k", 1)) > 1:
+            assert f["kernels"][0].startswith("family "), (pid, f["kernels"])
+    last: dict[tuple, int] = {}
+    for fam, vary, d1, d2, lo, hi, step, pid in db.execute(
+            "SELECT family, vary, d1, d2, lo, hi, step, plan FROM runs ORDER BY family, vary, d1, d2, lo"):
+        assert pid in plans and lo <= hi and step >= 1 and (hi - lo) % step == 0
+        key = (fam, vary, d1, d2)
+        assert lo > last.get(key, 0), (key, lo)
+        last[key] = hi
+
+
+@pytest.mark.parametrize("path", sorted(plans_dir().glob("*.sqlite")), ids=lambda p: p.name)
+def test_shipped_catalog_integrity(path):
+    cat = Catalog(path)
+    assert cat.stamp.get("gpu_name") and cat.stamp.get("cublas") and cat.gpu in ("h100", "h200")
+    check_catalog(cat)
+
+
+def test_shipped_catalogs_are_found():
+    assert {c.gpu for c in catalogs_in(plans_dir())} <= {"h100", "h200"}
