@@ -147,6 +147,37 @@ class Catalog:
         return hits
 
 
+    def find_over(self, call: Call, lo: int, hi: int) -> dict[int, list[Hit]]:
+        """:meth:`find` for ``call`` at every M in lo..hi (N, K and the family fixed), by M: one query for the
+        whole range (the runs of token counts varying M, and the runs varying K at an M in the range)."""
+        row = self.db.execute("SELECT id FROM families WHERE key = ?", (family_text(call),)).fetchone()
+        if row is None:
+            return {}
+        rows = self.db.execute(
+            "SELECT vary, d1, d2, lo, hi, step, plan FROM runs WHERE family = ? AND ((vary = 'M' AND d1 = ? AND "
+            "d2 = ? AND lo <= ? AND hi >= ?) OR (vary = 'K' AND d1 >= ? AND d1 <= ? AND d2 = ? AND lo <= ? AND "
+            "hi >= ? AND (? - lo) % step = 0))",
+            (row[0], call.N, call.K, hi, lo, lo, hi, call.N, call.K, call.K, call.K)).fetchall()
+        out: dict[int, list[Hit]] = {}
+        for vary, d1, d2, rlo, rhi, step, pid in rows:
+            run = (vary, d1, d2, rlo, rhi, step)
+            if vary == "M":
+                first = rlo if rlo >= lo else rlo + -(-(lo - rlo) // step) * step
+                ms = range(first, min(rhi, hi) + 1, step)
+            else:
+                ms = range(d1, d1 + 1)
+            f = self._fields(pid)
+            base = None if "why" in f else _plan(self.path, pid, json.dumps(f), self.gpu, self.library)
+            for m in ms:
+                if base is None:
+                    why = str(f["why"]).replace("{t}", str(m if vary == "M" else call.K))
+                    out.setdefault(m, []).append(Hit(None, why, run, self.name))
+                else:
+                    out.setdefault(m, []).append(
+                        Hit(dataclasses.replace(base, call=dataclasses.replace(call, M=m)), "", run, self.name))
+        return out
+
+
 @cache
 def _plan(path: Path, pid: int, fields: str, gpu: str, library: str) -> Plan:
     """The Plan of one plan row, made once (its call is replaced by the caller's)."""

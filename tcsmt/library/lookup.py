@@ -19,6 +19,7 @@ A call is written, for ``tcsmt record --call`` and in refusals, as ``OP MxNxK DT
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +27,9 @@ from typing import Any
 
 from tcsmt.arith.registry import gpu_of_device
 from tcsmt.errors import TcsmtError
-from tcsmt.library.catalog import Catalog, catalogs_in
+from tcsmt.library.catalog import Catalog, Hit, catalogs_in
 from tcsmt.library.checks import make_call
-from tcsmt.library.plans import Call, Plan, gpus, plans_dir, table_lookup
+from tcsmt.library.plans import Call, Plan, PlanTable, gpus, plans_dir, table_lookup, tables
 from tcsmt.library.settings import DEFAULT, parse_settings_key, settings_key
 
 PLANS_ENV = "TCSMT_PLANS"
@@ -92,9 +93,9 @@ def _stamp_mismatch(cat: Catalog, stamp: dict[str, Any]) -> str:
     return f"{cat.name} was recorded under {', '.join(diff)}" if diff else ""
 
 
-def answer(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
-           stamp: dict[str, Any] | None = None) -> Answer:
-    """The plan of ``call`` on ``gpu`` with its provenance; TcsmtError with the reason and the recording command."""
+def _sources(gpu: str, plans_dirs: tuple[str, ...] | None,
+             stamp: dict[str, Any] | None) -> tuple[str, list[Catalog], list[str]]:
+    """The GPU's name, its catalogs usable under ``stamp``, and why the others were skipped."""
     gpu = str(gpu).lower()
     cats = [c for c in catalogs(plans_dirs) if c.gpu == gpu]
     if gpu not in known_gpus(plans_dirs):
@@ -107,12 +108,19 @@ def answer(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
             if why:
                 skipped.append(why)
         cats = [c for c in cats if not _stamp_mismatch(c, stamp)]
-    plan, why = table_lookup(call, gpu)
+    return gpu, cats, skipped
+
+
+def _decide(call: Call, gpu: str, cats: list[Catalog], skipped: list[str], stamped: bool,
+            hits: list[Hit] | None, tabs: tuple[PlanTable, ...] | None = None) -> Answer:
+    """The answer for ``call`` from the tables, then the catalogs' ``hits`` (found here where None)."""
+    plan, why = table_lookup(call, gpu) if tabs is None else table_lookup(call, gpu, tabs)
     # with a stamp, the tables (recorded with the shipped catalogs' versions) count only where a catalog of this
     # GPU was recorded under the running versions
-    if plan is not None and (stamp is None or cats):
+    if plan is not None and (not stamped or cats):
         return Answer(plan, "recorded table", (f"plan table {plan.table}",))
-    hits = [h for c in cats for h in c.find(call)]
+    if hits is None:
+        hits = [h for c in cats for h in c.find(call)]
     planned = [h for h in hits if h.plan is not None]
     if planned:
         first = planned[0]
@@ -131,6 +139,35 @@ def answer(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
         f"{'split-K' if plain else 'split-K and epilogue'} unknown (this call was not recorded)"
     raise TcsmtError(f"no recorded cuBLAS plan for {call.label()} on {gpu}: {what}; record it on that GPU with "
                      f"`tcsmt record --call '{record_spec(call)}'` (or pass plan=...)")
+
+
+def answer(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
+           stamp: dict[str, Any] | None = None) -> Answer:
+    """The plan of ``call`` on ``gpu`` with its provenance; TcsmtError with the reason and the recording command."""
+    gpu, cats, skipped = _sources(gpu, plans_dirs, stamp)
+    return _decide(call, gpu, cats, skipped, stamp is not None, None)
+
+
+def answers_over(call: Call, gpu: str, lo: int, hi: int, *, plans_dirs: tuple[str, ...] | None = None,
+                 stamp: dict[str, Any] | None = None) -> list[tuple[int, Answer | None, str]]:
+    """:func:`answer` for ``call`` at every M in lo..hi, read in one pass over each catalog: (M, the answer,
+    '') or (M, None, the refusal's message) per M, in order."""
+    if not 1 <= lo <= hi:
+        raise TcsmtError(f"token counts run from 1 up: {lo}..{hi} is not a range")
+    gpu, cats, skipped = _sources(gpu, plans_dirs, stamp)
+    found: dict[int, list[Hit]] = {}
+    for c in cats:
+        for m, hs in c.find_over(call, lo, hi).items():
+            found.setdefault(m, []).extend(hs)
+    out: list[tuple[int, Answer | None, str]] = []
+    tabs = tables()
+    for m in range(lo, hi + 1):
+        call_m = dataclasses.replace(call, M=m)
+        try:
+            out.append((m, _decide(call_m, gpu, cats, skipped, stamp is not None, found.get(m, []), tabs), ""))
+        except TcsmtError as exc:
+            out.append((m, None, str(exc)))
+    return out
 
 
 def lookup(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,

@@ -93,17 +93,31 @@ def parse_settings_key(key: str) -> dict[str, Any]:
 def settings_from_torch(torch: Any, a_dtype: str) -> str:
     """The settings key of a call torch would make now, read from torch and the environment."""
     try:
-        lib = str(torch.backends.cuda.preferred_blas_library()).lower()
+        lib = str(torch.backends.cuda.preferred_blas_library())
     except Exception:  # an old torch without the switch: cuBLAS
         lib = "cublas"
+    m = torch.backends.cuda.matmul
+    return settings_from_values(a_dtype, {
+        "preferred_blas_library": lib,
+        "allow_bf16_reduced_precision_reduction": getattr(m, "allow_bf16_reduced_precision_reduction", True),
+        "allow_fp16_reduced_precision_reduction": getattr(m, "allow_fp16_reduced_precision_reduction", True),
+        "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
+        "CUBLASLT_WORKSPACE_SIZE": os.environ.get("CUBLASLT_WORKSPACE_SIZE", "")})
+
+
+def settings_from_values(a_dtype: str, values: dict[str, Any]) -> str:
+    """The settings key from the values as torch and the environment hold them (``preferred_blas_library``'s text,
+    the ``allow_{bf16,fp16}_reduced_precision_reduction`` values, the two workspace variables), e.g. as
+    ``tcsmt.hwcheck.gemm_capture.settings`` recorded them."""
+    lib = str(values.get("preferred_blas_library", "cublas")).lower()
     blas = "cublaslt" if "lt" in lib.rsplit(".", 1)[-1] else "cublas"
     reduced: Any = (True, True)
     if a_dtype in REDUCED_DTYPES:
         name = "allow_bf16_reduced_precision_reduction" if a_dtype == "bfloat16" else \
             "allow_fp16_reduced_precision_reduction"
-        reduced = getattr(torch.backends.cuda.matmul, name, True)
+        reduced = values.get(name, True)
         if not isinstance(reduced, bool):
             reduced = tuple(bool(x) for x in reduced)
     return settings_key(a_dtype, blas=blas, reduced=reduced,
-                        cublas_workspace=os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
-                        cublaslt_workspace=os.environ.get("CUBLASLT_WORKSPACE_SIZE", ""))
+                        cublas_workspace=str(values.get("CUBLAS_WORKSPACE_CONFIG") or ""),
+                        cublaslt_workspace=str(values.get("CUBLASLT_WORKSPACE_SIZE") or ""))
