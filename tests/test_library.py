@@ -315,7 +315,7 @@ def test_converter_makes_plans_and_names_what_is_unknown(tmp_path, models_tmp):
     raw = tmp_path / "h100_cublas_plans.json"
     raw.write_text(json.dumps(RAW))
     out = convert_file(raw)
-    assert out == models_tmp / "library" / "h100_cublas13_recorded.toml"
+    assert out == models_tmp / "library" / "h100_cublas13_recorded.toml.gz"
     table = load_table(out)
     assert len(table.plans) == 2 and len(table.unknown) == 3
     p = L.plan("mm", 64, 64, 4096, a_dtype="bfloat16", out_dtype="float32")

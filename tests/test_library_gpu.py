@@ -2,7 +2,7 @@
 
 GPU only: skips without CuPy or a CUDA device (CI has none; the device runs of
 benchmarks/bench_library_device.py also compare every output of large calls with torch).  The plans are
-recorded ones (models/library/h100_cublas13_recorded.toml) chosen to cover every device step: split-K
+recorded ones (models/library/h100_cublas13_recorded.toml.gz) chosen to cover every device step: split-K
 slices and each reduction, residue-first K tiles, every epilogue step, tf32 input rounding, fp8 scales,
 a chain the GPU kernel does not implement (fp32 SIMT: computed on the CPU), and 264 split-K slices.
 """

@@ -18,6 +18,7 @@ from conftest import REPO
 from tcsmt import TcsmtError
 from tcsmt import library as L
 from tcsmt.library.convert import convert
+from tcsmt.library.plans import read_table_text
 from tools.library import plans_compare as CMP
 
 RESULTS = REPO / "evidence"
@@ -54,7 +55,7 @@ def test_comparison_file_is_recomputed_from_the_plan_files() -> None:
 
 
 def test_h200_table_is_the_converters_output() -> None:
-    """models/library/h200_cublas13_recorded.toml: the H200 calls that recorded the H100's plan, with the H100's
+    """models/library/h200_cublas13_recorded.toml.gz: the H200 calls that recorded the H100's plan, with the H100's
     split-K rules and decisions (library_import --same-as), and the calls whose own plan belongs to a class confirmed
     on the H200 (--confirmed h200_library_confirm.json); nothing edited by hand."""
     names = ("h200_cublas_plans.json", "h200_library_validation.json", "h100_library_decisions.json",
@@ -62,7 +63,7 @@ def test_h200_table_is_the_converters_output() -> None:
     raw, val, dec, p100, v100, conf = (_load(n) for n in names)
     text = convert(raw, names[0], "h200", [(names[1], val)], dec, names[2], [(names[3], p100), (names[4], v100)],
                    (names[5], conf))
-    assert text == (REPO / "models" / "library" / "h200_cublas13_recorded.toml").read_text()
+    assert text == read_table_text(REPO / "models" / "library" / "h200_cublas13_recorded.toml.gz")
 
 
 def test_h200_confirmations_are_recomputed_from_the_device_files() -> None:

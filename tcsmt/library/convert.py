@@ -46,6 +46,7 @@ gets no ``in_round`` (its plan takes tf32 values only).
 """
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import sys
@@ -156,12 +157,16 @@ def convert_file(raw_path: Path, out_path: Path | None = None, gpu: str | None =
         assert m is not None  # convert() writes gpu = "<name>" for a name that find_arch accepted
         g = m.group(1)
         major = str(raw.get("cublas") or "x")[:2]
-        out_path = plans_dir() / f"{g}_cublas{major}_recorded.toml"
+        out_path = plans_dir() / f"{g}_cublas{major}_recorded.toml.gz"
     out_path = Path(out_path)
     if out_path.exists() and not force:
         raise TcsmtError(f"{out_path} exists (pass --force to replace it)")
-    tmp = out_path.with_suffix(".toml.tmp")
-    tmp.write_text(text)
+    tmp = out_path.with_name(out_path.name + ".tmp")
+    if out_path.name.endswith(".gz"):  # mtime 0: the same table gives the same bytes
+        with gzip.GzipFile(tmp, "wb", mtime=0) as gz:
+            gz.write(text.encode())
+    else:
+        tmp.write_text(text)
     try:
         load_table(tmp)
     except TcsmtError:

@@ -33,6 +33,7 @@ recorded plan covers is an error, never a guess (pass ``plan=`` explicitly).
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -327,11 +328,17 @@ def plan_from_fields(raw: dict[str, Any], call: Call, gpu: str, library: str, ta
                             **base), where)
 
 
+def read_table_text(path: Path) -> str:
+    """The TOML text of a plan table: ``*.toml``, or ``*.toml.gz`` (the large generated tables are kept gzipped)."""
+    data = Path(path).read_bytes()
+    return (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8")
+
+
 def load_table(path: Path) -> PlanTable:
     """Read one plan table (format: docs in ``models/library/README.md``)."""
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        data = tomllib.loads(read_table_text(path))
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile, tomllib.TOMLDecodeError) as exc:
         raise TcsmtError(f"cannot read plan table {path}: {exc}") from None
     name = Path(path).name
     for key in ("gpu", "arch", "library"):
@@ -365,7 +372,7 @@ def load_table(path: Path) -> PlanTable:
 @cache
 def _tables_cached(directory: str) -> tuple[PlanTable, ...]:
     d = Path(directory)
-    return tuple(load_table(f) for f in sorted(d.glob("*.toml"))) if d.is_dir() else ()
+    return tuple(load_table(f) for f in sorted([*d.glob("*.toml"), *d.glob("*.toml.gz")])) if d.is_dir() else ()
 
 
 def tables() -> tuple[PlanTable, ...]:
