@@ -1,10 +1,14 @@
-"""The torch facade: ``mm``, ``matmul``, ``addmm``, ``linear``, ``bmm``, ``scaled_mm`` with torch's own arguments.
+"""The torch facade: ``mm``, ``matmul``, ``addmm``, ``linear``, ``bmm``, ``baddbmm``, ``scaled_mm`` with torch's own
+arguments.
 
 Each takes torch tensors (CPU or CUDA), emulates what the GPU's library returns
 for that call under its recorded plan (:mod:`tcsmt.library`), and returns a
 tensor of torch's output dtype on the input's device.  Tensors travel as bit
 patterns (``Tensor.view`` of a same-width integer dtype): no value is converted
-on the way.  torch is optional: without it these functions raise TcsmtError.
+on the way.  CUDA tensors are computed on their GPU where CuPy runs there (the
+compiled CUDA kernels of :mod:`tcsmt.kernels.cuda`, shared through DLPack: no
+copy to the host); elsewhere on the CPU.  torch is optional: without it these
+functions raise TcsmtError.
 Extra keywords: ``gpu`` and ``plan`` (a Plan to use instead of the recorded one).
 
 ``gpu="auto"`` (the default): for CUDA tensors, the plans recorded on the GPU they live on, under the running
@@ -25,9 +29,10 @@ from tcsmt.library import api as _lib
 from tcsmt.library.lookup import Target, gpu_short_name
 from tcsmt.library.plans import Plan
 from tcsmt.library.settings import settings_from_torch
-from tcsmt.library.tensors import bits_tensor, dtype_name, import_torch, tensor_bits
+from tcsmt.library.tensors import bits_tensor, dtype_name, import_torch
+from tcsmt.library.tensors import tensor_patterns as tensor_bits  # CUDA tensors' patterns stay on their GPU
 
-__all__ = ["addmm", "bmm", "linear", "matmul", "mm", "scaled_mm"]
+__all__ = ["addmm", "baddbmm", "bmm", "linear", "matmul", "mm", "scaled_mm"]
 
 
 def _out_dtype(x: Any) -> str | None:
@@ -88,6 +93,35 @@ def bmm(input: Any, mat2: Any, *, out_dtype: Any = None, gpu: str = "auto", plan
     out = _lib.bmm(tensor_bits(input), tensor_bits(mat2), dtype=dt, out_dtype=od, gpu=target(gpu, input, None),
                    plan=plan)
     return _back(out, input, od, dt)
+
+
+def baddbmm(input: Any, batch1: Any, batch2: Any, *, beta: float = 1, alpha: float = 1, out_dtype: Any = None,
+            gpu: str = "auto", plan: Plan | None = None) -> Any:
+    """``torch.baddbmm(input, batch1, batch2, beta=, alpha=)``: beta*input + alpha*(batch1 @ batch2), (b, M, N).
+
+    With beta = 0 and alpha = 1 torch ignores ``input`` and makes bmm's cuBLAS call (torch's CUDA ``bmm``
+    is ``baddbmm`` with those scalars), so bmm's recorded plan applies.  No plan table records other
+    scalars: pass ``plan=`` (its epilogue then decides how input, beta and alpha enter; ``input`` is
+    broadcast to (b, M, N) as torch does).
+    """
+    if plan is None:
+        if float(beta) != 0.0 or float(alpha) != 1.0:
+            raise TcsmtError(f"no recorded cuBLAS plan for baddbmm with beta = {beta}, alpha = {alpha} (only "
+                             "beta = 0, alpha = 1, which is bmm's call); pass plan=...")
+        return bmm(batch1, batch2, out_dtype=out_dtype, gpu=gpu)
+    _same_dtype(batch1, batch2)
+    od = _out_dtype(out_dtype)
+    if batch1.dim() != 3 or batch2.dim() != 3:
+        raise TcsmtError(f"torch refuses this call: batch1 and batch2 must be 3-D, got {batch1.dim()}-D and "
+                         f"{batch2.dim()}-D")
+    nb, M, _ = batch1.shape
+    N = batch2.shape[2]
+    steps = set(plan.epilogue)
+    C = input.expand(nb, M, N) if {"beta_c", "alpha_beta_c"} & steps else None
+    if od is not None and od != plan.call.out_dtype:
+        raise TcsmtError(f"out_dtype {od} differs from the plan's output dtype {plan.call.out_dtype}")
+    outs = [_lib.run(plan, batch1[i], batch2[i], C=None if C is None else C[i]) for i in range(nb)]
+    return import_torch().stack(outs)
 
 
 def matmul(input: Any, other: Any, *, gpu: str = "auto", plan: Plan | None = None) -> Any:

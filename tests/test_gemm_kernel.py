@@ -260,3 +260,81 @@ def test_without_numba_raises(monkeypatch):
     p = resolve("hopper", "bf16", "fp32", "cublas")
     with pytest.raises(TcsmtError, match="numba"):
         gemm(p, np.zeros((2, 16), np.uint16), np.zeros((16, 2), np.uint16))
+
+
+# ------------------------------------------------- tcsmt.simulate on the compiled kernel
+# Every instruction path of every model that the kernel compiles with an fp32 C (tcsmt.kernels.simulate):
+# rows with their own C, against the numpy semantics (tcsmt.sim.simulator), which stays the reference.
+def _instruction_paths():
+    from pathlib import Path
+
+    from tcsmt.arith.registry import models_dir
+
+    out = []
+    for f in sorted(Path(models_dir()).glob("*.toml")):
+        for path in find_arch(f.stem).every_path():
+            p = path.params
+            try:
+                check_supported(p)
+            except TcsmtError:
+                continue
+            if p.c_fmt == "fp32" and not p.scale_fmt and not path.library:
+                out.append(pytest.param(p, id=f"{f.stem}.{_id(p)}"))
+    return out
+
+
+INSTRUCTION_PATHS = _instruction_paths()
+
+
+def c_patterns(dist: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """fp32 C values of one distribution, with signed zeros, subnormals and (for 'special') inf and NaN."""
+    c = make_bits("fp32", {"subout": "tiny", "zeros": "zeros"}.get(dist, dist), (n, 1), rng).reshape(n)
+    pick = rng.random(n)
+    c = np.where(pick < 0.05, np.uint32(0x80000000), c)  # -0
+    return np.where((pick > 0.05) & (pick < 0.1), np.uint32(0), c).astype(np.uint32)
+
+
+def test_instruction_paths_are_found():
+    ids = {p.id for p in INSTRUCTION_PATHS}
+    assert {"hopper.fp16.fp32.mma", "ampere.fp16.fp32.mma", "hopper.bf16.fp32.wgmma"} <= ids
+
+
+@pytest.mark.parametrize("p", INSTRUCTION_PATHS)
+@pytest.mark.parametrize("dist", DISTS)
+def test_simulate_on_the_kernel_matches_semantics(p, dist):
+    from tcsmt.kernels.simulate import compiled_pairs
+
+    rng = np.random.default_rng(zlib.crc32(f"sim/{p.name}/{p.instr}/{dist}".encode()))
+    n = 300
+    K = int(rng.choice([p.instr_k or 16, 2 * (p.instr_k or 16), 3 * (p.instr_k or 16) + 1]))
+    emin = get_format(p.out_fmt).emin
+    a = make_bits(p.in_fmt, dist, (n, K), rng, emin)
+    b = make_bits(p.b_format, dist, (n, K), rng, emin)
+    c = c_patterns(dist, n, rng)
+    want = simulate_params(p, a, b, c)
+    got = compiled_pairs(p, a, b, c)
+    assert got.dtype == want.dtype
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, f"{bad.size} of {n} differ; first row {bad[0]}: 0x{int(got[bad[0]]):x} != 0x{int(want[bad[0]]):x}"
+
+
+def test_public_simulate_uses_the_kernel_and_falls_back(monkeypatch):
+    import tcsmt
+    from tcsmt.kernels import simulate as fast
+
+    calls = []
+    real = fast.compiled_pairs
+    monkeypatch.setattr(fast, "compiled_pairs", lambda *a, **k: calls.append(1) or real(*a, **k))
+    rng = np.random.default_rng(5)
+    p = resolve("hopper", "fp16", "fp32", "mma")
+    n = fast.MIN_PRODUCTS // 16
+    a, b = make_bits("fp16", "narrow", (n, 16), rng), make_bits("fp16", "narrow", (n, 16), rng)
+    c = c_patterns("narrow", n, rng)
+    assert np.array_equal(tcsmt.simulate("hopper", a, b, c, "fp16", "fp32"), simulate_params(p, a, b, c))
+    assert calls == [1]
+    tcsmt.simulate("hopper", a[:10], b[:10], c[:10], "fp16", "fp32")  # small: the numpy semantics
+    v = resolve("volta", "fp16", "fp32")  # not compiled: the numpy semantics answers
+    got = tcsmt.simulate_params(v, a, b, c)
+    assert np.array_equal(got, simulate_params(v, a, b, c))
+    with pytest.raises(TcsmtError):  # bad input: the simulator's own error
+        tcsmt.simulate("hopper", a, b[:, :3], c, "fp16", "fp32")

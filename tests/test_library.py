@@ -18,7 +18,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import REPO, round_fraction
 
-from tcsmt import TcsmtError, resolve, simulate_params
+from tcsmt import TcsmtError, resolve
+from tcsmt.sim.simulator import simulate_params  # the numpy semantics: the reference
 from tcsmt import library as L
 from tcsmt.arith.formats import get_format
 from tcsmt.cli import main
@@ -712,3 +713,13 @@ def test_compiled_kernel_is_used_per_slice_and_falls_back(monkeypatch):
 
     monkeypatch.setattr(E, "_gemm_kernel", types.SimpleNamespace(gemm=refusing))
     assert np.array_equal(L.run(plan, A, B), want)
+
+
+def test_library_uses_the_compiled_cpu_kernel():
+    """evaluate imports tcsmt.kernels.cpu by its real name: after the package split it imported a module that
+    no longer existed, the ImportError read as 'numba missing', and every CPU call ran the numpy simulator
+    (about 100x slower; benchmarks/bench_library_ops.py --before)."""
+    from tcsmt.kernels import cpu
+    from tcsmt.library import evaluate
+
+    assert evaluate._gemm_kernel is cpu

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -122,7 +123,7 @@ def test_a_disagreeing_recording_is_refused(tmp_path):
 
 def check_catalog(cat: Catalog) -> None:
     db = sqlite3.connect(f"file:{cat.path}?mode=ro", uri=True)
-    plans = dict(db.execute("SELECT id, fields FROM plans"))
+    plans = {pid: zlib.decompress(blob) for pid, blob in db.execute("SELECT id, fields FROM plans")}
     for pid, text in plans.items():
         f = json.loads(text)
         if "why" in f:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -208,6 +209,25 @@ def find_arch(name: str) -> Arch:
             return a
     known = ", ".join(sorted(archs)) + "; references: " + ", ".join(REFERENCES)
     raise TcsmtError(f"unknown architecture {name!r} (known: {known})")
+
+
+def gpu_of_device(device: str) -> str:
+    """The GPU name (``h100``, ``h200``, ``a100``, ...) of a device name as the driver reports it (``NVIDIA H100 80GB
+    HBM3``): the model file's ``gpus`` entry found in it as a whole word, lower case without spaces, where it is one
+    of that model's aliases.  TcsmtError where no entry or several GPUs' entries match."""
+    found: dict[str, str] = {}
+    for a in architectures().values():
+        aliases = {x.lower() for x in a.aliases}
+        for g in a.gpus:
+            pat = r"(?<![A-Za-z0-9])" + r"\s*".join(re.escape(w) for w in g.split()) + r"(?![A-Za-z0-9])"
+            short = "".join(g.split()).lower()
+            if re.search(pat, device or "", re.IGNORECASE) and short in aliases:
+                found[short] = a.name
+    if len(found) != 1:
+        what = "several GPUs (" + ", ".join(sorted(found)) + ")" if found else "no GPU of the model files"
+        raise TcsmtError(f"cannot tell which GPU {device!r} is: its name matches {what}; name it (gpu=NAME, or "
+                         f"--gpu NAME: an alias that `tcsmt models` lists)")
+    return next(iter(found))
 
 
 def split_spec(spec: str) -> tuple[str, list[str], dict[str, str]]:

@@ -296,12 +296,16 @@ def _register_optional_commands() -> None:
     from tcsmt.cli.explain_cmd import explain_cmd
     from tcsmt.cli.hwcheck_cmd import hwcheck_cmd
     from tcsmt.cli.identify_cmd import identify_cmd
+    from tcsmt.cli.invariance_cmd import invariance_cmd
+    from tcsmt.cli.record_cmd import record_cmd
     from tcsmt.cli.verify_cmd import verify_cmd
 
     main.add_command(hwcheck_cmd)
     main.add_command(verify_cmd)
     main.add_command(identify_cmd)
     main.add_command(explain_cmd)
+    main.add_command(record_cmd)
+    main.add_command(invariance_cmd)
 
 
 _register_optional_commands()

@@ -10,6 +10,24 @@
 // 2^(top - F) (top = ea + eb, the "raw" alignment exponent); exp = e (emin for subnormals), or
 // ZERO_EXP for a zero significand so that the block maximum leaves it out without a test.
 // The compile-time constants (BK, F, ...) come from -D options set by tcsmt/kernels/cuda.py.
+//
+// The scalar functions (DEVFN) also compile as host C++ (g++ -x c++): the kernels are left out there
+// and the host loops at the end of this file run the same per-output functions, so that
+// tests/test_gemm_cuda_host.py checks their arithmetic against tcsmt.arith.semantics on a machine
+// without a GPU.
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define TCSMT_CUDA 1
+#define DEVFN __device__ __forceinline__
+#define CLZLL(x) __clzll(x)
+#else
+#include <cstdlib>
+#define DEVFN static inline
+#define CLZLL(x) __builtin_clzll(x)
+using std::abs;
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline int min(int a, int b) { return a < b ? a : b; }
+#endif
 
 #ifndef BK
 #define BK 16          // block_k: products per block
@@ -51,6 +69,7 @@
 typedef long long i64;
 typedef unsigned long long u64;
 
+#ifdef TCSMT_CUDA
 // ---------------------------------------------------------------------------------- decoding
 // fmt: exp_bits, frac_bits, pad_bits, bias, fn (1: e4m3 "fn" specials: NaN = all ones, no inf).
 // cls: 0 finite, 1 NaN, 2 +inf, 3 -inf (the special-value flags of tcsmt.arith.semantics.decode).
@@ -89,6 +108,8 @@ extern "C" __global__ void decode_operands(const unsigned int* __restrict__ bits
     cls[o] = special ? (nan ? 1 : (sign ? 3 : 2)) : 0;
 }
 
+#endif  // TCSMT_CUDA
+
 // --------------------------------------------------------------------------------- rounding
 // tcsmt.arith.semantics.round_to for a value (-1)^neg * mag * 2^lsb into a format with emin, frac_bits
 // fb (of the format's frac bits), RZ or RNE; returns the significand q (hidden bit included when
@@ -100,8 +121,8 @@ struct Rounded {
     bool overflow;
 };
 
-__device__ __forceinline__ Rounded round_mag(u64 mag, int lsb, int emin, int emax, int fb, bool rne) {
-    int m = 63 - __clzll((i64)mag);
+DEVFN Rounded round_mag(u64 mag, int lsb, int emin, int emax, int fb, bool rne) {
+    int m = 63 - CLZLL(mag);
     int e = lsb + m;
     int e_eff = max(e, emin);
     int sh = e_eff - fb - lsb;
@@ -142,7 +163,7 @@ struct Acc {
 // 38 bits and the smaller one's bits below that grid are jammed into one sticky bit, which lies
 // at least 13 bits below the rounding position (the smaller value is then below 2^(E - 38)).
 // flags: the merged flags of x and y on entry (a special operand: the result is special, 0 here).
-__device__ __forceinline__ Acc add_rne(Acc x, Acc y, unsigned char& flags) {
+DEVFN Acc add_rne(Acc x, Acc y, unsigned char& flags) {
     if (flags) {
         Acc z;
         z.sig = 0;
@@ -192,7 +213,7 @@ __device__ __forceinline__ Acc add_rne(Acc x, Acc y, unsigned char& flags) {
 // toward zero to FB fraction bits.  flags: bit 0 +inf, bit 1 -inf seen (an overflowing block
 // gives inf: overflow_result "inf"); the finite part then restarts from 0, as the semantics'
 // next block decodes an infinite C with significand 0.
-__device__ __forceinline__ Acc finish_block(i64 S, int E, Acc c, unsigned char& flags) {
+DEVFN Acc finish_block(i64 S, int E, Acc c, unsigned char& flags) {
     Acc out;
     out.sig = 0;
     out.e = ZERO_EXP;
@@ -220,7 +241,7 @@ __device__ __forceinline__ Acc finish_block(i64 S, int E, Acc c, unsigned char& 
     return out;
 }
 
-__device__ __forceinline__ int block_start_exp(Acc c) {
+DEVFN int block_start_exp(Acc c) {
 #if HAS_FLOOR
     return max(c.e, ALIGN_FLOOR);
 #else
@@ -230,7 +251,7 @@ __device__ __forceinline__ int block_start_exp(Acc c) {
 
 // The output bits: the accumulator (fp32 bits), or its one RNE conversion to the output format
 // (tcsmt.arith.semantics.convert, out_round "rne", subnormals kept), with the flags (apply_flags).
-__device__ __forceinline__ unsigned int output_bits(Acc a, unsigned char flags) {
+DEVFN unsigned int output_bits(Acc a, unsigned char flags) {
     const int out_bias = (1 << (OUT_EXPB - 1)) - 1;
     const unsigned int inf = ((1u << OUT_EXPB) - 1u) << OUT_FRAC;
     const unsigned int sign_bit = 1u << (OUT_EXPB + OUT_FRAC);
@@ -249,12 +270,17 @@ __device__ __forceinline__ unsigned int output_bits(Acc a, unsigned char flags) 
     return s | (expf << OUT_FRAC) | frac;
 }
 
-__device__ __forceinline__ unsigned int shr_clamp(unsigned int x, unsigned int s) {
+DEVFN unsigned int shr_clamp(unsigned int x, unsigned int s) {
+#ifdef TCSMT_CUDA
     unsigned int r;
     asm("shr.b32 %0, %1, %2;" : "=r"(r) : "r"(x), "r"(s));  // PTX clamps shifts >= 32 (gives 0)
     return r;
+#else
+    return s >= 32u ? 0u : x >> s;
+#endif
 }
 
+#ifdef TCSMT_CUDA
 // ------------------------------------------------------------------------------- main kernel
 // A: decoded (Kp, Mp) (k-major), B: decoded (Kp, Np); out: (M, N) output bits (uint32).
 // Each CTA computes a (TY*TM) x (TX*TN) tile; each thread TM x TN outputs, rows ty + TY*i and
@@ -449,3 +475,341 @@ extern "C" __global__ void gemm_specials(const int2* __restrict__ A, const int2*
 #endif
     out[(size_t)r * out_ld + c] = output_bits(acc, flags);
 }
+#endif  // TCSMT_CUDA
+
+// ===================================================================== library finish
+// After the K-chains (tcsmt.library.evaluate): the split-K partials reduced
+// (tcsmt.arith.semantics.reduce_partials), the epilogue steps in fp32 (tcsmt.library.evaluate.epilogue),
+// RNE to the output format (tcsmt.arith.semantics.convert); and exact conversions of bit patterns
+// (C and bias to fp32, fp32 inputs to tf32).  Every operation is one IEEE 754 operation computed
+// exactly and rounded once (add_rounded, mul_rounded, fma_rounded with the IEEE conventions of
+// evaluate.IEEE32: RNE, overflow to inf, +0 for an exact cancellation, subnormals kept, NVIDIA's
+// canonical NaN), here on integers only.
+
+// A format's fields and special patterns (set by tcsmt/kernels/cuda.py from tcsmt.arith.formats).
+struct Fmt {
+    int eb, fb, pad;                 // exponent bits, fraction bits, low pad bits (tf32: 13)
+    unsigned int nan, pinf, ninf;    // Format.nan_pattern(), inf_pattern(False), inf_pattern(True)
+};
+
+// An addend (-1)^neg * mag * 2^lsb (semantics.value_term / product_term) and special flags
+// (bit 0 +inf, bit 1 -inf, bit 2 NaN: semantics.Flags).
+struct Val {
+    bool neg;
+    u64 mag;
+    int lsb;
+};
+
+#define RZ_MODE 0
+#define RNE_MODE 1
+#define RNA_MODE 2
+
+// semantics.decode + value_term of one pattern (subnormals kept; a special has mag 0 and a flag)
+DEVFN Val decode_val(unsigned int bits, Fmt f, unsigned char& flags) {
+    unsigned int x = bits >> f.pad;
+    unsigned int frac = x & ((1u << f.fb) - 1u);
+    unsigned int top = (1u << f.eb) - 1u;
+    unsigned int expf = (x >> f.fb) & top;
+    Val v;
+    v.neg = ((x >> (f.fb + f.eb)) & 1u) != 0u;
+    int bias = (1 << (f.eb - 1)) - 1;
+    if (expf == top) {  // IEEE specials
+        flags |= frac != 0u ? 4 : (v.neg ? 2 : 1);
+        v.mag = 0;
+        v.lsb = 0;
+        return v;
+    }
+    v.mag = expf == 0u ? (u64)frac : (u64)(frac | (1u << f.fb));
+    v.lsb = (expf == 0u ? 1 - bias : (int)expf - bias) - f.fb;
+    return v;
+}
+
+// semantics.round_to into f with f.fb fraction bits: (-1)^neg * mag * 2^lsb (mag < 2^62) rounded with
+// mode (RZ, RNE, RNA), subnormals kept; overflow gives inf (RNE, RNA) or the largest finite (RZ).
+DEVFN unsigned int round_pack(bool neg, u64 mag, int lsb, Fmt f, int mode) {
+    unsigned int sign = neg ? 1u << (f.eb + f.fb + f.pad) : 0u;
+    if (mag == 0) return sign;
+    int bias = (1 << (f.eb - 1)) - 1;
+    int emin = 1 - bias, emax = bias;
+    int m = 63 - CLZLL(mag);
+    int e_eff = max(lsb + m, emin);
+    int sh = e_eff - f.fb - lsb;  // >= -f.fb
+    u64 q;
+    bool half = false, sticky = false;
+    if (sh <= 0) {
+        q = mag << (-sh);
+    } else {
+        q = sh >= 64 ? 0ull : mag >> sh;
+        half = sh - 1 < 64 && ((mag >> (sh - 1)) & 1ull) != 0ull;
+        sticky = sh >= 2 && (sh - 1 >= 64 ? mag != 0ull : (mag & ((1ull << (sh - 1)) - 1ull)) != 0ull);
+    }
+    bool inc = mode == RNE_MODE ? (half && (sticky || (q & 1ull) != 0ull)) : (mode == RNA_MODE ? half : false);
+    if (inc) q += 1;
+    if (q >= (2ull << f.fb)) {
+        q >>= 1;
+        e_eff += 1;
+    }
+    bool normal = q >= (1ull << f.fb);
+    if (normal && e_eff > emax) {
+        if (mode == RZ_MODE)
+            return sign | ((((unsigned int)(emax + bias) << f.fb) | ((1u << f.fb) - 1u)) << f.pad);
+        return sign | ((((1u << f.eb) - 1u) << f.fb) << f.pad);
+    }
+    unsigned int expf = normal ? (unsigned int)(e_eff + bias) : 0u;
+    unsigned int frac = normal ? (unsigned int)(q - (1ull << f.fb)) : (unsigned int)q;
+    return sign | (((expf << f.fb) | frac) << f.pad);
+}
+
+// semantics.apply_flags after merge_flags: NaN (a NaN, or +inf with -inf), else the infinity, else bits
+DEVFN unsigned int with_flags(unsigned int bits, unsigned char flags, Fmt f) {
+    if ((flags & 4) || (flags & 3) == 3) return f.nan;
+    if (flags & 1) return f.pinf;
+    if (flags & 2) return f.ninf;
+    return bits;
+}
+
+// the magnitude of v on the grid 2^L (v's top bit below 2^(L + 58)); bits below the grid are jammed
+// into one sticky unit (kept | lost != 0)
+DEVFN u64 on_grid_jam(Val v, int L) {
+    if (v.lsb >= L) return v.mag << (v.lsb - L);
+    int s = L - v.lsb;
+    u64 kept = s >= 64 ? 0ull : v.mag >> s;
+    u64 lost = s >= 64 ? v.mag : (v.mag & ((1ull << s) - 1ull));
+    return kept | (lost != 0ull ? 1ull : 0ull);
+}
+
+// x + y rounded once into f with RNE (semantics.sum_and_round of two terms, F = None, with the IEEE
+// zero signs: an exact cancellation gives +0, two zeros give -0 only when both are negative).
+// Exactness of the 64-bit sum, for addends of at most 48 bits (fp32 products and values): with
+// T = 1 + the larger top bit and L = T - 58, the term whose top is T - 1 lies on 2^(L + 10) or
+// above (48 bits at most); a term with bits below 2^L has its top below 2^(T - 11), so the sum lies
+// above 2^(T - 2) and its rounding grid is 2^(T - 25) or coarser; that term's magnitude with the bits
+// below 2^L jammed into a sticky unit lies in the same open interval between multiples of 2^(L + 1)
+// as the exact one, and so does the sum: every rounding boundary, a multiple of 2^(L + 1), is
+// on the same side of both.
+DEVFN unsigned int add2_round(Val x, Val y, Fmt f) {
+    if (x.mag == 0 && y.mag == 0) return round_pack(x.neg && y.neg, 0, 0, f, RNE_MODE);
+    if (y.mag == 0) return round_pack(x.neg, x.mag, x.lsb, f, RNE_MODE);
+    if (x.mag == 0) return round_pack(y.neg, y.mag, y.lsb, f, RNE_MODE);
+    int tx = x.lsb + (63 - CLZLL(x.mag)), ty = y.lsb + (63 - CLZLL(y.mag));
+    int L = max(tx, ty) + 1 - 58;
+    i64 X = (i64)on_grid_jam(x, L), Y = (i64)on_grid_jam(y, L);
+    i64 S = (x.neg ? -X : X) + (y.neg ? -Y : Y);
+    if (S == 0) return 0u;  // exact cancellation under RNE: +0
+    bool neg = S < 0;
+    return round_pack(neg, (u64)(neg ? -S : S), L, f, RNE_MODE);
+}
+
+// semantics.product_term of two decoded values ("raw" exponents do not matter here: F = None)
+DEVFN Val product_val(Val a, unsigned char fa, Val b, unsigned char fb_, unsigned char& flags) {
+    Val p;
+    p.neg = a.neg != b.neg;
+    p.mag = a.mag * b.mag;
+    p.lsb = a.lsb + b.lsb;
+    bool a_nan = (fa & 4) != 0, b_nan = (fb_ & 4) != 0;
+    bool a_inf = (fa & 3) != 0, b_inf = (fb_ & 3) != 0;
+    bool a_fz = a.mag == 0 && !a_inf && !a_nan, b_fz = b.mag == 0 && !b_inf && !b_nan;
+    bool nan = a_nan || b_nan || (a_inf && b_fz) || (b_inf && a_fz);
+    if (nan) flags |= 4;
+    else if (a_inf || b_inf) flags |= p.neg ? 2 : 1;
+    return p;
+}
+
+// semantics.add_rounded(x in fx, y in fy) into f with RNE
+DEVFN unsigned int add_rounded_bits(unsigned int x, Fmt fx, unsigned int y, Fmt fy, Fmt f) {
+    unsigned char fl = 0;
+    Val a = decode_val(x, fx, fl), b = decode_val(y, fy, fl);
+    return with_flags(add2_round(a, b, f), fl, f);
+}
+
+// semantics.fma_rounded(x, y in fxy, z in fz) into f with RNE: one fused multiply-add
+DEVFN unsigned int fma_rounded_bits(unsigned int x, unsigned int y, Fmt fxy, unsigned int z, Fmt fz, Fmt f) {
+    unsigned char fx = 0, fy = 0, fl = 0;
+    Val a = decode_val(x, fxy, fx), b = decode_val(y, fxy, fy);
+    Val p = product_val(a, fx, b, fy, fl);
+    Val c = decode_val(z, fz, fl);
+    return with_flags(add2_round(p, c, f), fl, f);
+}
+
+// semantics.mul_rounded(x, y) in f with RNE (one term: a zero product keeps the xor of the signs)
+DEVFN unsigned int mul_rounded_bits(unsigned int x, unsigned int y, Fmt f) {
+    unsigned char fx = 0, fy = 0, fl = 0;
+    Val a = decode_val(x, f, fx), b = decode_val(y, f, fy);
+    Val p = product_val(a, fx, b, fy, fl);
+    return with_flags(round_pack(p.neg, p.mag, p.lsb, f, RNE_MODE), fl, f);
+}
+
+// semantics.convert(bits, src, dst, mode) (subnormals kept; the same format: the bits unchanged, NaN payloads too)
+DEVFN unsigned int convert_bits_one(unsigned int bits, Fmt src, Fmt dst, int mode) {
+    if (src.eb == dst.eb && src.fb == dst.fb && src.pad == dst.pad) return bits;
+    unsigned char fl = 0;
+    Val v = decode_val(bits, src, fl);
+    return with_flags(round_pack(v.neg, v.mag, v.lsb, dst, mode), fl, dst);
+}
+
+#define RED_FP32_FORWARD 0
+#define RED_PAIRWISE 1
+#define RED_OUT_ROUNDED 2
+#define RED_OUT_CHAIN 3
+#define RED_OUT_CHAIN_ACC_ADD 4
+#define MAX_PARTS 64
+#define STEP_SCALE 1
+#define STEP_ALPHA 2
+#define STEP_BETA_C 3
+#define STEP_ALPHA_BETA_C 4
+#define STEP_BIAS 5
+#define STEP_SCALE_B_THEN_A 6
+
+// The operands of the finish of one call: partials (S, n) row-major, n = r * c outputs of r rows and
+// c columns; optional fp32 C (n), bias (c), scales (1, r or c values); steps: 4 bits each, first
+// step lowest.
+struct FinishArgs {
+    const unsigned int* parts;
+    int S;
+    long long n;
+    int c;
+    int reduce;
+    Fmt out;
+    Fmt f32;
+    const unsigned int* C;
+    const unsigned int* bias;
+    const unsigned int* sa;
+    int sa_n;
+    const unsigned int* sb;
+    int sb_n;
+    unsigned int alpha, beta;
+    int steps, nsteps;
+};
+
+// one output: tcsmt.library.evaluate.evaluate after the chains (reduce_partials, epilogue, convert)
+DEVFN unsigned int finish_one(const FinishArgs& a, long long idx) {
+    const Fmt A = a.f32, O = a.out;
+    unsigned int y;
+    bool in_out = false;  // the reduction's result is in the output format (out_chain schemes)
+    if (a.S == 1) {
+        y = a.parts[idx];
+    } else if (a.reduce == RED_PAIRWISE) {
+        unsigned int v[MAX_PARTS];
+        for (int s = 0; s < a.S; s++) v[s] = a.parts[(long long)s * a.n + idx];
+        int m = a.S;
+        while (m > 1) {
+            int k = 0;
+            for (int i = 0; i + 1 < m; i += 2) v[k++] = add_rounded_bits(v[i], A, v[i + 1], A, A);
+            if (m & 1) v[k++] = v[m - 1];
+            m = k;
+        }
+        y = v[0];
+    } else if (a.reduce == RED_FP32_FORWARD || a.reduce == RED_OUT_ROUNDED) {
+        y = 0u;
+        for (int s = 0; s < a.S; s++) {
+            unsigned int q = a.parts[(long long)s * a.n + idx];
+            if (a.reduce == RED_OUT_ROUNDED) q = convert_bits_one(convert_bits_one(q, A, O, RNE_MODE), O, A, RNE_MODE);
+            y = s == 0 ? q : add_rounded_bits(y, A, q, A, A);
+        }
+    } else {  // out_chain, out_chain_acc_add
+        y = convert_bits_one(a.parts[idx], A, O, RNE_MODE);
+        for (int s = 1; s < a.S; s++) {
+            unsigned int q = a.parts[(long long)s * a.n + idx];
+            if (a.reduce == RED_OUT_CHAIN) y = add_rounded_bits(y, O, q, A, O);
+            else y = convert_bits_one(add_rounded_bits(y, O, q, A, A), A, O, RNE_MODE);
+        }
+        in_out = true;
+    }
+    if (in_out) y = convert_bits_one(y, O, A, RNE_MODE);  // exact
+    long long i = idx / a.c, j = idx % a.c;
+    for (int t = 0; t < a.nsteps; t++) {
+        int step = (a.steps >> (4 * t)) & 15;
+        unsigned int sa = a.sa ? a.sa[a.sa_n == 1 ? 0 : i] : 0u;
+        unsigned int sb = a.sb ? a.sb[a.sb_n == 1 ? 0 : j] : 0u;
+        if (step == STEP_SCALE) {
+            y = fma_rounded_bits(y, mul_rounded_bits(sa, sb, A), A, 0u, A, A);
+        } else if (step == STEP_SCALE_B_THEN_A) {
+            y = mul_rounded_bits(mul_rounded_bits(y, sb, A), sa, A);
+        } else if (step == STEP_ALPHA) {
+            y = mul_rounded_bits(a.alpha, y, A);
+        } else if (step == STEP_BETA_C) {
+            y = fma_rounded_bits(a.beta, a.C[idx], A, y, A, A);
+        } else if (step == STEP_ALPHA_BETA_C) {
+            y = fma_rounded_bits(a.alpha, y, A, mul_rounded_bits(a.beta, a.C[idx], A), A, A);
+        } else if (step == STEP_BIAS) {
+            y = add_rounded_bits(y, A, a.bias[j], A, A);
+        }
+    }
+    return convert_bits_one(y, A, O, RNE_MODE);
+}
+
+// The kernels' flat arguments (plain scalars and device pointers, as CuPy passes them) as FinishArgs;
+// formats as (exp_bits, frac_bits, pad_bits, NaN, +inf, -inf).
+#define FINISH_PARAMS                                                                                          \
+    const unsigned int *parts, int S, long long n, int c, int reduce, int out_eb, int out_fb, unsigned int out_nan, \
+        unsigned int out_pinf, unsigned int out_ninf, unsigned int f32_nan, unsigned int f32_pinf,              \
+        unsigned int f32_ninf, const unsigned int *C, const unsigned int *bias, const unsigned int *sa, int sa_n, \
+        const unsigned int *sb, int sb_n, unsigned int alpha, unsigned int beta, int steps, int nsteps
+#define CONVERT_PARAMS                                                                                         \
+    const unsigned int *in, long long n, int src_eb, int src_fb, int src_pad, unsigned int src_nan,            \
+        unsigned int src_pinf, unsigned int src_ninf, int dst_eb, int dst_fb, int dst_pad, unsigned int dst_nan, \
+        unsigned int dst_pinf, unsigned int dst_ninf, int mode
+
+DEVFN Fmt make_fmt(int eb, int fb, int pad, unsigned int nan, unsigned int pinf, unsigned int ninf) {
+    Fmt f;
+    f.eb = eb;
+    f.fb = fb;
+    f.pad = pad;
+    f.nan = nan;
+    f.pinf = pinf;
+    f.ninf = ninf;
+    return f;
+}
+
+DEVFN FinishArgs finish_args(FINISH_PARAMS) {
+    FinishArgs a;
+    a.parts = parts;
+    a.S = S;
+    a.n = n;
+    a.c = c;
+    a.reduce = reduce;
+    a.out = make_fmt(out_eb, out_fb, 0, out_nan, out_pinf, out_ninf);
+    a.f32 = make_fmt(8, 23, 0, f32_nan, f32_pinf, f32_ninf);
+    a.C = C;
+    a.bias = bias;
+    a.sa = sa;
+    a.sa_n = sa_n;
+    a.sb = sb;
+    a.sb_n = sb_n;
+    a.alpha = alpha;
+    a.beta = beta;
+    a.steps = steps;
+    a.nsteps = nsteps;
+    return a;
+}
+
+#ifdef TCSMT_CUDA
+extern "C" __global__ void finish_outputs(FINISH_PARAMS, unsigned int* __restrict__ out) {
+    long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < n) {
+        FinishArgs a = finish_args(parts, S, n, c, reduce, out_eb, out_fb, out_nan, out_pinf, out_ninf, f32_nan, f32_pinf,
+                                   f32_ninf, C, bias, sa, sa_n, sb, sb_n, alpha, beta, steps, nsteps);
+        out[idx] = finish_one(a, idx);
+    }
+}
+
+extern "C" __global__ void convert_patterns(CONVERT_PARAMS, unsigned int* __restrict__ out) {
+    long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < n)
+        out[idx] = convert_bits_one(in[idx], make_fmt(src_eb, src_fb, src_pad, src_nan, src_pinf, src_ninf),
+                                    make_fmt(dst_eb, dst_fb, dst_pad, dst_nan, dst_pinf, dst_ninf), mode);
+}
+#else
+// host loops over the same per-output functions (tests/test_gemm_cuda_host.py)
+extern "C" void finish_outputs_host(FINISH_PARAMS, unsigned int* out) {
+    FinishArgs a = finish_args(parts, S, n, c, reduce, out_eb, out_fb, out_nan, out_pinf, out_ninf, f32_nan, f32_pinf,
+                               f32_ninf, C, bias, sa, sa_n, sb, sb_n, alpha, beta, steps, nsteps);
+    for (long long idx = 0; idx < n; idx++) out[idx] = finish_one(a, idx);
+}
+
+extern "C" void convert_patterns_host(CONVERT_PARAMS, unsigned int* out) {
+    Fmt src = make_fmt(src_eb, src_fb, src_pad, src_nan, src_pinf, src_ninf);
+    Fmt dst = make_fmt(dst_eb, dst_fb, dst_pad, dst_nan, dst_pinf, dst_ninf);
+    for (long long idx = 0; idx < n; idx++) out[idx] = convert_bits_one(in[idx], src, dst, mode);
+}
+#endif

@@ -29,8 +29,12 @@ per second on one thread, about 3 * 10^8 products per CPU second; 20-90 times
 the numpy simulator.  The first call compiles (about 5-7 s; cached on disk by
 numba afterwards, 0.2-0.5 s).
 
+:func:`pairs` computes one output per (row, column) pair with a C per pair (fp32), the chain of
+:func:`tcsmt.arith.semantics.dot` itself: ``tcsmt.simulate`` runs on it (:mod:`tcsmt.kernels.simulate`).
+
 ``tests/test_gemm_kernel.py`` ties the two implementations together (every
-output of every supported library path on many input distributions).
+output of every supported library path on many input distributions, and every compiled instruction
+path with random C).
 
 The parameters it supports are checked by :func:`check_supported`, field by
 field; any other value raises :class:`TcsmtError` so the caller can fall back
@@ -214,19 +218,60 @@ def gemm(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads
     return _run(params, A, Bm, (A.shape[0], Bm.shape[1]), "gemm_core", threads)
 
 
-def pairs(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads: int | None = None) -> np.ndarray:
-    """D[i] = dot(A[i, :], B[:, i]) + (+0) under ``params``: one output per (row, column) pair, shape (n,).
+def pairs(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, C: np.ndarray | None = None,
+          threads: int | None = None) -> np.ndarray:
+    """D[i] = dot(A[i, :], B[:, i]) + C[i] under ``params``: one output per (row, column) pair, shape (n,).
 
-    As :func:`gemm` (same checks and arithmetic), for A (n, K) and B (K, n) paired column by row.
+    As :func:`gemm` (same checks and arithmetic), for A (n, K) and B (K, n) paired column by row.  ``C``
+    (n,): patterns of ``params.c_fmt``, which must then be fp32 (TcsmtError otherwise; None: +0).
     """
     A, Bm = np.asarray(A_bits), np.asarray(B_bits)
     if A.ndim != 2 or Bm.ndim != 2 or A.shape[1] != Bm.shape[0] or A.shape[0] != Bm.shape[1]:
         raise TcsmtError(f"pairs: A must be (n, K) and B (K, n); got {A.shape} and {Bm.shape}")
-    return _run(params, A, Bm, (A.shape[0],), "pairs_core", threads)
+    cvec = np.zeros(A.shape[0], np.int64)
+    if C is not None:
+        if params.c_fmt != "fp32":
+            raise TcsmtError(f"gemm kernel takes C in fp32 only, not {params.c_fmt} (the chain decodes C as fp32)")
+        cvec = to_bits(np.asarray(C), get_format("fp32"), "C").astype(np.int64).reshape(-1)
+        if cvec.shape != (A.shape[0],):
+            raise TcsmtError(f"pairs: C must hold one value per pair ({A.shape[0]}), got shape {np.shape(C)}")
+    fin, fin_b = get_format(params.in_fmt), get_format(params.b_format)
+    return pairs_of_patterns(params, to_bits(A, fin, "A"), to_bits(Bm, fin_b, "B").T, cvec, threads=threads)
+
+
+def pairs_of_patterns(params: ModelParams, a_bits: np.ndarray, b_rows: np.ndarray, cvec: np.ndarray, *,
+                      threads: int | None = None) -> np.ndarray:
+    """:func:`pairs` on patterns already checked: ``a_bits`` (n, K) of in_fmt, ``b_rows`` (n, K) of B's format
+    (row i is the column paired with row i of A), ``cvec`` (n,) fp32 C patterns as int64; the output format's
+    patterns (n,).  No copy of the operands is made (tcsmt.simulate's inputs stay their size in memory)."""
+    check_supported(params)
+    if a_bits.shape[1] == 0:
+        raise TcsmtError("K must be at least 1")
+    fin, fin_b, fout = get_format(params.in_fmt), get_format(params.b_format), get_format(params.out_fmt)
+    g = _load_numba()
+    cfg = _config(params, a_bits.shape[1], g)
+    import numba
+    a_bits = np.ascontiguousarray(a_bits)
+    b_bits = np.ascontiguousarray(b_rows)
+    out = np.empty(a_bits.shape[0], dtype=np.int64)
+    if out.size:
+        old = numba.get_num_threads()
+        n = old if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]  # set from the environment at import; absent from numba's stubs
+        numba.set_num_threads(n)
+        try:
+            g.pairs_fused(a_bits, _fmt_vector(fin), b_bits, _fmt_vector(fin_b), params.subnormal_in, cfg, cvec, out)
+        finally:
+            numba.set_num_threads(old)
+    return out.astype(fout.dtype)
+
+
+def _fmt_vector(fmt) -> np.ndarray:
+    """(pad, exp_bits, frac_bits, bias, fn specials) of a format, as the fused kernel takes them."""
+    return np.array([fmt.pad_bits, fmt.exp_bits, fmt.frac_bits, fmt.bias, fmt.specials == "fn"], dtype=np.int64)
 
 
 def _run(params: ModelParams, A: np.ndarray, Bm: np.ndarray, shape: tuple[int, ...], core: str,
-         threads: int | None) -> np.ndarray:
+         threads: int | None, cvec: np.ndarray | None = None) -> np.ndarray:
     """Decode A (rows) and B (columns) and run the compiled ``core`` (gemm_core or pairs_core) into an
     int64 array of ``shape`` on at most ``threads`` numba threads; the output format's patterns."""
     check_supported(params)
@@ -246,8 +291,9 @@ def _run(params: ModelParams, A: np.ndarray, Bm: np.ndarray, shape: tuple[int, .
         try:
             ae, am, an, asp, aw = _decode(g, fin, a_bits, params.subnormal_in)
             be, bm, bn, bsp, bw = _decode(g, fin_b, np.ascontiguousarray(b_bits.T), params.subnormal_in)
+            extra = () if core == "gemm_core" else (np.zeros(shape, np.int64) if cvec is None else cvec,)
             getattr(g, core)(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1),
-                             cfg, out)
+                             cfg, *extra, out)
         finally:
             numba.set_num_threads(old)
     return out.astype(fout.dtype)

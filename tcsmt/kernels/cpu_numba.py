@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit, prange
 
 TILE = 8  # outputs per tile side (parallel work unit)
+PAIR_CHUNK = 512  # rows per work unit of pairs_fused: their decoded operands stay in cache
 ZERO_E = -(1 << 20)  # exponent given to zero significands: below every real alignment exponent
 RZ, RNE, RU, RD = 0, 1, 2, 3
 
@@ -229,8 +230,8 @@ def add_rounded(x_bits, y_bits, y_keep_sub, mode, keep_sub, ovf_inf, zero_rule):
 
 
 @njit(cache=True)
-def _chain(ae, am, an, asp, aw, be, bm, bn, bsp, bw, special, cfg, K):
-    """One output: the K-chain of :func:`tcsmt.arith.semantics.dot` with C = +0 (in fp32 bits
+def _chain(ae, am, an, asp, aw, be, bm, bn, bsp, bw, special, cfg, K, c0):
+    """One output: the K-chain of :func:`tcsmt.arith.semantics.dot` with C = ``c0`` (an fp32 pattern) (in fp32 bits
     before any output conversion).  Each block mirrors :func:`tcsmt.arith.semantics.block_fma`
     with c_mode "aligned" (:func:`~tcsmt.arith.semantics.block_sum` with sign-magnitude
     truncation, unbounded carry, :func:`~tcsmt.arith.semantics.sum_and_round`,
@@ -252,7 +253,7 @@ def _chain(ae, am, an, asp, aw, be, bm, bn, bsp, bw, special, cfg, K):
     trunc = cfg[CFG_TRUNC_ALIGN] != 0
     smax_p = max(0, F - f2)
     smax_c = max(0, F - ACC_FRAC)
-    cur = cfg[CFG_C0_BITS]  # C = +0 as an fp32 pattern (c_fmt's +0 decodes to the same zero term)
+    cur = c0  # C as an fp32 pattern (the library chains' +0: c_fmt's +0 decodes to the same zero term)
     for i0 in range(0, K, instr_k):
         i1 = min(K, i0 + instr_k)
         held = cur
@@ -395,17 +396,18 @@ def gemm_core(ae, am, an, asp, aw, a_special, be, bm, bn, bsp, bw, b_special, cf
         for i in range(i0, min(r, i0 + TILE)):
             for j in range(j0, min(c, j0 + TILE)):
                 out[i, j] = _to_output(_chain(ae[i], am[i], an[i], asp[i], aw[i], be[j], bm[j], bn[j], bsp[j],
-                                              bw[j], a_special[i] or b_special[j], cfg, K), cfg)
+                                              bw[j], a_special[i] or b_special[j], cfg, K, cfg[CFG_C0_BITS]), cfg)
 
 
 @njit(parallel=True, cache=True, fastmath=False)
-def pairs_core(ae, am, an, asp, aw, a_special, be, bm, bn, bsp, bw, b_special, cfg, out):
-    """out[i] = the chain of row i of A with column i of B (B given transposed: (n, K)); one output per pair."""
+def pairs_core(ae, am, an, asp, aw, a_special, be, bm, bn, bsp, bw, b_special, cfg, cvec, out):
+    """out[i] = the chain of row i of A with column i of B (B given transposed: (n, K)) and C = cvec[i] (fp32
+    patterns); one output per pair."""
     n = ae.shape[0]
     K = ae.shape[1]
     for i in prange(n):
         out[i] = _to_output(_chain(ae[i], am[i], an[i], asp[i], aw[i], be[i], bm[i], bn[i], bsp[i], bw[i],
-                                   a_special[i] or b_special[i], cfg, K), cfg)
+                                   a_special[i] or b_special[i], cfg, K, cvec[i]), cfg)
 
 
 @njit(cache=True)
@@ -426,11 +428,56 @@ def decode_into(bits, pad, exp_bits, frac_bits, bias, fn_specials, keep_sub, e_o
     """Mirror of :func:`tcsmt.arith.semantics.decode` on a 2-D array of patterns, written into the
     kernel's operand arrays (``e`` = ZERO_E for a zero significand; special code 1 inf, 2 NaN;
     the packed word ``e * 2^32 + neg * 2^31 + m``)."""
-    rows, cols = bits.shape
+    for i in prange(bits.shape[0]):
+        _decode_row(bits, i, i, pad, exp_bits, frac_bits, bias, fn_specials, keep_sub, e_out, m_out, n_out, sp_out,
+                    w_out)
+
+
+@njit(parallel=True, cache=True, fastmath=False)
+def pairs_fused(a_bits, a_fmt, b_bits, b_fmt, keep_sub, cfg, cvec, out):
+    """:func:`pairs_core` on patterns: rows of A (n, K) and of B given transposed (n, K), decoded in chunks of
+    :data:`PAIR_CHUNK` rows into per-chunk arrays (kept in cache) by the same :func:`_decode_row`, each chunk's
+    chains run as it is decoded.  ``a_fmt``/``b_fmt``: (pad, exp_bits, frac_bits, bias, fn_specials)."""
+    n, K = a_bits.shape
+    nchunks = (n + PAIR_CHUNK - 1) // PAIR_CHUNK
+    for t in prange(nchunks):
+        r0 = t * PAIR_CHUNK
+        r1 = min(n, r0 + PAIR_CHUNK)
+        h = r1 - r0
+        ae = np.empty((h, K), np.int32)
+        am = np.empty((h, K), np.int32)
+        an = np.empty((h, K), np.uint8)
+        asp = np.empty((h, K), np.int8)
+        aw = np.empty((h, K), np.int64)
+        be = np.empty((h, K), np.int32)
+        bm = np.empty((h, K), np.int32)
+        bn = np.empty((h, K), np.uint8)
+        bsp = np.empty((h, K), np.int8)
+        bw = np.empty((h, K), np.int64)
+        for i in range(r0, r1):
+            _decode_row(a_bits, i, i - r0, a_fmt[0], a_fmt[1], a_fmt[2], a_fmt[3], a_fmt[4] != 0, keep_sub, ae, am, an,
+                        asp, aw)
+            _decode_row(b_bits, i, i - r0, b_fmt[0], b_fmt[1], b_fmt[2], b_fmt[3], b_fmt[4] != 0, keep_sub, be, bm, bn,
+                        bsp, bw)
+        for i in range(r0, r1):
+            j = i - r0
+            special = False
+            for k in range(K):
+                if asp[j, k] != 0 or bsp[j, k] != 0:
+                    special = True
+                    break
+            out[i] = _to_output(_chain(ae[j], am[j], an[j], asp[j], aw[j], be[j], bm[j], bn[j], bsp[j], bw[j], special,
+                                       cfg, K, cvec[i]), cfg)
+
+
+@njit(cache=True, inline="always")
+def _decode_row(bits, i, o, pad, exp_bits, frac_bits, bias, fn_specials, keep_sub, e_out, m_out, n_out, sp_out, w_out):
+    """Row i of ``bits`` decoded into row o of the operand arrays (see :func:`decode_into`)."""
+    cols = bits.shape[1]
     top = (1 << exp_bits) - 1
     fmask = (1 << frac_bits) - 1
     emin = 1 - bias
-    for i in prange(rows):
+    if True:
         for k in range(cols):
             x = np.int64(bits[i, k]) >> pad
             frac = x & fmask
@@ -452,8 +499,8 @@ def decode_into(bits, pad, exp_bits, frac_bits, bias, fn_specials, keep_sub, e_o
                 m = np.int64(0)
             if m == 0:
                 e = ZERO_E
-            e_out[i, k] = e
-            m_out[i, k] = m
-            n_out[i, k] = neg
-            sp_out[i, k] = 2 if nan else (1 if inf else 0)
-            w_out[i, k] = (np.int64(e) << 32) + (neg << 31) + m
+            e_out[o, k] = e
+            m_out[o, k] = m
+            n_out[o, k] = neg
+            sp_out[o, k] = 2 if nan else (1 if inf else 0)
+            w_out[o, k] = (np.int64(e) << 32) + (neg << 31) + m

@@ -161,10 +161,27 @@ def _cupy():
     return cupy
 
 
+@lru_cache(maxsize=1)
+def available() -> bool:
+    """Whether CuPy runs here on a CUDA GPU (looked up once): the device paths of :mod:`tcsmt.library` use it."""
+    try:
+        _cupy()
+    except TcsmtError:
+        return False
+    return True
+
+
 @lru_cache(maxsize=16)
 def _module(cfg: KernelConfig):
     cp = _cupy()
     return cp.RawModule(code=_source_path().read_text(), options=cfg.options())
+
+
+@lru_cache(maxsize=1)
+def _finish_module():
+    """The source compiled with its default constants: the finish and conversion kernels read none of them."""
+    cp = _cupy()
+    return cp.RawModule(code=_source_path().read_text(), options=("-std=c++17",))
 
 
 def _checked_bits(x, fmt: Format, what: str, xp):
@@ -239,3 +256,111 @@ def gemm(params: ModelParams, A_bits, B_bits):
                                                np.int32(Mp), np.int32(Np), np.int32(Kp), out, np.int32(c)))
     res = out.astype(fout.dtype)
     return cp.asnumpy(res) if on_host else res
+
+
+# ------------------------------------------------------------------------------ library finish
+REDUCE_CODES = {"fp32_forward": 0, "pairwise": 1, "out_rounded": 2, "out_chain": 3, "out_chain_acc_add": 4}
+"""The reductions of :func:`tcsmt.arith.semantics.reduce_partials` as the CUDA source numbers them."""
+STEP_CODES = {"scale": 1, "alpha": 2, "beta_c": 3, "alpha_beta_c": 4, "bias": 5, "scale_b_then_a": 6}
+"""The epilogue steps of :data:`tcsmt.library.plans.EPILOGUE_STEPS` as the CUDA source numbers them."""
+MAX_PARTS = 64
+"""Split-K partials a pairwise reduction may have (the tree's local array in the CUDA source)."""
+ROUND_CODES = {"rz": 0, "rne": 1, "rna": 2}
+
+
+def format_args(fmt: Format) -> tuple[int, int, int, int, int, int]:
+    """(exp_bits, frac_bits, pad_bits, NaN, +inf, -inf) of an IEEE format the finish kernels take."""
+    if fmt.specials != "ieee" or not fmt.has_inf or fmt.storage_bits > 32 or fmt.exp_bits > 8:
+        raise TcsmtError(f"the GPU finish kernels take IEEE formats of at most 32 bits with infinities, not {fmt.name}")
+    return (fmt.exp_bits, fmt.frac_bits, fmt.pad_bits, fmt.nan_pattern(), fmt.inf_pattern(False),
+            fmt.inf_pattern(True))
+
+
+def finish_arguments(parts, out_fmt: Format, reduce: str, steps, *, C=None, bias=None, scale_a=None,
+                     scale_b=None, alpha: int = 0, beta: int = 0, xp=np) -> tuple[list, int, int]:
+    """The flat arguments of the ``finish_outputs`` kernel (CUDA source) for S partials of shape (r, c),
+    and (r, c); ``xp`` the array module (CuPy, or NumPy for the host build in the tests)."""
+    from tcsmt.arith.formats import FP32
+
+    S = len(parts)
+    if S < 1 or (reduce == "pairwise" and S > MAX_PARTS):
+        raise TcsmtError(f"the GPU finish kernel takes 1 split-K partial or more ({MAX_PARTS} at most for a "
+                         f"pairwise reduction), not {S}")
+    if reduce not in REDUCE_CODES:
+        raise TcsmtError(f"the GPU finish kernel does not implement the reduction {reduce!r}")
+    unknown = [s for s in steps if s not in STEP_CODES]
+    if unknown or len(steps) > 7:
+        raise TcsmtError(f"the GPU finish kernel does not implement the epilogue {tuple(steps)!r}")
+    r, c = parts[0].shape
+    n = r * c
+    P = xp.ascontiguousarray(xp.stack([xp.asarray(q).reshape(r, c) for q in parts]).astype(xp.uint32))
+    dummy = xp.zeros(1, dtype=xp.uint32)
+
+    def u32(x, size):
+        if x is None:
+            return dummy
+        a = xp.ascontiguousarray(xp.broadcast_to(xp.asarray(x).astype(xp.uint32), size))
+        return a.reshape(-1)
+
+    code = 0
+    for t, step in enumerate(steps):
+        code |= STEP_CODES[step] << (4 * t)
+    sa = None if scale_a is None else xp.asarray(scale_a).reshape(-1)
+    sb = None if scale_b is None else xp.asarray(scale_b).reshape(-1)
+    oe, of, _, onan, opinf, oninf = format_args(out_fmt)
+    _, _, _, fnan, fpinf, fninf = format_args(FP32)
+    args = [P, np.int32(S), np.int64(n), np.int32(max(c, 1)), np.int32(REDUCE_CODES[reduce]), np.int32(oe),
+            np.int32(of), np.uint32(onan), np.uint32(opinf), np.uint32(oninf), np.uint32(fnan), np.uint32(fpinf),
+            np.uint32(fninf), u32(C, (r, c)), u32(bias, (c,)), u32(sa, sa.shape if sa is not None else (1,)),
+            np.int32(1 if sa is None else sa.size), u32(sb, sb.shape if sb is not None else (1,)),
+            np.int32(1 if sb is None else sb.size), np.uint32(alpha & 0xFFFFFFFF), np.uint32(beta & 0xFFFFFFFF),
+            np.int32(code), np.int32(len(steps))]
+    return args, r, c
+
+
+def finish(parts, out_fmt: Format, reduce: str, steps, *, C=None, bias=None, scale_a=None, scale_b=None,
+           alpha: int = 0, beta: int = 0):
+    """The (r, c) output patterns (CuPy, ``out_fmt``'s dtype) of a library call from its split-K partials:
+    what :func:`tcsmt.library.evaluate.evaluate` does after the K-chains, on the GPU.
+
+    ``parts``: S CuPy arrays (r, c) of fp32 partial patterns; ``reduce`` a scheme of
+    :func:`tcsmt.arith.semantics.reduce_partials`; ``steps`` the plan's epilogue; C (r, c) and bias (c,)
+    fp32 patterns; scale_a and scale_b fp32 patterns (one value, or r / c values); alpha and beta the fp32
+    patterns of the call's scalars.  Every step is one IEEE operation computed exactly on integers and
+    rounded once (``finish_one`` in the CUDA source; tests/test_gemm_cuda_host.py ties it to the numpy
+    path).
+    """
+    cp = _cupy()
+    args, r, c = finish_arguments(parts, out_fmt, reduce, steps, C=C, bias=bias, scale_a=scale_a,
+                                  scale_b=scale_b, alpha=alpha, beta=beta, xp=cp)
+    out = cp.empty((r, c), dtype=cp.uint32)
+    n = r * c
+    if n:
+        _finish_module().get_function("finish_outputs")(((n + 255) // 256,), (256,), (*args, out))
+    return out.astype(out_fmt.dtype)
+
+
+def convert_arguments(src: Format, dst: Format, mode: str) -> list:
+    """The format and mode arguments of the ``convert_patterns`` kernel (CUDA source)."""
+    if mode not in ROUND_CODES:
+        raise TcsmtError(f"the GPU conversion kernel rounds with {', '.join(ROUND_CODES)}, not {mode!r}")
+    se, sf, sp, snan, spinf, sninf = format_args(src)
+    de, df, dp, dnan, dpinf, dninf = format_args(dst)
+    return [np.int32(se), np.int32(sf), np.int32(sp), np.uint32(snan), np.uint32(spinf), np.uint32(sninf),
+            np.int32(de), np.int32(df), np.int32(dp), np.uint32(dnan), np.uint32(dpinf), np.uint32(dninf),
+            np.int32(ROUND_CODES[mode])]
+
+
+def convert(bits, src: Format, dst: Format, mode: str):
+    """``tcsmt.arith.semantics.convert(bits, src, dst, mode)`` on a CuPy array of patterns, on the GPU
+    (``convert_patterns`` in the CUDA source): dst's dtype, the same shape."""
+    cp = _cupy()
+    args = convert_arguments(src, dst, mode)
+    if src == dst:
+        return cp.asarray(bits).astype(dst.dtype)
+    a = cp.ascontiguousarray(cp.asarray(bits).astype(cp.uint32))
+    out = cp.empty(a.shape, dtype=cp.uint32)
+    if a.size:
+        _finish_module().get_function("convert_patterns")(((a.size + 255) // 256,), (256,),
+                                                         (a.reshape(-1), np.int64(a.size), *args, out.reshape(-1)))
+    return out.astype(dst.dtype)

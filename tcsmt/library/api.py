@@ -17,7 +17,7 @@ import numpy as np
 from tcsmt.arith.formats import FP32, get_format
 from tcsmt.errors import TcsmtError
 from tcsmt.library.checks import make_call
-from tcsmt.library.evaluate import checked_bits, evaluate, evaluate_pairs, fmt_of, inputs_to_chain, to_fp32
+from tcsmt.library.evaluate import array_module, checked_bits, evaluate, evaluate_pairs, fmt_of, inputs_to_chain, to_fp32
 from tcsmt.library.lookup import Answer, Target, answer
 from tcsmt.library.plans import Call, Plan
 
@@ -60,13 +60,14 @@ def _is_torch(x: Any) -> bool:
 
 
 def _bits(x: Any, fmt, what: str, dtype: str) -> np.ndarray:
-    """Checked patterns of ``fmt``; a torch tensor must have torch dtype ``dtype`` (its bits are taken as they are)."""
+    """Checked patterns of ``fmt``; a torch tensor must have torch dtype ``dtype`` (its bits are taken as they are;
+    a CUDA tensor's stay on its GPU where CuPy runs: :func:`tcsmt.library.tensors.tensor_patterns`)."""
     if _is_torch(x):
-        from tcsmt.library.tensors import dtype_name, tensor_bits
+        from tcsmt.library.tensors import dtype_name, tensor_patterns
 
         if dtype_name(x) != dtype:
             raise TcsmtError(f"{what} is a {x.dtype} tensor; the plan takes {dtype}")
-        x = tensor_bits(x)
+        x = tensor_patterns(x)
     return checked_bits(x, fmt, what)
 
 
@@ -145,7 +146,7 @@ def _checked(plan: Plan, A_rows, B_cols, C, bias, scale_a, scale_b, *, paired: b
     c32 = b32 = sa = sb = None
     if uses_c and C is None and bias is not None and call.op == "addmm" and call.bias:
         bb = _bits(bias, fmt_of(call.out_dtype), "bias", call.out_dtype).reshape(-1)
-        C = bb if paired else np.broadcast_to(bb.reshape(1, -1), (r, c))
+        C = bb if paired else array_module(bb).broadcast_to(bb.reshape(1, -1), (r, c))
         bias = None  # torch's addmm with a 1-D input and beta != 1 expands it to C (the plan's epilogue says so)
     if uses_c:
         if C is None:
@@ -224,7 +225,8 @@ def linear(x, weight, bias=None, *, dtype: str, gpu: str | Target = "h100", plan
     if K != K2:
         raise _mismatch((M, K), (K2, N))
     p = plan or _plan_of("linear", M, N, K, gpu=gpu, a_dtype=dtype, bias=bias is not None)
-    return run(p, x, np.asarray(weight).T if not _is_torch(weight) else weight.t(), bias=bias)
+    wt = weight.t() if _is_torch(weight) else (weight.T if hasattr(weight, "T") else np.asarray(weight).T)
+    return run(p, x, wt, bias=bias)
 
 
 def bmm(A, B, *, dtype: str, out_dtype: str | None = None, gpu: str | Target = "h100", plan: Plan | None = None) -> np.ndarray:
@@ -235,7 +237,8 @@ def bmm(A, B, *, dtype: str, out_dtype: str | None = None, gpu: str | Target = "
     if K != K2:
         raise _mismatch((M, K), (K2, N))
     p = plan or _plan_of("bmm", M, N, K, gpu=gpu, a_dtype=dtype, out_dtype=out_dtype, batch=nb)
-    return np.stack([run(p, A[i], B[i]) for i in range(nb)])
+    outs = [run(p, A[i], B[i]) for i in range(nb)]
+    return (array_module(outs[0]) if outs else np).stack(outs)
 
 
 def scaled_mm(A, B, scale_a, scale_b, *, a_dtype: str, b_dtype: str | None = None, out_dtype: str | None = None,

@@ -3,16 +3,18 @@
 A catalog holds, for one GPU and library version, the plan of every recorded call, as runs of token counts
 that share one plan: the forward and input-gradient products of a layer vary M (N and K fixed), the weight
 gradient varies K (its reduction runs over the tokens; M and N fixed).  It is generated from raw device
-recordings (``tools/device/record_plans.py``: kernel names, cuBLASLt's numSplitsK and reductionScheme per call)
-by :func:`build` (``python -m tcsmt.library.catalog_build``), never edited by hand.  Each recorded plan becomes a
-:class:`~tcsmt.library.plans.Plan` through the same conversion as the plan tables
-(:class:`tcsmt.library.convert.ConvertContext`), or a refusal saying what is unknown.
+recordings (``tcsmt record``: :mod:`tcsmt.hwcheck.record`; ``tools/device/record_plans.py``: kernel names,
+cuBLASLt's numSplitsK and reductionScheme per call) by :func:`build` (``python -m tcsmt.library.catalog_build``),
+never edited by hand.  Each recorded plan becomes a :class:`~tcsmt.library.plans.Plan` through the same conversion
+as the plan tables (:class:`tcsmt.library.convert.ConvertContext`), or a refusal saying what is unknown.
 
 Tables (``sqlite3``, read-only at run time):
 
 * ``meta(key, value)``: ``gpu`` (the name ``tcsmt.library.plan(gpu=)`` takes), ``arch``, ``device``, ``library``,
-  ``stamp`` (JSON: GPU name, SM count, driver, torch, CUDA, cuBLAS, cuBLASLt), ``sources`` (JSON list);
-* ``plans(id, fields)``: one row per distinct plan, ``fields`` the JSON of a plan table's ``[[plans]]`` entry, or
+  ``stamp`` (JSON: GPU name, SM count, driver, torch, CUDA, cuBLAS, cuBLASLt:
+  :data:`tcsmt.hwcheck.stamp.STAMP_FIELDS`), ``sources`` (JSON list);
+* ``plans(id, fields)``: one row per distinct plan, ``fields`` the zlib-compressed JSON of a plan table's
+  ``[[plans]]`` entry, or
   ``{"why": ...}`` for calls recorded without a usable plan (torch's refusal, an unknown slice rule, ...);
 * ``families(id, key)``: the call families (:func:`family_text` of :meth:`Call.family_key`: the call without
   its shape);
@@ -24,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+import zlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -33,18 +36,17 @@ from tcsmt.errors import TcsmtError
 from tcsmt.library.plans import Call, Plan, call_from_entry, plan_from_fields
 
 SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE families (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
-CREATE TABLE plans (id INTEGER PRIMARY KEY, fields TEXT NOT NULL UNIQUE);
+CREATE TABLE plans (id INTEGER PRIMARY KEY, fields BLOB NOT NULL);
 CREATE TABLE runs (family INTEGER NOT NULL, vary TEXT NOT NULL, d1 INTEGER NOT NULL, d2 INTEGER NOT NULL,
-                   lo INTEGER NOT NULL, hi INTEGER NOT NULL, step INTEGER NOT NULL, plan INTEGER NOT NULL);
-CREATE INDEX runs_by_call ON runs (family, vary, d1, d2, lo);
+                   lo INTEGER NOT NULL, hi INTEGER NOT NULL, step INTEGER NOT NULL, plan INTEGER NOT NULL,
+                   PRIMARY KEY (family, vary, d1, d2, lo)) WITHOUT ROWID;
 """
 VARIES = ("M", "K", "MN", "MK")
 """What a run varies: M (forward and input-gradient products: (d1, d2) = (N, K)), K (weight gradients, the
 reduction over the tokens: (d1, d2) = (M, N)), or a sequence length in two dimensions at once (attention's
 batched products: M = N = S with d1 = K, or M = K = S with d1 = N; d2 = 0)."""
-STAMP_FIELDS = ("gpu_name", "sm_count", "driver", "torch", "cuda", "cublas", "cublaslt")
 
 
 def fixed_dims(call: Call, vary: str) -> tuple[int, int]:
@@ -114,7 +116,7 @@ class Catalog:
             row = self.db.execute("SELECT fields FROM plans WHERE id = ?", (pid,)).fetchone()
             if row is None:
                 raise TcsmtError(f"plan catalog {self.name}: run names plan {pid}, which it does not hold")
-            self._plans[pid] = json.loads(row[0])
+            self._plans[pid] = json.loads(zlib.decompress(row[0]))
         return self._plans[pid]
 
     def find(self, call: Call) -> list[Hit]:
@@ -143,6 +145,37 @@ class Catalog:
                 plan = _plan(self.path, pid, json.dumps(f), self.gpu, self.library)
                 hits.append(Hit(dataclasses.replace(plan, call=call), "", run, self.name))
         return hits
+
+
+    def find_over(self, call: Call, lo: int, hi: int) -> dict[int, list[Hit]]:
+        """:meth:`find` for ``call`` at every M in lo..hi (N, K and the family fixed), by M: one query for the
+        whole range (the runs of token counts varying M, and the runs varying K at an M in the range)."""
+        row = self.db.execute("SELECT id FROM families WHERE key = ?", (family_text(call),)).fetchone()
+        if row is None:
+            return {}
+        rows = self.db.execute(
+            "SELECT vary, d1, d2, lo, hi, step, plan FROM runs WHERE family = ? AND ((vary = 'M' AND d1 = ? AND "
+            "d2 = ? AND lo <= ? AND hi >= ?) OR (vary = 'K' AND d1 >= ? AND d1 <= ? AND d2 = ? AND lo <= ? AND "
+            "hi >= ? AND (? - lo) % step = 0))",
+            (row[0], call.N, call.K, hi, lo, lo, hi, call.N, call.K, call.K, call.K)).fetchall()
+        out: dict[int, list[Hit]] = {}
+        for vary, d1, d2, rlo, rhi, step, pid in rows:
+            run = (vary, d1, d2, rlo, rhi, step)
+            if vary == "M":
+                first = rlo if rlo >= lo else rlo + -(-(lo - rlo) // step) * step
+                ms = range(first, min(rhi, hi) + 1, step)
+            else:
+                ms = range(d1, d1 + 1)
+            f = self._fields(pid)
+            base = None if "why" in f else _plan(self.path, pid, json.dumps(f), self.gpu, self.library)
+            for m in ms:
+                if base is None:
+                    why = str(f["why"]).replace("{t}", str(m if vary == "M" else call.K))
+                    out.setdefault(m, []).append(Hit(None, why, run, self.name))
+                else:
+                    out.setdefault(m, []).append(
+                        Hit(dataclasses.replace(base, call=dataclasses.replace(call, M=m)), "", run, self.name))
+        return out
 
 
 @cache

@@ -1,16 +1,16 @@
 """Build a plan catalog (:mod:`tcsmt.library.catalog`) from raw device recordings.
 
-    python -m tcsmt.library.catalog_build REC.json.gz [REC ...] --rules PLANS.json [--decisions DEC.json]
-        [--same-as PLANS.json --confirmed CONF.json] [--gpu NAME] -o OUT.sqlite [--force]
+    python -m tcsmt.library.catalog_build REC.json.gz [REC ...] [--rules RULES.json] [--decisions DEC.json]
+        [--same-as PLANS.json --confirmed CONF.json] [--probes PROBES.json] [--gpu NAME] -o OUT.sqlite [--force]
 
-Each recording (``tools/device/record_plans.py run``: a header with the GPU, its SM count, the driver and the
-library versions and the settings; interned kernel names, cuBLASLt trace summaries and plans; tasks of calls,
-each a run of token counts or a list) is read call by call; every distinct recorded plan of a call family is
-converted once by the plan tables' own conversion (:class:`tcsmt.library.convert.ConvertContext`, with the
-split-K families of ``--rules``, the decisions of ``--decisions``, and for a GPU that borrows another's rules
-``--same-as``/``--confirmed``), into plan fields or the reason it has none.  A family's grain may depend on K
-(``"32 if K % 32 == 0 else 8"``): runs over K are cut where the converted plan changes.  All recordings of one
-catalog must come from one GPU and one library version (their stamps must agree), else it refuses.
+Each recording (``tcsmt record``, ``tools/device/record_plans.py run``: a header with the GPU, its SM count, the
+driver, the library versions and the settings; interned kernel names, cuBLASLt trace summaries and plans; tasks of
+calls, each a run of token counts or a list) is read call by call; every distinct recorded plan of a call family is
+converted once by the plan tables' own conversion (:class:`tcsmt.library.call_plans.ConvertContext`, with the
+rules of :mod:`tcsmt.library.rules`: the shipped ones unless ``--rules``/``--decisions`` name others, and for a GPU
+that borrows another's rules ``--same-as``/``--confirmed``), into plan fields or the reason it has none (also where
+its fields do not load or the rules are not certain at its shape and layout: ``rules.checked_entry``).  The GPU is
+the recordings' (``--gpu`` names another); they must agree in their stamps.
 """
 from __future__ import annotations
 
@@ -19,27 +19,29 @@ import json
 import re
 import sqlite3
 import sys
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
+from tcsmt.arith.registry import gpu_of_device
 from tcsmt.errors import TcsmtError
+from tcsmt.hwcheck.stamp import STAMP_FIELDS
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.call_plans import ConvertContext
-from tcsmt.library.catalog import SCHEMA, STAMP_FIELDS, VARIES, family_text, fixed_dims
+from tcsmt.library.catalog import SCHEMA, VARIES, family_text, fixed_dims
 from tcsmt.library.checks import make_call
 from tcsmt.library.families import SAME_KEYS, class_of
 from tcsmt.library.plans import OPS, Call
+from tcsmt.library.rules import RULES_NAME, checked_entry, classed, k_tiled, make_context
 from tcsmt.library.settings import settings_key
 
 CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
                "scale", "fast_accum", "a_t", "b_t")
 DEFAULTS = {"batch": 1, "bias": False, "alpha": 1.0, "beta": 0.0, "tf32": False, "scale": None, "fast_accum": False,
             "a_t": False, "b_t": False}
-
-
 def read_recording(path: Path) -> dict[str, Any]:
     try:
         with gzip.open(path, "rt") if str(path).endswith(".gz") else open(path) as f:
@@ -157,10 +159,6 @@ def _unsourced(text: str) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def inverse(ids: dict[str, int]) -> dict[int, str]:
-    return {i: t for t, i in ids.items()}
-
-
 def progressions(ts: list[int]) -> list[tuple[int, int, int]]:
     """Sorted token counts as arithmetic runs (lo, hi, step), each as long as possible from the left."""
     out: list[tuple[int, int, int]] = []
@@ -208,10 +206,12 @@ def kernel_class(call: dict[str, Any], ctx: ConvertContext) -> str:
 
 
 def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str, t: int, plan: list[Any],
-                tables: dict[str, list]) -> dict[str, Any] | None:
+                tables: dict[str, list], probed: set[tuple[str, str]] | None = None) -> dict[str, Any] | None:
     """The catalog entry of one recorded call: its plan fields (kernels as their class, sources naming the
     recording and the rules), or {'why': ...}; None for a call torch refuses that the library refuses itself."""
     c = raw_call(tmpl, vary, t, plan, tables)
+    if c.get("torch_error") and "make_fn:" in str(c["torch_error"]):  # the recorder's own failure
+        return {"why": f"{NOT_RECORDED}: the recorder could not make the call ({str(c['torch_error'])[:200]})"}
     if c.get("torch_error"):
         try:  # a call the library's own checks refuse first needs no catalog entry
             make_call(c["op"], c["M"], c["N"], c["K"], a_dtype=c["a_dtype"], b_dtype=c["b_dtype"],
@@ -225,19 +225,21 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
         return {"why": f"{NOT_RECORDED}: the call failed under capture ({str(c['capture_error'])[:200]})"}
     ident, fields, why = ctx.entry(name, 0, c)
     if why:
-        return {**ident, "why": re.sub(r"kernels [^;)]*", "kernels of its class " + kernel_class(c, ctx), why)}
+        return {**ident, "why": classed(why, kernel_class(c, ctx))}
     cls = kernel_class(c, ctx)
     srcs = [f"{name}: split_k {c['split_k']} from cuBLASLt's trace of the call under CUDA graph capture; "
-            f"kernels of class {cls}", *fields.get("sources", [])[1:]]
-    return {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
-            "kernels": [cls], "sources": srcs}
+            f"kernels of class {cls}", *(classed(x, cls) for x in fields.get("sources", [])[1:])]
+    entry = {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
+             "kernels": [cls], "sources": srcs}
+    return checked_entry(entry, ident, [c["M"], c["N"], c["K"], c["batch"]], c["kernels"], ctx.gpu, name, probed)
 
 
 def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext, out: Path,
-          sources: Sequence[str]) -> dict[str, int]:
+          sources: Sequence[str], probed: set[tuple[str, str]] | None = None) -> dict[str, Any]:
     """Write the catalog of ``recordings`` to ``out`` (a new file); return its counts.  Neighbouring runs of one
     call family whose entries are equal are merged; a run over K is cut where its entry changes (a K-dependent
-    grain)."""
+    grain).  With ``probed`` (:func:`probed_variants`), a split-K plan whose kernels' layout was not probed for its
+    family is refused."""
     stamp: dict[str, Any] | None = None
     for name, rec in recordings:
         s = stamp_of(rec, name)
@@ -284,13 +286,13 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             d1, d2 = fixed_dims(probe, vary)
             slot = cover.setdefault((fam, vary, d1, d2), {})
             plan = tables["plans"][pid]
-            # an entry depends on the token count only through a K-dependent grain (vary K, split-K) or, for a GPU
+            # an entry depends on the token count only through a K-dependent grain or CUTLASS tile (vary K) or, for a GPU
             # borrowing another's rules, through the other GPU's record of the same call
-            per_t = "K" in vary and int(plan[5] or 1) > 1
+            per_t = "K" in vary and (int(plan[5] or 1) > 1 or k_tiled([tables["kernels"][k] for k in plan[0]]))
             for t in ts:
                 key = (fam, pid, d1, d2)
                 borrowed = bool(ctx.same_as) and _recorded_there(ctx, tmpl, vary, t)
-                entry = convert_one(ctx, name, tmpl, vary, t, plan, tables) \
+                entry = convert_one(ctx, name, tmpl, vary, t, plan, tables, probed) \
                     if (per_t or borrowed or key not in converted) else {}
                 if entry is None:
                     continue
@@ -308,11 +310,11 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
                 if t in slot and slot[t] in failed and converted[key] not in failed:
                     del slot[t]  # a call that failed under capture and was recorded again
                     calls -= 1
-                if t in slot and slot[t] != converted[key] and converted[key] not in failed and \
-                        _unsourced(inverse(plan_ids)[slot[t]]) != _unsourced(inverse(plan_ids)[converted[key]]):
-                    raise TcsmtError(f"{name}: two recordings disagree on {family_text(probe)} at {vary} = {t} "
-                                     f"(d1, d2 = {d1}, {d2}): {inverse(plan_ids)[slot[t]]} vs "
-                                     f"{inverse(plan_ids)[converted[key]]}")
+                if t in slot and slot[t] != converted[key] and converted[key] not in failed:
+                    texts = {i: x for x, i in plan_ids.items()}
+                    if _unsourced(texts[slot[t]]) != _unsourced(texts[converted[key]]):
+                        raise TcsmtError(f"{name}: two recordings disagree on {family_text(probe)} at {vary} = {t} "
+                                         f"(d1, d2 = {d1}, {d2}): {texts[slot[t]]} vs {texts[converted[key]]}")
                 slot.setdefault(t, converted[key])  # the first recording's entry (another's agrees but for sources)
                 calls += 1
     runs = []
@@ -329,7 +331,8 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
     db = sqlite3.connect(tmp)
     db.executescript(SCHEMA)
     db.executemany("INSERT INTO families (id, key) VALUES (?, ?)", [(i, t) for t, i in family_ids.items()])
-    db.executemany("INSERT INTO plans (id, fields) VALUES (?, ?)", [(i, t) for t, i in plan_ids.items()])
+    db.executemany("INSERT INTO plans (id, fields) VALUES (?, ?)",
+                   [(i, zlib.compress(t.encode(), 9)) for t, i in plan_ids.items()])
     db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", runs)
     meta = {"gpu": ctx.gpu, "arch": ctx.arch.name, "device": stamp["gpu_name"],
             "library": f"cuBLAS {stamp['cublas']}, cuBLASLt {stamp.get('cublaslt')}, torch {stamp['torch']}, "
@@ -345,14 +348,20 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             "left_out": sum(skipped.values())}
 
 
-def _json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise TcsmtError(f"cannot read {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise TcsmtError(f"{path}: not a {what}")
-    return data
+def recording_gpu(recordings: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """The GPU name of the first recording's device (:func:`build` checks that the others agree)."""
+    if not recordings:
+        raise TcsmtError("no recordings given")
+    return gpu_of_device(str(stamp_of(recordings[0][1], recordings[0][0])["gpu_name"]))
+
+
+def build_catalog(recordings: Sequence[tuple[str, dict[str, Any]]], out: Path, *, gpu: str | None = None,
+                  rules: Path | None = None, decisions: Path | None = None, same_as: Sequence[Path] = (),
+                  confirmed: Path | None = None, probes: Sequence[Path] = ()) -> dict[str, Any]:
+    """:func:`build` under :func:`tcsmt.library.rules.make_context` for ``gpu`` (default: :func:`recording_gpu`)."""
+    ctx, rule_srcs, probed = make_context(gpu or recording_gpu(recordings), rules, decisions, same_as, confirmed, probes)
+    srcs = [f"{n}: {r.get('method', '?')} recording, setting {r.get('setting')}" for n, r in recordings] + rule_srcs
+    return {**build(recordings, ctx, out, srcs, probed), "gpu": ctx.gpu}
 
 
 _IN = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -360,27 +369,23 @@ _IN = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 @click.argument("recordings", nargs=-1, required=True, type=_IN)
-@click.option("--rules", type=_IN, required=True, help="the recorded plan file whose split-K families apply")
-@click.option("--decisions", type=_IN, default=None, help="decisions made from recorded outputs")
+@click.option("--rules", type=_IN, default=None,
+              help=f"a rules file or the recorded plan file whose split-K families apply (default: models/library/{RULES_NAME})")
+@click.option("--decisions", type=_IN, default=None, help="decisions made from recorded outputs (default: the rules')")
 @click.option("--same-as", type=_IN, multiple=True, help="another GPU's plan file (first) and call files")
 @click.option("--confirmed", type=_IN, default=None, help="with --same-as: the confirmation file")
-@click.option("--gpu", default=None, help="the catalog's GPU name (default: from --rules)")
+@click.option("--probes", type=_IN, multiple=True, help="layout-probe files (evidence/library/*_layout_probes.json)")
+@click.option("--gpu", default=None, help="the catalog's GPU name (default: from the recordings' device name)")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @click.option("--force", is_flag=True, help="replace an existing catalog")
-def catalog_build_cmd(recordings: tuple[Path, ...], rules: Path, decisions: Path | None, same_as: tuple[Path, ...],
-                      confirmed: Path | None, gpu: str | None, out: Path, force: bool) -> int:
+def catalog_build_cmd(recordings: tuple[Path, ...], rules: Path | None, decisions: Path | None,
+                      same_as: tuple[Path, ...], confirmed: Path | None, probes: tuple[Path, ...], gpu: str | None,
+                      out: Path, force: bool) -> int:
     if out.exists() and not force:
         raise TcsmtError(f"{out} exists (pass --force to replace it)")
-    raw = _json(rules, "recorded plan file")
-    dec = _json(decisions, "decision file") if decisions else None
-    refs = [(p.name, _json(p, "recorded plan or call file")) for p in same_as]
-    conf = (confirmed.name, _json(confirmed, "confirmation file")) if confirmed else None
-    ctx = ConvertContext.make(raw, rules.name, gpu, (), dec, decisions.name if decisions else "", refs, conf)
     recs = [(p.name, read_recording(p)) for p in recordings]
-    srcs = [f"{p.name}: {r.get('method', '?')} recording, setting {r.get('setting')}" for p, (_n, r) in
-            zip(recordings, recs)] + [f"split-K families of {rules.name}"] + ([f"decisions of {decisions.name}"]
-                                                                           if decisions else [])
-    counts = build(recs, ctx, out, srcs)
+    counts = build_catalog(recs, out, gpu=gpu, rules=rules, decisions=decisions, same_as=same_as,
+                           confirmed=confirmed, probes=probes)
     print(f"wrote {out}: {counts['calls']} recorded calls in {counts['runs']} runs of {counts['families']} call "
           f"families, {counts['plans']} distinct plans ({out.stat().st_size} bytes); {counts['left_out']} calls of ops "
           "without a library model left out")

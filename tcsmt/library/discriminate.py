@@ -177,8 +177,11 @@ def plans_for(call: Call, gpu: str, changes_a: str | None, changes_b: str | None
 
 def effective(p: Plan) -> tuple:
     """What decides the outputs of ``p`` for its call: the chain, the slices as k lists, and the rest of the
-    arithmetic (split-K fields only matter through the slices)."""
-    return (dataclasses.replace(p.chain, name="", sources=()), p.in_round, p.k_tile, tuple(tuple(s) for s in p.slice_ranges()),
+    arithmetic (split-K fields only matter through the slices; a K tile only where a slice's length is not a
+    multiple of it: otherwise no zero products are inserted, :func:`tcsmt.library.evaluate.slice_operands`)."""
+    slices = p.slice_ranges()
+    k_tile = p.k_tile if p.k_tile and any(len(s) % p.k_tile for s in slices) else 0
+    return (dataclasses.replace(p.chain, name="", sources=()), p.in_round, k_tile, tuple(tuple(s) for s in slices),
             p.reduce if p.split_k > 1 else "", p.epilogue)
 
 

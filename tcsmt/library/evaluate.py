@@ -15,6 +15,12 @@ For the (r, c) outputs asked for, in order:
 2. the partials reduced (:func:`tcsmt.arith.semantics.reduce_partials`);
 3. the epilogue steps in fp32 (:data:`tcsmt.library.plans.EPILOGUE_STEPS`);
 4. RNE to the output format.
+
+Inputs that are CuPy arrays stay on their GPU (:func:`evaluate` returns a CuPy array): the chains run in
+``tcsmt.kernels.cuda.gemm`` (a chain it does not implement runs on the CPU, its operands copied), steps 2-4 in
+``tcsmt.kernels.cuda.finish`` and step 0 in ``tcsmt.kernels.cuda.convert``, each a second implementation of
+the numpy steps here (:func:`finish_numpy`, :func:`inputs_to_chain`), tied to them bit for bit by
+tests/test_gemm_cuda_host.py (the same CUDA source compiled for the host) and the device benchmark.
 """
 from __future__ import annotations
 
@@ -31,10 +37,9 @@ from tcsmt.errors import TcsmtError
 from tcsmt.library.plans import TORCH_DTYPES, Plan
 from tcsmt.sim.simulator import simulate_params, to_bits
 
-try:  # the compiled CPU kernel (optional; imported by name: it is built separately and may be absent)
-    _gemm_kernel: ModuleType | None = importlib.import_module(".gemm_kernel", __package__)
-except ImportError:  # absent: the numpy simulator does the work
-    _gemm_kernel = None
+_gemm_kernel: ModuleType | None = importlib.import_module("tcsmt.kernels.cpu")
+"""The compiled CPU kernel (numba, imported lazily inside it: without numba its calls raise TcsmtError and the
+numpy simulator does the work)."""
 
 _B = NumpyBackend()
 IEEE32 = validate(ModelParams(in_fmt="fp32", out_fmt="fp32", name="IEEE 754 binary32 arithmetic"))
@@ -43,6 +48,21 @@ MAX_ELEMENTS = 1 << 20
 """Products the numpy path holds at once (rows x columns x slice length of one tile)."""
 MAX_OUTPUTS = 1 << 18
 """Outputs whose partials, reduction and epilogue are computed at once (rows x columns of one row block)."""
+DEVICE_MAX_OUTPUTS = 1 << 26
+"""The same on the GPU (partials and decoded operands of one row block stay in GPU memory)."""
+
+
+def array_module(x) -> ModuleType:
+    """CuPy for a CuPy array, NumPy for anything else."""
+    if type(x).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy
+    return np
+
+
+def _on_device(x) -> bool:
+    return array_module(x) is not np
 
 
 def fmt_of(torch_name: str) -> Format:
@@ -101,16 +121,26 @@ def _compiled_kernels() -> list:
 
 def inputs_to_chain(plan: Plan, bits: np.ndarray) -> np.ndarray:
     """Input patterns of the call's format (fp32 for tf32 calls) converted to the chain's input format with the
-    plan's ``in_round`` (RNE / RNA / RZ at the chain format's fraction bits); unchanged without ``in_round``."""
+    plan's ``in_round`` (RNE / RNA / RZ at the chain format's fraction bits); unchanged without ``in_round``.
+    A CuPy array is converted on its GPU (``tcsmt.kernels.cuda.convert``)."""
     if not plan.in_round:
         return bits
     src, dst = fmt_of(plan.call.a_dtype), get_format(plan.chain.in_fmt)
+    if _on_device(bits):
+        from tcsmt.kernels import cuda
+
+        return cuda.convert(bits, src, dst, plan.in_round)
     out = np.asarray(sem.convert(_B, np.asarray(bits).astype(np.int64), src, dst, plan.in_round))
     return out.astype(dst.dtype).reshape(np.shape(bits))
 
 
 def to_fp32(bits: np.ndarray, fmt: Format) -> np.ndarray:
-    """Exact conversion to fp32 patterns (every fp16/bf16/fp32 value fits)."""
+    """Exact conversion to fp32 patterns (every fp16/bf16/fp32 value fits); int64.  A CuPy array is
+    converted on its GPU (``tcsmt.kernels.cuda.convert``)."""
+    if _on_device(bits):
+        from tcsmt.kernels import cuda
+
+        return cuda.convert(bits, fmt, FP32, "rne").astype(np.int64)
     return np.asarray(sem.convert(_B, bits, fmt, FP32, "rne")).astype(np.int64)
 
 
@@ -123,13 +153,17 @@ def _const32(x: float) -> int:
 def slice_operands(plan: Plan, A: np.ndarray, B: np.ndarray, ks: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """A (r, L) and B (L, c) of one slice's k's, with the plan's residue-first zero products: where
     ``k_tile`` is set and L mod k_tile = m is not 0, k_tile - m zero products (+0 patterns) follow the first m."""
-    idx = np.asarray(ks, dtype=np.int64)
-    a, b = A[:, idx], B[idx, :]
+    xp = array_module(A)
+    if ks and ks[-1] - ks[0] == len(ks) - 1:  # consecutive k's (every slice rule but "interleaved"): views
+        a, b = A[:, ks[0]:ks[-1] + 1], B[ks[0]:ks[-1] + 1, :]
+    else:
+        idx = xp.asarray(ks, dtype=xp.int64)
+        a, b = A[:, idx], B[idx, :]
     m = len(ks) % plan.k_tile if plan.k_tile else 0
     if m:
         pad = plan.k_tile - m
-        a = np.concatenate([a[:, :m], np.zeros((a.shape[0], pad), a.dtype), a[:, m:]], axis=1)
-        b = np.concatenate([b[:m], np.zeros((pad, b.shape[1]), b.dtype), b[m:]], axis=0)
+        a = xp.concatenate([a[:, :m], xp.zeros((a.shape[0], pad), a.dtype), a[:, m:]], axis=1)
+        b = xp.concatenate([b[:m], xp.zeros((pad, b.shape[1]), b.dtype), b[m:]], axis=0)
     return a, b
 
 
@@ -181,19 +215,31 @@ def evaluate(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None, bias
     (1,) or (r,) / (c,).
     """
     r, c = A_bits.shape[0], B_bits.shape[1]
-    rows = max(1, MAX_OUTPUTS // max(c, 1))
+    device = _on_device(A_bits)
+    xp = array_module(A_bits)
+    rows = max(1, (DEVICE_MAX_OUTPUTS if device else MAX_OUTPUTS) // max(c, 1))
     if r > rows:  # row blocks: memory stays bounded by MAX_OUTPUTS outputs (and MAX_ELEMENTS products)
         row_scaled = scale_a is not None and scale_a.size > 1
-        return np.concatenate([
+        return xp.concatenate([
             evaluate(plan, A_bits[i:i + rows], B_bits, C=None if C is None else C[i:i + rows], bias=bias,
                      scale_a=scale_a[i:i + rows] if row_scaled else scale_a, scale_b=scale_b)
             for i in range(0, r, rows)])
+    if device:
+        return _evaluate_device(plan, A_bits, B_bits, C=C, bias=bias, scale_a=scale_a, scale_b=scale_b)
     parts = []
     for ks in plan.slice_ranges():
         a, b = slice_operands(plan, A_bits, B_bits, ks)
         parts.append(chain_gemm(plan.chain, a, b).astype(np.int64))
+    return finish_numpy(plan, parts, C=C, bias=bias, scale_a=scale_a, scale_b=scale_b)
+
+
+def finish_numpy(plan: Plan, parts: list[np.ndarray], *, C=None, bias=None, scale_a=None,
+                 scale_b=None) -> np.ndarray:
+    """Steps 2-4 on numpy arrays: the (r, c) output patterns from the S partials (r, c) (fp32 patterns) of
+    the plan's slices; C, bias and scales as :func:`evaluate` takes them."""
+    r, c = parts[0].shape
     out_fmt = fmt_of(plan.call.out_dtype)
-    flat = [q.reshape(-1) for q in parts]
+    flat = [np.asarray(q).astype(np.int64).reshape(-1) for q in parts]
     red, red_fmt = sem.reduce_partials(_B, IEEE32, flat, FP32, out_fmt, plan.reduce)
     y = np.asarray(red).astype(np.int64).reshape(r, c)
     if red_fmt != FP32:
@@ -202,6 +248,36 @@ def evaluate(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None, bias
     if out_fmt != FP32:
         y = np.asarray(sem.convert(_B, y, FP32, out_fmt, "rne"))
     return np.asarray(y).astype(out_fmt.dtype).reshape(r, c)
+
+
+def _evaluate_device(plan: Plan, A_bits, B_bits, *, C=None, bias=None, scale_a=None, scale_b=None):
+    """:func:`evaluate` on CuPy arrays, on their GPU: the chains in ``tcsmt.kernels.cuda.gemm`` (a chain it
+    does not implement on the CPU, its operands copied there and back), steps 2-4 in
+    ``tcsmt.kernels.cuda.finish``; returns a CuPy array."""
+    from tcsmt.kernels import cuda
+
+    cp = cuda._cupy()
+    with cp.cuda.Device(A_bits.device.id):
+        parts = []
+        for ks in plan.slice_ranges():
+            a, b = slice_operands(plan, A_bits, B_bits, ks)
+            if a.shape[1] == 0:
+                parts.append(cp.zeros((a.shape[0], b.shape[1]), dtype=cp.uint32))
+                continue
+            try:
+                parts.append(cuda.gemm(plan.chain, a, b))
+            except TcsmtError:  # a chain the GPU kernel does not implement: the CPU computes it
+                parts.append(cp.asarray(chain_gemm(plan.chain, cp.asnumpy(a), cp.asnumpy(b))))
+        try:
+            return cuda.finish(parts, fmt_of(plan.call.out_dtype), plan.reduce, plan.epilogue, C=C, bias=bias,
+                               scale_a=scale_a, scale_b=scale_b, alpha=_const32(plan.call.alpha),
+                               beta=_const32(plan.call.beta))
+        except TcsmtError:  # a finish the GPU kernel does not implement: the numpy steps on the host
+            def host(x):
+                return None if x is None else cp.asnumpy(x)
+
+            return cp.asarray(finish_numpy(plan, [cp.asnumpy(q) for q in parts], C=host(C), bias=host(bias),
+                                           scale_a=host(scale_a), scale_b=host(scale_b)))
 
 
 def chain_pairs(p: ModelParams, A: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -240,5 +316,14 @@ def evaluate_pairs(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None
 
 
 def checked_bits(x, fmt: Format, what: str) -> np.ndarray:
-    """Bit patterns of ``fmt`` from a numpy array (patterns or exactly representable values)."""
+    """Bit patterns of ``fmt`` from a numpy array (patterns or exactly representable values).
+
+    A CuPy array of unsigned patterns of the format's width, in a format without pad bits, stays on its
+    GPU (every such pattern is one of the format); any other CuPy array is checked on the host and copied
+    back."""
+    if _on_device(x):
+        xp = array_module(x)
+        if x.dtype.kind == "u" and x.dtype.itemsize == fmt.dtype.itemsize and not fmt.pad_bits:
+            return x.view(fmt.dtype)
+        return xp.asarray(to_bits(xp.asnumpy(x), fmt, what))
     return to_bits(np.asarray(x), fmt, what)

@@ -11,20 +11,26 @@ The sources, in order:
 
 A catalog made on another GPU or library version answers only for its own ``gpu`` name; where several catalogs
 of one GPU cover a call, they must agree on its arithmetic (:meth:`Plan.arithmetic`), else the call is refused.
-With ``stamp`` (the running GPU's name, SM count and library versions, :func:`tcsmt.library.record.running_stamp`),
+With ``stamp`` (the running GPU's name, SM count and library versions, :func:`tcsmt.hwcheck.stamp.running_stamp`),
 only catalogs recorded under exactly those are used, and a mismatch is named in the refusal.
+
+A call is written, for ``tcsmt record --call`` and in refusals, as ``OP MxNxK DTYPE [key=value ...]``
+(:func:`record_spec`, read back by :func:`parse_record_spec`).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tcsmt.arith.registry import gpu_of_device
 from tcsmt.errors import TcsmtError
-from tcsmt.library.catalog import Catalog, catalogs_in
-from tcsmt.library.plans import Call, Plan, gpus, plans_dir, table_lookup
+from tcsmt.library.catalog import Catalog, Hit, catalogs_in
+from tcsmt.library.checks import make_call
+from tcsmt.library.plans import Call, Plan, PlanTable, gpus, plans_dir, table_lookup, tables
+from tcsmt.library.settings import DEFAULT, parse_settings_key, settings_key
 
 PLANS_ENV = "TCSMT_PLANS"
 
@@ -45,11 +51,9 @@ class Target:
 
 
 def gpu_short_name(device_name: str) -> str:
-    """The plan name of a GPU from its device name (``NVIDIA H100 80GB HBM3`` -> ``h100``)."""
-    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", device_name or "")
-    if not m:
-        raise TcsmtError(f"cannot tell the GPU from {device_name!r}: name it (gpu='h100')")
-    return m.group(1).lower()
+    """The plan name of a GPU from its device name (``NVIDIA H100 80GB HBM3`` -> ``h100``): the model files' GPU
+    it names (:func:`tcsmt.arith.registry.gpu_of_device`); one-line TcsmtError where it names none or several."""
+    return gpu_of_device(device_name)
 
 
 @dataclass(frozen=True)
@@ -89,9 +93,9 @@ def _stamp_mismatch(cat: Catalog, stamp: dict[str, Any]) -> str:
     return f"{cat.name} was recorded under {', '.join(diff)}" if diff else ""
 
 
-def answer(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
-           stamp: dict[str, Any] | None = None) -> Answer:
-    """The plan of ``call`` on ``gpu`` with its provenance; TcsmtError with the reason and the recording command."""
+def _sources(gpu: str, plans_dirs: tuple[str, ...] | None,
+             stamp: dict[str, Any] | None) -> tuple[str, list[Catalog], list[str]]:
+    """The GPU's name, its catalogs usable under ``stamp``, and why the others were skipped."""
     gpu = str(gpu).lower()
     cats = [c for c in catalogs(plans_dirs) if c.gpu == gpu]
     if gpu not in known_gpus(plans_dirs):
@@ -104,12 +108,19 @@ def answer(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
             if why:
                 skipped.append(why)
         cats = [c for c in cats if not _stamp_mismatch(c, stamp)]
-    plan, why = table_lookup(call, gpu)
+    return gpu, cats, skipped
+
+
+def _decide(call: Call, gpu: str, cats: list[Catalog], skipped: list[str], stamped: bool,
+            hits: list[Hit] | None, tabs: tuple[PlanTable, ...] | None = None) -> Answer:
+    """The answer for ``call`` from the tables, then the catalogs' ``hits`` (found here where None)."""
+    plan, why = table_lookup(call, gpu) if tabs is None else table_lookup(call, gpu, tabs)
     # with a stamp, the tables (recorded with the shipped catalogs' versions) count only where a catalog of this
     # GPU was recorded under the running versions
-    if plan is not None and (stamp is None or cats):
+    if plan is not None and (not stamped or cats):
         return Answer(plan, "recorded table", (f"plan table {plan.table}",))
-    hits = [h for c in cats for h in c.find(call)]
+    if hits is None:
+        hits = [h for c in cats for h in c.find(call)]
     planned = [h for h in hits if h.plan is not None]
     if planned:
         first = planned[0]
@@ -130,14 +141,50 @@ def answer(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
                      f"`tcsmt record --call '{record_spec(call)}'` (or pass plan=...)")
 
 
+def answer(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
+           stamp: dict[str, Any] | None = None) -> Answer:
+    """The plan of ``call`` on ``gpu`` with its provenance; TcsmtError with the reason and the recording command."""
+    gpu, cats, skipped = _sources(gpu, plans_dirs, stamp)
+    return _decide(call, gpu, cats, skipped, stamp is not None, None)
+
+
+def answers_over(call: Call, gpu: str, lo: int, hi: int, *, plans_dirs: tuple[str, ...] | None = None,
+                 stamp: dict[str, Any] | None = None) -> list[tuple[int, Answer | None, str]]:
+    """:func:`answer` for ``call`` at every M in lo..hi, read in one pass over each catalog: (M, the answer,
+    '') or (M, None, the refusal's message) per M, in order."""
+    if not 1 <= lo <= hi:
+        raise TcsmtError(f"token counts run from 1 up: {lo}..{hi} is not a range")
+    gpu, cats, skipped = _sources(gpu, plans_dirs, stamp)
+    found: dict[int, list[Hit]] = {}
+    for c in cats:
+        for m, hs in c.find_over(call, lo, hi).items():
+            found.setdefault(m, []).extend(hs)
+    out: list[tuple[int, Answer | None, str]] = []
+    tabs = tables()
+    for m in range(lo, hi + 1):
+        call_m = dataclasses.replace(call, M=m)
+        try:
+            out.append((m, _decide(call_m, gpu, cats, skipped, stamp is not None, found.get(m, []), tabs), ""))
+        except TcsmtError as exc:
+            out.append((m, None, str(exc)))
+    return out
+
+
 def lookup(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
            stamp: dict[str, Any] | None = None) -> Plan:
     """The recorded plan of ``call`` on ``gpu`` (:func:`answer` without its provenance)."""
     return answer(call, gpu, plans_dirs=plans_dirs, stamp=stamp).plan
 
 
+def _number(x: float) -> str:
+    """A float as short as it reads back exactly."""
+    return f"{x:g}" if float(f"{x:g}") == x else repr(x)
+
+
 def record_spec(call: Call) -> str:
-    """The call as ``tcsmt record --call`` and ``tcsmt explain`` write it: ``OP MxNxK DTYPE[ key=value ...]``."""
+    """The call as ``tcsmt record --call`` and ``tcsmt explain`` write it: ``OP MxNxK DTYPE[ key=value ...]``
+    (``bmm``: ``MxNxKxBATCH``; keys: ``b_dtype``, ``out_dtype``, ``tf32``, ``bias``, ``fast_accum``, ``a_t``,
+    ``b_t``, ``scale``, ``alpha``, ``beta``, ``settings``, each written where it is not the default)."""
     parts = [call.op, f"{call.M}x{call.N}x{call.K}" + (f"x{call.batch}" if call.op == "bmm" else ""), call.a_dtype]
     if call.b_dtype != call.a_dtype:
         parts.append(f"b_dtype={call.b_dtype}")
@@ -149,7 +196,70 @@ def record_spec(call: Call) -> str:
     if call.scale:
         parts.append(f"scale={call.scale}")
     if call.alpha != 1.0:
-        parts.append(f"alpha={call.alpha:g}")
+        parts.append(f"alpha={_number(call.alpha)}")
     if call.beta != 0.0:
-        parts.append(f"beta={call.beta:g}")
+        parts.append(f"beta={_number(call.beta)}")
+    if call.settings != DEFAULT:
+        parts.append(f"settings={call.settings}")
     return " ".join(parts)
+
+
+SPEC_FLAGS = ("tf32", "bias", "fast_accum", "a_t", "b_t")
+SPEC_KEYS = ("b_dtype", "out_dtype", *SPEC_FLAGS, "scale", "alpha", "beta", "settings")
+SPEC_FORM = "'OP MxNxK DTYPE [key=value ...]' (e.g. 'mm 4096x11008x4096 bfloat16 b_t=1')"
+
+
+def _flag(text: str, key: str) -> bool:
+    v = text.lower()
+    if v in ("1", "true", "yes"):
+        return True
+    if v in ("0", "false", "no"):
+        return False
+    raise TcsmtError(f"{key}={text} is not 1 or 0")
+
+
+def parse_record_spec(spec: str) -> Call:
+    """The :class:`Call` a spec written as :func:`record_spec` writes names; one-line TcsmtError, quoting the spec,
+    where it is not one (the form, a shape, a key or a value), or where torch refuses the call (:func:`make_call`)."""
+    try:
+        return _parse_spec(spec)
+    except TcsmtError as exc:
+        raise TcsmtError(f"call {spec!r}: {exc}") from None
+
+
+def _parse_spec(spec: str) -> Call:
+    parts = str(spec).split()
+    if len(parts) < 3:
+        raise TcsmtError(f"a call is {SPEC_FORM}")
+    op, shape, a_dtype, *rest = parts
+    dims = shape.lower().split("x")
+    if len(dims) not in (3, 4) or not all(d.isdigit() for d in dims):
+        raise TcsmtError(f"the shape is MxNxK (bmm: MxNxKxBATCH) of positive integers, not {shape!r}")
+    if len(dims) == 4 and op != "bmm":
+        raise TcsmtError("a batch (MxNxKxBATCH) applies to bmm only")
+    kw: dict[str, Any] = {}
+    for item in rest:
+        key, sep, value = item.partition("=")
+        if not sep or not value:
+            raise TcsmtError(f"{item!r} is not key=value (keys: {', '.join(SPEC_KEYS)})")
+        if key in kw:
+            raise TcsmtError(f"{key} given twice")
+        if key in SPEC_FLAGS:
+            kw[key] = _flag(value, key)
+        elif key in ("alpha", "beta"):
+            try:
+                kw[key] = float(value)
+            except ValueError:
+                raise TcsmtError(f"{key}={value} is not a number") from None
+        elif key == "settings":
+            fields = parse_settings_key(value)
+            kw[key] = settings_key(a_dtype.removeprefix("torch."), **fields)
+            if kw[key] != value:
+                raise TcsmtError(f"settings={value} is not the canonical key of those settings "
+                                 f"for {a_dtype} ({kw[key]})")
+        elif key in SPEC_KEYS:
+            kw[key] = value
+        else:
+            raise TcsmtError(f"unknown key {key!r} (keys: {', '.join(SPEC_KEYS)})")
+    dm = [int(d) for d in dims]
+    return make_call(op, dm[0], dm[1], dm[2], a_dtype=a_dtype, batch=dm[3] if len(dm) == 4 else 1, **kw)

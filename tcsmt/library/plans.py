@@ -248,6 +248,8 @@ class PlanTable:
     """Calls recorded without a usable plan, with what is unknown (e.g. split-K)."""
     by_key: dict[tuple, list[Plan]] = field(default_factory=dict, compare=False, hash=False, repr=False)
     """The plans by :meth:`Call.key` (filled by :func:`load_table`)."""
+    unknown_by_key: dict[tuple, list[str]] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    """What is unknown of each call in ``unknown``, by :meth:`Call.key` (filled by :func:`load_table`)."""
 
 
 def _chain(spec: dict[str, Any], where: str) -> tuple[ModelParams, str]:
@@ -299,10 +301,13 @@ def _check_plan(p: Plan, where: str) -> Plan:
     return p
 
 
-def plan_fields(raw: dict[str, Any], where: str) -> tuple[ModelParams, str, dict[str, Any]]:
-    """The chain and the other plan fields of one plan entry (a table's ``[[plans]]`` or a catalog's plan row)."""
+def plan_fields(raw: dict[str, Any], where: str,
+                chains: dict[str, tuple[ModelParams, str]] | None = None) -> tuple[ModelParams, str, dict[str, Any]]:
+    """The chain and the other plan fields of one plan entry (a table's ``[[plans]]`` or a catalog's plan row);
+    ``chains``: the chains already resolved, by their spec's text (a table names a few chains thousands of times)."""
     try:
-        chain, chain_spec = _chain(raw.get("chain") or {}, where)
+        spec, memo = raw.get("chain") or {}, {} if chains is None else chains
+        chain, chain_spec = memo[repr(spec)] if repr(spec) in memo else memo.setdefault(repr(spec), _chain(spec, where))
         base = {"in_round": str(raw.get("in_round", "")), "split_k": int(raw.get("split_k", 1)),
                 "grain": int(raw.get("grain", 0)), "k_tile": int(raw.get("k_tile", 0)),
                 "slices": raw.get("slices", "contiguous"), "remainder": raw.get("remainder", "last"),
@@ -333,19 +338,28 @@ def load_table(path: Path) -> PlanTable:
         if key not in data:
             raise TcsmtError(f"plan table {name}: missing {key!r}")
     plans, unknown = [], []
+    chains: dict[str, tuple[ModelParams, str]] = {}
     for i, raw in enumerate(data.get("plans", [])):
         where = f"plan table {name}, plan {i}"
-        for shape in raw.get("shapes", []):
+        shapes = raw.get("shapes", [])
+        if not shapes:
+            continue
+        chain, chain_spec, base = plan_fields(raw, where, chains)  # once per entry: its shapes share the fields
+        for shape in shapes:
             call = call_from_entry(raw, shape, where)
-            plans.append(plan_from_fields(raw, call, data["gpu"], data["library"], name, where))
+            plans.append(_check_plan(Plan(call=call, gpu=data["gpu"], library=data["library"], chain=chain,
+                                          chain_spec=chain_spec, table=name, **base), where))
     for i, raw in enumerate(data.get("unknown", [])):
         for shape in raw.get("shapes", []):
             unknown.append((call_from_entry(raw, shape, f"plan table {name}, unknown {i}"), str(raw.get("why", "plan unknown"))))
     by_key: dict[tuple, list[Plan]] = {}
     for p in plans:
         by_key.setdefault(p.call.key(), []).append(p)
+    unknown_by_key: dict[tuple, list[str]] = {}
+    for c, w in unknown:
+        unknown_by_key.setdefault(c.key(), []).append(w)
     return PlanTable(str(path), data["gpu"], data["arch"], data.get("device", ""), data["library"],
-                     tuple(data.get("sources", ())), tuple(plans), tuple(unknown), by_key)
+                     tuple(data.get("sources", ())), tuple(plans), tuple(unknown), by_key, unknown_by_key)
 
 
 @cache
@@ -366,16 +380,18 @@ def tables_for_arch(arch: str) -> list[PlanTable]:
     return [t for t in tables() if t.arch == arch]
 
 
-def table_lookup(call: Call, gpu: str) -> tuple[Plan | None, str]:
+def table_lookup(call: Call, gpu: str, within: tuple[PlanTable, ...] | None = None) -> tuple[Plan | None, str]:
     """(the plan the plan tables of ``gpu`` record for ``call``, '') or (None, what they say is unknown, or '' where
-    no table names the call).  TcsmtError where two tables disagree."""
-    mine = [t for t in tables() if t.gpu == gpu]
-    found = [p for t in mine for p in t.by_key.get(call.key(), ())]
+    no table names the call).  TcsmtError where two tables disagree.  ``within``: the tables to read (default
+    :func:`tables`; a caller looking up many calls reads them once)."""
+    mine = [t for t in (tables() if within is None else within) if t.gpu == gpu]
+    key = call.key()
+    found = [p for t in mine for p in t.by_key.get(key, ())]
     if found:
         first = found[0]
         for other in found[1:]:
             if other.arithmetic() != first.arithmetic():
                 raise TcsmtError(f"plan tables {first.table} and {other.table} disagree on {call.label()} on {gpu}")
         return dataclasses.replace(first, call=call), ""
-    why = [w for t in mine for c, w in t.unknown if c.key() == call.key()]
+    why = [w for t in mine for w in t.unknown_by_key.get(key, ())]
     return None, (why[0] if why else "")

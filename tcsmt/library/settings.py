@@ -27,6 +27,7 @@ from tcsmt.errors import TcsmtError
 BLAS_LIBRARIES = ("cublas", "cublaslt")
 REDUCED_DTYPES = ("bfloat16", "float16")
 DEFAULT = "default"
+_REDUCED_NAMES = {"off": (False, False), "no_split_k": (True, False), "no_reduced_precision": (False, True)}
 
 
 def _flag_pair(value: Any, what: str) -> tuple[bool, bool]:
@@ -52,8 +53,7 @@ def settings_key(a_dtype: str, *, blas: str = "cublas", reduced: Any = (True, Tr
     if a_dtype in REDUCED_DTYPES:
         pair = _flag_pair(reduced, "reduced")
         if pair != (True, True):
-            parts.append("reduced=" + {(False, False): "off", (True, False): "no_split_k",
-                                       (False, True): "no_reduced_precision"}[pair])
+            parts.append("reduced=" + {v: k for k, v in _REDUCED_NAMES.items()}[pair])
     if cublas_workspace:
         parts.append(f"CUBLAS_WORKSPACE_CONFIG={cublas_workspace}")
     if cublaslt_workspace:
@@ -61,20 +61,63 @@ def settings_key(a_dtype: str, *, blas: str = "cublas", reduced: Any = (True, Tr
     return ",".join(parts) or DEFAULT
 
 
+def parse_settings_key(key: str) -> dict[str, Any]:
+    """The keyword arguments of :func:`settings_key` that a key names (``"default"``: none); TcsmtError where the
+    text is not a key.  (For a call on ``a_dtype``, ``settings_key(a_dtype, **parse_settings_key(key))`` gives the
+    key back when it is that dtype's canonical one.)"""
+    out: dict[str, Any] = {}
+    if key == DEFAULT:
+        return out
+    for part in str(key).split(","):
+        name, sep, value = part.partition("=")
+        if not sep or not value:
+            raise TcsmtError(f"settings {key!r}: {part!r} is not NAME=VALUE (e.g. blas=cublaslt,reduced=off)")
+        field = {"blas": "blas", "reduced": "reduced", "CUBLAS_WORKSPACE_CONFIG": "cublas_workspace",
+                 "CUBLASLT_WORKSPACE_SIZE": "cublaslt_workspace"}.get(name)
+        if field is None:
+            raise TcsmtError(f"settings {key!r}: unknown setting {name!r} (blas, reduced, CUBLAS_WORKSPACE_CONFIG, "
+                             "CUBLASLT_WORKSPACE_SIZE)")
+        if field in out:
+            raise TcsmtError(f"settings {key!r}: {name} given twice")
+        if field == "reduced":
+            if value not in _REDUCED_NAMES:
+                raise TcsmtError(f"settings {key!r}: reduced={value} is not one of {', '.join(_REDUCED_NAMES)}")
+            out[field] = _REDUCED_NAMES[value]
+        elif field == "blas" and value not in BLAS_LIBRARIES:
+            raise TcsmtError(f"settings {key!r}: blas must be one of {', '.join(BLAS_LIBRARIES)}, not {value!r}")
+        else:
+            out[field] = value
+    return out
+
+
 def settings_from_torch(torch: Any, a_dtype: str) -> str:
     """The settings key of a call torch would make now, read from torch and the environment."""
     try:
-        lib = str(torch.backends.cuda.preferred_blas_library()).lower()
+        lib = str(torch.backends.cuda.preferred_blas_library())
     except Exception:  # an old torch without the switch: cuBLAS
         lib = "cublas"
+    m = torch.backends.cuda.matmul
+    return settings_from_values(a_dtype, {
+        "preferred_blas_library": lib,
+        "allow_bf16_reduced_precision_reduction": getattr(m, "allow_bf16_reduced_precision_reduction", True),
+        "allow_fp16_reduced_precision_reduction": getattr(m, "allow_fp16_reduced_precision_reduction", True),
+        "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
+        "CUBLASLT_WORKSPACE_SIZE": os.environ.get("CUBLASLT_WORKSPACE_SIZE", "")})
+
+
+def settings_from_values(a_dtype: str, values: dict[str, Any]) -> str:
+    """The settings key from the values as torch and the environment hold them (``preferred_blas_library``'s text,
+    the ``allow_{bf16,fp16}_reduced_precision_reduction`` values, the two workspace variables), e.g. as
+    ``tcsmt.hwcheck.gemm_capture.settings`` recorded them."""
+    lib = str(values.get("preferred_blas_library", "cublas")).lower()
     blas = "cublaslt" if "lt" in lib.rsplit(".", 1)[-1] else "cublas"
     reduced: Any = (True, True)
     if a_dtype in REDUCED_DTYPES:
         name = "allow_bf16_reduced_precision_reduction" if a_dtype == "bfloat16" else \
             "allow_fp16_reduced_precision_reduction"
-        reduced = getattr(torch.backends.cuda.matmul, name, True)
+        reduced = values.get(name, True)
         if not isinstance(reduced, bool):
             reduced = tuple(bool(x) for x in reduced)
     return settings_key(a_dtype, blas=blas, reduced=reduced,
-                        cublas_workspace=os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
-                        cublaslt_workspace=os.environ.get("CUBLASLT_WORKSPACE_SIZE", ""))
+                        cublas_workspace=str(values.get("CUBLAS_WORKSPACE_CONFIG") or ""),
+                        cublaslt_workspace=str(values.get("CUBLASLT_WORKSPACE_SIZE") or ""))

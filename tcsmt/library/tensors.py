@@ -1,7 +1,7 @@
 """torch tensors as bit patterns: the one place where tcsmt reads and makes torch tensors.
 
 Tensors travel as bit patterns (``Tensor.view`` of a same-width integer dtype): no value is converted on
-the way.  torch is optional: without it these functions raise TcsmtError.  Used by the library API
+the way; CUDA tensors stay on their GPU where CuPy runs there (:func:`tensor_patterns`, DLPack).  torch is optional: without it these functions raise TcsmtError.  Used by the library API
 (:mod:`tcsmt.library.api`) and the torch facade (:mod:`tcsmt.torch`).
 """
 from __future__ import annotations
@@ -43,9 +43,34 @@ def tensor_bits(t: Any) -> np.ndarray:
     return ints.numpy().view(_NP_UINT[size])
 
 
-def bits_tensor(bits: np.ndarray, dtype: str, device: Any = "cpu") -> Any:
-    """A tensor of torch dtype ``dtype`` on ``device`` holding exactly the patterns ``bits``."""
+def tensor_patterns(t: Any) -> Any:
+    """The bit patterns of a tensor where it lives: for a CUDA tensor, where CuPy runs on a GPU, a CuPy
+    array of unsigned patterns sharing the tensor's memory (DLPack, no copy; a non-contiguous tensor is
+    made contiguous on its GPU first); otherwise :func:`tensor_bits` (a numpy array on the host)."""
     torch = import_torch()
+    if isinstance(t, torch.Tensor) and t.is_cuda:
+        from tcsmt.kernels import cuda
+
+        if cuda.available():
+            import cupy
+
+            dtype_name(t)
+            size = t.element_size()
+            ints = t.detach().contiguous().view(getattr(torch, _INT_OF_WIDTH[size]))
+            return cupy.from_dlpack(ints).view(_NP_UINT[size])
+    return tensor_bits(t)
+
+
+def bits_tensor(bits: Any, dtype: str, device: Any = "cpu") -> Any:
+    """A tensor of torch dtype ``dtype`` on ``device`` holding exactly the patterns ``bits`` (a numpy array;
+    or a CuPy array, handed to torch through DLPack on its own GPU)."""
+    torch = import_torch()
+    if type(bits).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        arr = cupy.ascontiguousarray(bits)
+        ints = torch.from_dlpack(arr.view(np.dtype(_INT_OF_WIDTH[arr.dtype.itemsize])))
+        return ints.view(getattr(torch, dtype))
     arr = np.ascontiguousarray(bits)
     ints = torch.from_numpy(arr.view(np.dtype(_INT_OF_WIDTH[arr.dtype.itemsize])))
     return ints.view(getattr(torch, dtype)).to(device)

@@ -1,6 +1,6 @@
 """Record, at scale, which cuBLAS plan torch runs for each call: kernel names, grids, cuBLASLt's trace (numSplitsK,
 reductionScheme, algo), torch's refusals.  A device script: numpy, torch and the standard library only, with its
-sibling ``plan_capture.py`` (and ``model_layers.json`` for the model-layer lists); it runs where tcsmt is not
+sibling ``plan_capture.py`` (and ``models/library/model_layers.json`` of the same checkout for the model-layer lists); it runs where tcsmt is not
 installed, so its options are plain argparse.
 
     python3 record_plans.py run --out DIR --name NAME --list LIST [--list LIST ...] [--setting SETTING]
@@ -133,7 +133,7 @@ def parse_mspec(spec: str) -> list[int]:
 
 
 def load_layers(models: list[str] | None = None) -> list[dict]:
-    with open(os.path.join(HERE, "model_layers.json")) as f:
+    with open(os.path.join(HERE, "..", "..", "models", "library", "model_layers.json")) as f:  # the one copy
         data = json.load(f)
     rows = data["layers"]
     if models:
