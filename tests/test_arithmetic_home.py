@@ -62,6 +62,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tools/device/library_plans.py", "reduce_probe"): _DEVICE,
     ("tools/device/library_plans.py", "reduce_probe2"): _DEVICE,
     ("tools/device/library_plans.py", "round_to"): _DEVICE,
+    ("tools/device/library_plans.py", "run_probe_list"): _SHOW,
     ("tools/device/library_plans.py", "slice_probe"): _DEVICE,
     ("tcsmt/solve/discriminate.py", "_mag_mask"): _FIELDS,
     ("tcsmt/identify/report.py", "result_json"): _SHOW,

@@ -1,8 +1,8 @@
 """Split-K probes of the operand layouts the plan grid did not probe (evidence/library_plans.md, "Layouts").
 
-    python -m tools.library.layout_probes lists DIR            # DIR/{h100,h200}_probe_list.json, DIR/variants.json
-    OUT=RAW bash tools/device/layout_probes.sh LIST            # on the device (numpy and torch only)
-    python -m tools.library.layout_probes ingest GPU RAW LIST  # -> evidence/library/GPU_layout_probes.json
+    python -m tools.library.layout_probes lists DIR [--gpu G] [--targeted]  # DIR/G_probe_list.json, DIR/variants.json
+    OUT=RAW bash tools/device/layout_probes.sh LIST [BUDGET_S]              # on the device (numpy and torch only)
+    python -m tools.library.layout_probes ingest GPU RAW --command CMD      # -> evidence/library/GPU_layout_probes.json
 
 The families of ``evidence/h100_cublas_plans.json`` (kernel regex, reductionScheme, grain, slices, reduction) were
 read from output bits on the grid's layouts: ``torch.mm`` with both operands row-major and ``_scaled_mm``.  The
@@ -15,11 +15,14 @@ Conv1D, ``linear``).  A **variant** is (family, layout tag): the family by :func
 settings the calls to probe: per variant its most frequent S values and its largest, and one call of each recorded
 (op, a_t, b_t, dtypes, bias) group, each the cheapest recorded call (operands and probe calls) with that plan, with
 the fields exactly as recorded (``a_t`` / ``b_t``: tools/device/record_plans.py ``FIELDS``), the recorded kernels
-and S beside them.  ``ingest`` judges each probe against the family's own rule: the traced S and kernels of the probed
-call are the recorded ones (on the recorder's flat buffers and on the probe's own tensors), the slice starts read from
-the bits are ``chunk = ceil(ceil(K/G)/S)*G`` (G: the family's grain, :func:`grain_of`) and the reduction probe agrees
-on every column with the family's reduction (:func:`reduction_of`).  A variant is ``confirmed`` only where every
-probe of it agreed; else ``refuted`` with what the bits said; ``not probed`` where no probe of it ran.
+and S beside them; only calls whose rule slices are two or more and 16 or more k wide (what the slice probe can
+read).  ``--targeted`` appends per variant, one per class of K (:func:`k_class`), the recorded call that best tells
+apart the slice rules the H100 run left open (:func:`tools.library.layout_judge.alternative_starts`).  ``ingest``
+judges each probe against the family's own rule (:func:`tools.library.layout_judge.judge`: the traced S, kernels
+and reductionScheme of the probed call are the recorded ones, the slice starts read from the bits are
+``chunk = ceil(ceil(K/G)/S)*G`` with the family's grain G, and the reduction probe agrees on every column with the
+family's reduction).  A variant is ``confirmed`` only where every probe of it agreed; else ``refuted`` with what the
+bits said; ``not probed`` where no probe of it ran.
 """
 from __future__ import annotations
 
@@ -33,8 +36,9 @@ import click
 
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
-from tcsmt.library.families import family_of, grain_of, reduction_of
+from tcsmt.library.families import family_of
 from tools.device import recordings as R
+from tools.library.layout_judge import alternative_starts, dump, group_of, rule_starts, summarize
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDINGS = REPO / "evidence" / "library" / "recordings"
@@ -47,11 +51,6 @@ MAX_ELEMS = 1 << 26
 """Largest operands + output of a picked call (elements)."""
 MAX_COST = 3 * 10**8
 """Largest :func:`probe_cost` of a picked call (a few seconds on the device's host)."""
-KEEP_RAW = 4
-"""(partials, output) pairs of the reduction probe kept per probe in the committed file (the device keeps 32)."""
-HYPOTHESIS = {"fp32_forward": "fp32_forward", "out_rounded": "out_rounded_partials_fp32_sum",
-              "out_chain": "out_dtype_chain", "out_chain_acc_add": "out_serial_f32add"}
-"""Reduction names of :func:`reduction_of` -> the device's hypothesis (``reduce_hypotheses`` of library_plans.py)."""
 
 
 def layout_tag(kernels: list[str]) -> str | None:
@@ -73,13 +72,6 @@ def probe_cost(c: dict[str, Any], S: int) -> int:
     the reduction probe's per-column hypotheses on the host."""
     M, N, K = c["M"], c["N"], c["K"]
     return -(-K // (8 * N)) * (M * K + K * N + M * N) + 400 * N * S
-
-
-def group_of(c: dict[str, Any]) -> str:
-    b = c["b_dtype"] if c["b_dtype"] != c["a_dtype"] else ""
-    return (f"{c['op']} a_t={int(bool(c.get('a_t')))} b_t={int(bool(c.get('b_t')))} {c['a_dtype']}{'x' + b if b else ''}"
-            f"->{c['out_dtype']}" + (" bias" if c.get("bias") else "") + (" tf32" if c.get("tf32") else "")
-            + (f" {c['scale']}" if c.get("scale") else "") + (" fast" if c.get("fast_accum") else ""))
 
 
 def _pickable(c: dict[str, Any]) -> bool:
@@ -182,20 +174,6 @@ def k_class(K: int) -> str:
     return "K%64=0" if K % 64 == 0 else "K%32=0" if K % 32 == 0 else "K%8=0"
 
 
-def alternative_starts(fam: dict[str, Any], K: int, S: int, fp32: bool) -> dict[str, list[int]]:
-    """Slice starts of the rules that the H100 layout probes left open: the family's, chunk rules of other grains
-    (16 bytes of the input: 4 for fp32, 8 for 16-bit; 32; 64) and the family's grain on K floored to a multiple
-    of 8 or of 64 (the tail in the last slice)."""
-    G = grain_of(fam, K, "family")
-    out = {"family rule": rule_starts(fam, K, S)}
-    for g in ((4, 32) if fp32 else (8, 32, 64)):
-        out[f"G={g}"] = chunk_starts(K, S, g)
-    for a in (8, 64):
-        chunk = _ceil_div(_ceil_div(K - K % a, G), S) * G
-        out[f"G={G} on K floored to {a}"] = [i * chunk for i in range(S) if i * chunk < K]
-    return out
-
-
 def targeted(e: dict[str, Any], fam: dict[str, Any], cap: int = 5) -> list[dict[str, Any]]:
     """Calls that tell the open slice rules apart (``alternative_starts``), one per class of K (:func:`k_class`):
     the cheapest call whose alternatives give the most distinct readable starts (two or more slices, 16 or more k
@@ -259,144 +237,6 @@ def grid_tags(gpu: str, families: dict[str, Any]) -> set[tuple[str, str]]:
             if fam and (p.get("lt_split_k") or 1) > 1:
                 seen.add((fam[0], str(layout_tag(p.get("kernels") or []))))
     return seen
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def chunk_starts(K: int, S: int, G: int) -> list[int]:
-    """Slice starts of chunk = ceil(ceil(K/G)/S)*G, empty slices past K dropped."""
-    chunk = _ceil_div(_ceil_div(K, G), S) * G
-    return [i * chunk for i in range(S) if i * chunk < K]
-
-
-def rule_starts(fam: dict[str, Any], K: int, S: int) -> list[int]:
-    """Slice starts of the family's rule at S (its grain for this K)."""
-    return chunk_starts(K, S, grain_of(fam, K, "family"))
-
-
-def chunk_rules(K: int, starts: list[int]) -> list[str]:
-    """The grains G (and S) whose chunk rule gives these starts (what the bits say where the family's rule fails)."""
-    S = len(starts)
-    out = []
-    for G in (4, 8, 16, 32, 64, 128, 256):
-        for s in range(S, 4 * S + 1):
-            if chunk_starts(K, s, G) == starts:
-                out.append(f"G={G} S={s}")
-                break
-    for a in (8, 64):
-        for G in (64, 128):
-            chunk = _ceil_div(_ceil_div(K - K % a, G), S) * G
-            if K % a and [i * chunk for i in range(S) if i * chunk < K] == starts:
-                out.append(f"G={G} S={S} on K floored to a multiple of {a} (the tail in the last slice)")
-    return out
-
-
-def kernel_name(k: str) -> str:
-    """The profiler's demangled kernel name as the recordings write it (no ``void``, no parameter list)."""
-    from tools.library.plans_build import kernel_name as short
-    return short(k)
-
-
-def _scheme(trace: list[str] | None) -> str | None:
-    m = [x.group(1) for a in trace or [] for x in [re.search(r"reductionScheme=(\w+)", a)] if x]
-    return m[0] if m else None
-
-
-def judge(p: dict[str, Any], families: dict[str, Any]) -> tuple[bool, list[str], dict[str, Any]]:
-    """(agrees, why not, what the bits read) of one probe against its family's rule (module docstring)."""
-    fam_name = p["config"].split(" | ")[0]
-    fam = families[fam_name]
-    rec = p["recorded"]
-    S, K = int(rec["split_k"]), p["K"]
-    why = []
-    for k in ("torch_error", "probe_torch_error", "probe_error"):
-        if p.get(k):
-            why.append(f"{k}: {p[k]}")
-    for which in ("kernels", "probe_kernels"):
-        ks = [kernel_name(k) for k in p.get(which) or []]
-        if ks != rec["kernels"]:
-            why.append(f"{which} {ks} are not the recorded {rec['kernels']}")
-    for which in ("lt_split_k", "probe_lt_split_k"):
-        if p.get(which) != S:
-            why.append(f"{which} {p.get(which)} != recorded S {S}")
-    scheme = _scheme(p.get("probe_lt_algo"))
-    if scheme != rec.get("reduction_scheme"):
-        why.append(f"traced reductionScheme {scheme} != recorded {rec.get('reduction_scheme')}")
-    starts = p.get("starts")
-    want = rule_starts(fam, K, S)
-    red = p.get("reduce2") or {}
-    cols = int(red.get("columns") or 0)
-    agree = red.get("agree") or {}
-    read = {"starts": starts, "slices": len(starts or []), "rule_starts": want,
-            "chunk_rules_fitting": chunk_rules(K, starts) if starts else [],
-            "reduction_columns": cols,
-            "reductions_on_every_column": sorted(h for h, v in agree.items() if cols and v == cols)}
-    if starts != want:
-        why.append(f"slice starts {starts} != the family's rule {want} (fitting: {read['chunk_rules_fitting']})")
-    if p.get("n_anomalies") or p.get("noncontiguous_groups"):
-        why.append(f"anomalies {p.get('n_anomalies')}, noncontiguous groups {(p.get('noncontiguous_groups') or [])[:4]}")
-    name, no = reduction_of(fam, p["out_dtype"])
-    hyp = HYPOTHESIS.get(name or "")
-    read["family_reduction"] = hyp or no
-    if hyp is None:
-        why.append(f"the family has no reduction for this output: {no}")
-    elif not cols or agree.get(hyp) != cols:
-        why.append(f"reduction {hyp}: {agree.get(hyp)} of {cols} columns (on every column: "
-                   f"{read['reductions_on_every_column']})")
-    return not why, why, read
-
-
-def summarize(gpu: str, raw: list[dict[str, Any]], families: dict[str, Any], stats: dict, grid: set,
-              header: dict[str, Any]) -> dict[str, Any]:
-    """The committed file: header, one entry per variant of the GPU's recordings (verdict from the probes), and
-    the probes with their readings."""
-    per: dict[tuple[str, str], list] = collections.defaultdict(list)
-    probes = []
-    for p in raw:
-        fam, tag = p["config"].split(" | ")
-        ok, why, read = judge(p, families)
-        per[(fam, tag)].append((p, ok, why, read))
-        entry = {**p, "agrees": ok, "why_not": why, "read": read}
-        if "raw" in (p.get("reduce2") or {}):  # the device keeps 32 (partials, output) pairs; 4 are committed
-            entry["reduce2"] = {**p["reduce2"], "raw": p["reduce2"]["raw"][:KEEP_RAW]}
-        probes.append(entry)
-    variants = []
-    for key in sorted(set(stats) | set(per), key=lambda k: (k[0], k[1])):
-        st = stats.get(key)
-        ps = per.get(key, [])
-        n_ok = sum(ok for _p, ok, _w, _r in ps)
-        e: dict[str, Any] = {"family": key[0], "layout": key[1],
-                             "kernels": sorted({k for p, *_ in ps for k in p["recorded"]["kernels"]}),
-                             "split_k": sorted({int(p["recorded"]["split_k"]) for p, *_ in ps}),
-                             "probes": len(ps), "agree": n_ok,
-                             "probed_on_the_grid_before": key in grid}
-        if not ps:
-            e["verdict"] = "not probed"
-        elif n_ok == len(ps):
-            e["verdict"] = "confirmed"
-        else:
-            e["verdict"] = "refuted"
-            e["read"] = [f"{p['M']}x{p['N']}x{p['K']} {group_of(p)} S={p['recorded']['split_k']}: " + "; ".join(w)
-                         for p, ok, w, _r in ps if not ok]
-        e["probed_calls"] = [f"{group_of(p)} {p['M']}x{p['N']}x{p['K']} S={p['recorded']['split_k']}" for p, *_ in ps]
-        if st:
-            e["recorded"] = {"calls": st["calls"], "calls_default_settings": st["calls_default_settings"],
-                             "split_k": {str(k): v for k, v in sorted(st["split_k"].items())},
-                             "groups": dict(st["groups"].most_common()), "files": dict(st["files"].most_common()),
-                             "kernel_names": len(st["kernels"]),
-                             "most_called_kernels": dict(st["kernels"].most_common(5))}
-        variants.append(e)
-    return {**header, "gpu_key": gpu, "families_from": "evidence/h100_cublas_plans.json", "variants": variants,
-            "probes": probes}
-
-
-def dump(doc: dict[str, Any]) -> str:
-    """The committed file's text: indented, but one line per probe (their raw readings are long)."""
-    head = json.dumps({k: v for k, v in doc.items() if k != "probes"}, indent=1)
-    probes = ",\n".join("  " + json.dumps(p, separators=(",", ":")) for p in doc["probes"])
-    return head[:-2] + ',\n "probes": [\n' + probes + "\n ]\n}\n"
 
 
 def _families() -> dict[str, Any]:
