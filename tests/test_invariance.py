@@ -3,6 +3,7 @@ compute, the changes, the witnesses, the refusals, the command line (a small cat
 from __future__ import annotations
 
 import json
+import zlib
 import sqlite3
 
 import numpy as np
@@ -44,7 +45,7 @@ def plans_dir(tmp_path, monkeypatch):
     db.execute("INSERT INTO families VALUES (1, ?)", (fam,))
     plans = [_plan(2, "family split2"), _plan(1, "no split: a"), _plan(4, "family split4"), _plan(1, "no split: b")]
     for i, p in enumerate(plans, 1):
-        db.execute("INSERT INTO plans VALUES (?, ?)", (i, json.dumps(p, sort_keys=True)))
+        db.execute("INSERT INTO plans VALUES (?, ?)", (i, zlib.compress(json.dumps(p, sort_keys=True).encode())))
     for lo, hi, pid in ((1, 4, 1), (5, 6, 2), (7, 7, 1), (8, 10, 3), (11, 12, 4)):
         db.execute("INSERT INTO runs VALUES (1, 'M', ?, ?, ?, ?, 1, ?)", (N, K, lo, hi, pid))
     db.commit()
