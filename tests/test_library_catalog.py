@@ -151,3 +151,33 @@ def test_shipped_catalog_integrity(path):
 
 def test_shipped_catalogs_are_found():
     assert {c.gpu for c in catalogs_in(plans_dir())} <= {"h100", "h200"}
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_shipped_catalog_answers_its_recordings(gpu):
+    """A sample of the calls of the committed recording behind each shipped catalog
+    (``evidence/library/recordings/<gpu>_layers_16bit.json.gz``): the catalog covers each one, and where it has a plan,
+    its S is the one cuBLASLt's trace recorded for that call."""
+    from tcsmt.library.catalog_build import setting_of
+
+    path = plans_dir() / f"{gpu}_cublas13_catalog.sqlite"
+    rec_path = EVIDENCE / "library" / "recordings" / f"{gpu}_layers_16bit.json.gz"
+    if not path.exists() or not rec_path.exists():
+        pytest.skip("no shipped catalog or recording")
+    cat, rec = Catalog(path), read_recording(rec_path)
+    runs = list(recorded_calls(rec))
+    planned = 0
+    for tmpl, vary, ts, pid in runs[:: max(1, len(runs) // 400)]:
+        t = ts[len(ts) // 2]
+        dims = {d: (t if d in vary else tmpl[d]) for d in "MNK"}
+        c = make_call(tmpl["op"], dims["M"], dims["N"], dims["K"], a_dtype=tmpl["a_dtype"], out_dtype=tmpl["out_dtype"],
+                      bias=tmpl["bias"], beta=tmpl["beta"], a_t=tmpl["a_t"],
+                      b_t=tmpl["b_t"] and tmpl["op"] not in ("linear", "scaled_mm"),
+                      settings=setting_of(rec, tmpl["a_dtype"]))
+        hits = cat.find(c)
+        assert hits, c.label()
+        for h in hits:
+            if h.plan is not None:
+                planned += 1
+                assert h.plan.split_k == rec["tables"]["plans"][pid][5], c.label()
+    assert planned > 300
