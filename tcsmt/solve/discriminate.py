@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Literal
 
 import numpy as np
 from pysmt.shortcuts import BV, And, BVExtract, Equals, Not, Or
 
-from tcsmt.arith.formats import Format, get_format
+from tcsmt.arith.formats import INF, NAN, Format, get_format
 from tcsmt.arith.params import ModelParams
 from tcsmt.arith.registry import REFERENCES, check_instr, find_arch, resolve, split_spec
 from tcsmt.errors import InternalError, TcsmtError
@@ -181,6 +182,78 @@ def _case(inp: Inputs, model: dict[str, int], params, specs) -> Case:
     return Case(a, b, model["c"], outputs, sa, sb)
 
 
+#: significands of the probe's equal-product rows: the format's largest, 1.5 and 1 (times 2^e)
+PROBE_SIGNIFICANDS = ("max", Fraction(3, 2), Fraction(1))
+#: the probe's random rows (seeded: the same rows on every run)
+PROBE_RANDOM = 2048
+
+
+def _probe_values(fmt: Format) -> list[int]:
+    """Positive patterns m 2^e of ``fmt`` for m in PROBE_SIGNIFICANDS, at up to 24 exponents spread over its
+    normal range (every exponent of a narrow format)."""
+    step = max(1, -(-(fmt.emax - fmt.emin + 1) // 24))
+    out = []
+    for e in range(fmt.emin, fmt.emax + 1, step):
+        for m in PROBE_SIGNIFICANDS:
+            sig = (2 - Fraction(1, 1 << fmt.frac_bits)) if m == "max" else Fraction(m)
+            try:
+                out.append(fmt.from_fraction(sig * Fraction(2) ** e))
+            except TcsmtError:  # past the format's largest finite value
+                continue
+    return sorted(set(out))
+
+
+def _random_finite(rng: np.random.Generator, fmt: Format, shape: tuple[int, ...]) -> np.ndarray:
+    """Random finite patterns of ``fmt`` (uniform over the patterns; non-finite ones replaced by +0)."""
+    x = rng.integers(0, 1 << fmt.storage_bits, size=shape, dtype=np.uint64)
+    if fmt.pad_bits:
+        x &= ~np.uint64((1 << fmt.pad_bits) - 1)
+    x = x.astype(fmt.dtype)
+    cls = fmt.classify(x)
+    return np.where((cls == NAN) | (cls == INF), np.zeros_like(x), x)
+
+
+def probe(params: list[ModelParams], specs: list[str], K: int, c_zero: bool, seed: int = 0) -> Case | None:
+    """A discriminating input from a fixed set of rows, by the simulator (no solver): every row with all
+    products equal, a = [x]*K, b = [y]*K, C = +0, for x and y in :func:`_probe_values` (y of either sign),
+    then PROBE_RANDOM random rows of finite patterns (seed ``seed``; C = +0 on a path that takes none).
+    The first row on which the models' outputs differ, or None.  Equal rows reach what a random row
+    almost never does, such as a block sum that needs a carry bit beyond the model's (every addend at the
+    largest exponent); the solver is still asked where the probe finds nothing."""
+    p0 = params[0]
+    fa, fb, fc = get_format(p0.in_fmt), get_format(p0.b_format), get_format(p0.c_fmt)
+    xa, xb = _probe_values(fa), _probe_values(fb)
+    neg_b = 1 << (fb.storage_bits - 1)
+    ys = xb + [y | neg_b for y in xb]
+    ea = np.repeat(np.array(xa, dtype=np.uint64), len(ys))
+    eb = np.tile(np.array(ys, dtype=np.uint64), len(xa))
+    rng = np.random.default_rng(seed)
+    ra, rb = _random_finite(rng, fa, (PROBE_RANDOM, K)), _random_finite(rng, fb, (PROBE_RANDOM, K))
+    rc = np.zeros(PROBE_RANDOM, dtype=fc.dtype) if c_zero else _random_finite(rng, fc, (PROBE_RANDOM,))
+    a = np.concatenate([np.repeat(ea[:, None], K, axis=1).astype(fa.dtype), ra])
+    b = np.concatenate([np.repeat(eb[:, None], K, axis=1).astype(fb.dtype), rb])
+    c = np.concatenate([np.zeros(len(ea), dtype=fc.dtype), rc])
+    outs = [simulate_params(p, a, b, c) for p in params]
+    differ = np.zeros(len(c), dtype=bool)
+    for o in outs[1:]:
+        differ |= o != outs[0]
+    if not differ.any():
+        return None
+    i = int(np.argmax(differ))
+    av, bv, cv = [int(x) for x in a[i]], [int(x) for x in b[i]], int(c[i])
+    outputs = simulate_case(params, specs, av, bv, cv)
+    if len(set(outputs.values())) == 1:
+        raise InternalError(f"the probe's row does not discriminate when replayed (a={av}, b={bv}, c={cv})")
+    return Case(av, bv, cv, outputs)
+
+
+def _model_of(case: Case) -> dict[str, int]:
+    m = {f"a{i}": x for i, x in enumerate(case.a)}
+    m.update({f"b{i}": x for i, x in enumerate(case.b)})
+    m["c"] = case.c
+    return m
+
+
 def check_satisfiable(dom, inp: Inputs, solver: str, timeout: float) -> None:
     ans = solve(dom, _symbols(inp), solver, timeout)
     if ans.status == "unsat":
@@ -189,8 +262,13 @@ def check_satisfiable(dom, inp: Inputs, solver: str, timeout: float) -> None:
 
 def discriminate(specs: list[str], in_fmt: str | None = None, out_fmt: str | None = None,
                  instr: str | None = None, K: int | None = None, count: int = 1, minimize: bool = False,
-                 where: str | None = None, solver: str = "auto", timeout: float = 120.0) -> Outcome:
-    """Find up to ``count`` inputs on which the models ``specs`` (two or more) do not all agree."""
+                 where: str | None = None, solver: str = "auto", timeout: float = 120.0,
+                 use_probe: bool = True) -> Outcome:
+    """Find up to ``count`` inputs on which the models ``specs`` (two or more) do not all agree.
+
+    At each K, :func:`probe` (the simulator on a fixed set of rows) runs before the solver, unless
+    ``use_probe`` is false, a ``where`` constraint is given (the probe's rows ignore it) or the path is
+    block-scaled; an input it finds is an answer as a solver's is (the solver then finds further ones)."""
     if len(specs) < 2:
         raise TcsmtError("discriminate needs two models")
     if count < 1:
@@ -228,15 +306,19 @@ def discriminate(specs: list[str], in_fmt: str | None = None, out_fmt: str | Non
         differ = Or([Not(Equals(outs[0], o)) for o in outs[1:]])
         query = And(dom, differ)
         out.tried_k.append(k)
-        ans = solve(query, _symbols(inp), solver, left)
-        out.solver = ans.solver
-        if ans.status in ("timeout", "unknown"):
-            out.status = "timeout"
-            break
-        if ans.status == "unsat":
-            continue
+        found = probe(params, specs, k, c_zero) if use_probe and not where and not params[0].scale_fmt else None
+        if found is not None:
+            out.solver, model = "simulator probe", _model_of(found)
+        else:
+            ans = solve(query, _symbols(inp), solver, left)
+            out.solver = ans.solver
+            if ans.status in ("timeout", "unknown"):
+                out.status = "timeout"
+                break
+            if ans.status == "unsat":
+                continue
+            model = ans.model
         out.K = k
-        model = ans.model
         if minimize:
             model = minimize_model(query, inp, model, timeout - (time.perf_counter() - t0), solver)
         out.cases.append(_case(inp, model, params, specs))
