@@ -102,3 +102,7 @@ class CompareResult:
     status: str  # found, impossible, timeout
     witness: Witness | None
     seconds: float
+    how: str = ""
+    """what answered: the simulator search, the solver's proof that the results are equal, or the comparison query"""
+    queries: int = 0
+    """solver queries asked"""

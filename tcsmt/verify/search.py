@@ -1,4 +1,4 @@
-"""``tcsmt verify``'s solver searches: prove a bound, search the worst case, compare two schemes.
+"""``tcsmt verify``'s solver searches: prove a bound, search the worst case (comparisons: :mod:`tcsmt.verify.compare`).
 
 Every solver input is replayed in the simulator (:func:`tcsmt.verify.results.replay`) before it is
 reported; an input whose replay disagrees with the solver's claim is an internal error.
@@ -20,9 +20,9 @@ from tcsmt.solve.solvers import solve
 from tcsmt.verify.domain import Domain
 from tcsmt.verify.evaluate import errors_fp64, params_for, random_inputs, simulate_scheme
 from tcsmt.verify.proof import compose
-from tcsmt.verify.results import BoundResult, CompareResult, Query, Witness, WorstResult, _model_inputs, replay
+from tcsmt.verify.results import BoundResult, Query, Witness, WorstResult, _model_inputs, replay
 from tcsmt.verify.schemes import scheme_key
-from tcsmt.verify.smt import error_terms, exceeds, make_problem, scheme_term, symmetry, worse
+from tcsmt.verify.smt import error_terms, exceeds, make_problem, scheme_term, symmetry
 
 
 def check_eps(eps: Fraction) -> Fraction:
@@ -89,26 +89,31 @@ CANDIDATE_SIGNIFICANDS = (Fraction(1), 1 + Fraction(1, 1 << 11), 1 + Fraction(3,
                           1 + Fraction(1, 1 << 10) + Fraction(1, 1 << 11) + Fraction(1, 1 << 22))
 
 
-def simulator_candidates(algo: str, p: ModelParams | None, K: int, dom: Domain, relative: bool,
-                         n_random: int = 4096, seed: int = 0) -> Witness | None:
-    """The worst of a fixed set of inputs, by the simulator (deterministic: no solver, no time limit).
-
-    The set: ``n_random`` log-uniform rows (seed ``seed``) and every row with all a_k = x, b_k = y for
-    x, y in {2^e m: e over the domain's exponents, m in CANDIDATE_SIGNIFICANDS} within the domain.
-    Ties in the error keep the first row.
-    """
-    rng = np.random.default_rng(seed)
-    a, b = random_inputs(rng, n_random, K, dom, "loguniform")
+def tie_rows(K: int, dom: Domain) -> tuple[np.ndarray, np.ndarray]:
+    """Every row with all a_k = x, b_k = y for x, y in {2^e m: e over the domain's exponents, m in
+    CANDIDATE_SIGNIFICANDS} within the domain (fp32 patterns, shape (n, K); n = 0 where none lies in it)."""
     lo_e, hi_e = dom.exp_range
     vals = sorted({FP32.from_fraction(Fraction(2) ** e * m) for e in range(lo_e, hi_e + 1)
                    for m in CANDIDATE_SIGNIFICANDS
                    if dom.lo <= Fraction(2) ** e * m <= dom.hi})
-    if vals:
-        v = np.array(vals, dtype=np.uint32)
-        xa = np.repeat(v, len(v))
-        xb = np.tile(v, len(v))
-        a = np.concatenate([a, np.repeat(xa[:, None], K, axis=1)])
-        b = np.concatenate([b, np.repeat(xb[:, None], K, axis=1)])
+    v = np.array(vals, dtype=np.uint32)
+    xa = np.repeat(v, len(v))
+    xb = np.tile(v, len(v))
+    return np.repeat(xa[:, None], K, axis=1), np.repeat(xb[:, None], K, axis=1)
+
+
+def simulator_candidates(algo: str, p: ModelParams | None, K: int, dom: Domain, relative: bool,
+                         n_random: int = 4096, seed: int = 0) -> Witness | None:
+    """The worst of a fixed set of inputs, by the simulator (deterministic: no solver, no time limit).
+
+    The set: ``n_random`` log-uniform rows (seed ``seed``) and the rows of :func:`tie_rows`.
+    Ties in the error keep the first row.
+    """
+    rng = np.random.default_rng(seed)
+    a, b = random_inputs(rng, n_random, K, dom, "loguniform")
+    ta, tb = tie_rows(K, dom)
+    a = np.concatenate([a, ta])
+    b = np.concatenate([b, tb])
     d = simulate_scheme(algo, p, a, b)
     errs = errors_fp64(d, a, b, relative)
     if not np.any(errs > 0):
@@ -259,32 +264,5 @@ def search_worst(algo: str, arch: str, K: int, dom: Domain, relative: bool = Tru
         t = nxt
     else:
         res.stopped = f"{max_queries} queries"
-    res.seconds = time.perf_counter() - t0
-    return res
-
-
-def compare(algo1: str, algo2: str, arch: str, K: int, dom: Domain, solver: str = "auto",
-            timeout: float = 60.0) -> CompareResult:
-    """Find inputs where algo1's absolute error exceeds algo2's, or prove there are none."""
-    a1, a2 = scheme_key(algo1), scheme_key(algo2)
-    if a1 == a2:
-        raise TcsmtError("--compare needs two different algorithms")
-    p1, p2 = params_for(a1, arch), params_for(a2, arch)
-    t0 = time.perf_counter()
-    prob = make_problem(K, dom)
-    e1 = error_terms(prob, scheme_term(a1, p1, prob))
-    e2 = error_terms(prob, scheme_term(a2, p2, prob))
-    sym = symmetry(prob, [a1, a2], [p1, p2])
-    ans = solve(And(prob.constraint, sym, worse(e1, e2)), prob.symbols, solver, timeout)
-    res = CompareResult(a1, a2, arch, K, dom, "timeout", None, 0.0)
-    if ans.status == "unsat":
-        res.status = "impossible"
-    elif ans.status == "sat":
-        a, b = _model_inputs(prob, ans.model)
-        w = replay([a1, a2, "fp32"], {a1: p1, a2: p2, "fp32": None}, a, b, relative=False)
-        if not w.errors[a1] > w.errors[a2]:
-            raise InternalError(f"solver input does not make {a1} worse than {a2} in the "
-                             f"simulator (a={a}, b={b})")
-        res.status, res.witness = "found", w
     res.seconds = time.perf_counter() - t0
     return res
