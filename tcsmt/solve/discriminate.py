@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Literal
 
 import numpy as np
 from pysmt.shortcuts import BV, And, BVExtract, Equals, Not, Or
 
-from tcsmt.arith.formats import INF, NAN, Format, get_format
+from tcsmt.arith.formats import Format, get_format
 from tcsmt.arith.params import ModelParams
 from tcsmt.arith.registry import REFERENCES, check_instr, find_arch, resolve, split_spec
 from tcsmt.errors import InternalError, TcsmtError
 from tcsmt.sim.simulator import simulate_params
 from tcsmt.solve import inert
 from tcsmt.solve.encode import Inputs, domain, inputs_for, output_term
+from tcsmt.solve.probe import probe_row
 from tcsmt.solve.solvers import solve
 from tcsmt.solve.where import parse_where
 
@@ -182,69 +182,17 @@ def _case(inp: Inputs, model: dict[str, int], params, specs) -> Case:
     return Case(a, b, model["c"], outputs, sa, sb)
 
 
-#: significands of the probe's equal-product rows: the format's largest, 1.5 and 1 (times 2^e)
-PROBE_SIGNIFICANDS = ("max", Fraction(3, 2), Fraction(1))
-#: the probe's random rows (seeded: the same rows on every run)
-PROBE_RANDOM = 2048
-
-
-def _probe_values(fmt: Format) -> list[int]:
-    """Positive patterns m 2^e of ``fmt`` for m in PROBE_SIGNIFICANDS, at up to 24 exponents spread over its
-    normal range (every exponent of a narrow format)."""
-    step = max(1, -(-(fmt.emax - fmt.emin + 1) // 24))
-    out = []
-    for e in range(fmt.emin, fmt.emax + 1, step):
-        for m in PROBE_SIGNIFICANDS:
-            sig = (2 - Fraction(1, 1 << fmt.frac_bits)) if m == "max" else Fraction(m)
-            try:
-                out.append(fmt.from_fraction(sig * Fraction(2) ** e))
-            except TcsmtError:  # past the format's largest finite value
-                continue
-    return sorted(set(out))
-
-
-def _random_finite(rng: np.random.Generator, fmt: Format, shape: tuple[int, ...]) -> np.ndarray:
-    """Random finite patterns of ``fmt`` (uniform over the patterns; non-finite ones replaced by +0)."""
-    x = rng.integers(0, 1 << fmt.storage_bits, size=shape, dtype=np.uint64)
-    if fmt.pad_bits:
-        x &= ~np.uint64((1 << fmt.pad_bits) - 1)
-    x = x.astype(fmt.dtype)
-    cls = fmt.classify(x)
-    return np.where((cls == NAN) | (cls == INF), np.zeros_like(x), x)
-
-
 def probe(params: list[ModelParams], specs: list[str], K: int, c_zero: bool, seed: int = 0) -> Case | None:
-    """A discriminating input from a fixed set of rows, by the simulator (no solver): every row with all
-    products equal, a = [x]*K, b = [y]*K, C = +0, for x and y in :func:`_probe_values` (y of either sign),
-    then PROBE_RANDOM random rows of finite patterns (seed ``seed``; C = +0 on a path that takes none).
-    The first row on which the models' outputs differ, or None.  Equal rows reach what a random row
-    almost never does, such as a block sum that needs a carry bit beyond the model's (every addend at the
-    largest exponent); the solver is still asked where the probe finds nothing."""
-    p0 = params[0]
-    fa, fb, fc = get_format(p0.in_fmt), get_format(p0.b_format), get_format(p0.c_fmt)
-    xa, xb = _probe_values(fa), _probe_values(fb)
-    neg_b = 1 << (fb.storage_bits - 1)
-    ys = xb + [y | neg_b for y in xb]
-    ea = np.repeat(np.array(xa, dtype=np.uint64), len(ys))
-    eb = np.tile(np.array(ys, dtype=np.uint64), len(xa))
-    rng = np.random.default_rng(seed)
-    ra, rb = _random_finite(rng, fa, (PROBE_RANDOM, K)), _random_finite(rng, fb, (PROBE_RANDOM, K))
-    rc = np.zeros(PROBE_RANDOM, dtype=fc.dtype) if c_zero else _random_finite(rng, fc, (PROBE_RANDOM,))
-    a = np.concatenate([np.repeat(ea[:, None], K, axis=1).astype(fa.dtype), ra])
-    b = np.concatenate([np.repeat(eb[:, None], K, axis=1).astype(fb.dtype), rb])
-    c = np.concatenate([np.zeros(len(ea), dtype=fc.dtype), rc])
-    outs = [simulate_params(p, a, b, c) for p in params]
-    differ = np.zeros(len(c), dtype=bool)
-    for o in outs[1:]:
-        differ |= o != outs[0]
-    if not differ.any():
+    """A discriminating input found by :func:`tcsmt.solve.probe.probe_row` (the simulator on fixed rows), replayed
+    as a solver's answer is; None where no row of the probe separates the models."""
+    row = probe_row(params, K, c_zero, seed)
+    if row is None:
         return None
-    i = int(np.argmax(differ))
-    av, bv, cv = [int(x) for x in a[i]], [int(x) for x in b[i]], int(c[i])
-    outputs = simulate_case(params, specs, av, bv, cv)
+    a, b, c = row
+    outputs = simulate_case(params, specs, a, b, c)
     if len(set(outputs.values())) == 1:
-        raise InternalError(f"the probe's row does not discriminate when replayed (a={av}, b={bv}, c={cv})")
-    return Case(av, bv, cv, outputs)
+        raise InternalError(f"the probe's row does not discriminate when replayed (a={a}, b={b}, c={c})")
+    return Case(a, b, c, outputs)
 
 
 def _model_of(case: Case) -> dict[str, int]:
