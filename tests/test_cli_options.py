@@ -204,10 +204,9 @@ def test_verify_bound_unknown_is_exit_2(runner):
 
 
 def test_verify_worst_search_cut_by_timeouts_is_exit_2(runner):
-    # the absolute error: no composed proof answers it (the relative error at K = 2 is proven since issue 14),
+    # plain fp32 FMAs: no composed proof covers them (the tensor-core schemes are proven, relative and --abs),
     # so the solver search runs and its first 1 ms query times out
-    r = runner.invoke(main, ["verify", "--algo", "ootomo", "--arch", "volta", "--k", "2", "--abs",
-                             "--timeout", "0.001"])
+    r = runner.invoke(main, ["verify", "--algo", "fp32", "--arch", "volta", "--k", "2", "--timeout", "0.001"])
     assert r.exit_code == 2, r.output
     assert "did not converge for volta" in r.stderr
 
