@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from tcsmt import verify as V
-from tcsmt.verify.compare import EQUAL, candidate_rows, search_rows
+from tcsmt.verify.compare import EQUAL, candidate_rows, search_rows, zero_pieces
 
 
 def test_candidate_rows_are_fixed_and_in_the_domain():
@@ -15,6 +15,15 @@ def test_candidate_rows_are_fixed_and_in_the_domain():
     for x in (a, b):
         mag = x.astype(np.int64) & 0x7FFFFFFF
         assert mag.min() >= dom.lo_pattern and mag.max() <= dom.hi_pattern
+
+
+def test_cdna2_ootomo_worse_than_markidis_at_a_subnormal_midpoint():
+    # x = 2^-25 + 2^-40 rounds up to fp16's 2^-24, which CDNA2 reads as zero (it flushes subnormal inputs);
+    # Ootomo-Yokota's scaled residual 2^11 (x - 2^-24) rounds to fp16's -2^-14, so it adds -x_h y without the
+    # +x_h y Markidis also drops: with y = 2^-14 its error is twice Markidis's (every value replayed exactly)
+    r = V.compare("ootomo", "markidis", "cdna2", 2, V.parse_range("2^-36..2^-14"), timeout=10)
+    assert r.status == "found" and r.how == "simulator search"
+    assert r.witness.errors["ootomo"] > r.witness.errors["markidis"] > 0
 
 
 def test_documented_cell_found_by_the_simulator_and_replayed():
@@ -33,10 +42,12 @@ def test_equal_results_proven_and_shared_by_both_directions():
     # subnormal), so markidis-full's extra product R_A.R_B adds nothing: the results are equal, and neither
     # scheme can be the less accurate; the one proof serves both directions
     dom = V.parse_range("2^-30..2^-26")
+    assert zero_pieces("markidis", dom, "auto", 60) == ([1], 1)
     w, same = search_rows("markidis", "markidis-full", "turing", 1, dom)
     assert w is None and same
     EQUAL.clear()
     r1 = V.compare("markidis", "markidis-full", "turing", 1, dom, timeout=60)
     r2 = V.compare("markidis-full", "markidis", "turing", 1, dom, timeout=60)
     assert r1.status == r2.status == "impossible" and "equal" in r1.how
-    assert r1.queries == r2.queries == 1 and len(EQUAL) == 1
+    # two lemmas "the residual is zero on the domain" (one per scheme) and the equality query, asked once
+    assert r1.queries == r2.queries == 3 and len(EQUAL) == 1

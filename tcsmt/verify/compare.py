@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from pysmt.shortcuts import And, Equals, Not, Or
 
 from tcsmt.arith import semantics as sem
-from tcsmt.arith.formats import FP32
+from tcsmt.arith.formats import FP32, get_format
 from tcsmt.arith.params import ModelParams
 from tcsmt.errors import InternalError, TcsmtError
 from tcsmt.solve.solvers import solve
 from tcsmt.verify.domain import Domain
 from tcsmt.verify.evaluate import params_for, random_inputs, simulate_scheme
+from tcsmt.verify.lemmas import _domain_symbol
+from tcsmt.verify.pieces import chain_scheme
 from tcsmt.verify.results import CompareResult, Witness, _model_inputs, replay
 from tcsmt.verify.schemes import scheme_key
 from tcsmt.verify.search import tie_rows
@@ -83,7 +86,8 @@ def _short(x: np.ndarray, bits: int) -> np.ndarray:
 
 def candidate_rows(K: int, dom: Domain, n: int = 1024, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Fixed rows (seeded): 2n log-uniform random rows; n of the tie rows of
-    :func:`tcsmt.verify.search.tie_rows` (all of them where there are fewer); n cancelling rows (the last
+    :func:`tcsmt.verify.search.tie_rows` (all of them where there are fewer); the rows of :func:`_subnormal_ties`;
+    n cancelling rows (the last
     product the negated first with a moved by a few units, and in half of them b moved too, in a quarter b_0
     given a_0's significand so that the two moves cancel to first order: the exact sum is small against the
     products); and 2n transfer rows: every a_k one short value (11 or 8 significant bits, or fp16's grid),
@@ -94,7 +98,7 @@ def candidate_rows(K: int, dom: Domain, n: int = 1024, seed: int = 0) -> tuple[n
     if len(ta) > n:
         pick = np.sort(rng.choice(len(ta), n, replace=False))
         ta, tb = ta[pick], tb[pick]
-    parts = [random_inputs(rng, 2 * n, K, dom, "loguniform"), (ta, tb)]
+    parts = [random_inputs(rng, 2 * n, K, dom, "loguniform"), (ta, tb), _subnormal_ties(K, dom)]
     ca, cb = random_inputs(rng, n, K, dom, "loguniform")
     if K >= 2:
         same = rng.random(n) < 0.25
@@ -112,6 +116,28 @@ def candidate_rows(K: int, dom: Domain, n: int = 1024, seed: int = 0) -> tuple[n
             parts.append((xb, xa) if swap else (xa, xb))
     a = np.concatenate([p[0] for p in parts]).astype(np.uint32)
     b = np.concatenate([p[1] for p in parts]).astype(np.uint32)
+    return a, b
+
+
+def _subnormal_ties(K: int, dom: Domain) -> tuple[np.ndarray, np.ndarray]:
+    """Rows with every a_k = x, b_k = y (and swapped) for x near a midpoint of fp16's subnormal grid, (j + 1/2) 2^-24
+    for j in 0..3 and 1020..1023, moved by -2..2 fp32 units (fp16(x) rounds up or down there, and the residual
+    is half a unit: Ootomo-Yokota's scaled residual 2^11 (x - x_h) is then fp16's 2^-14 while x_h may be flushed),
+    y such a value or a power of two of the domain."""
+    fmt = get_format("fp16")
+    unit = Fraction(2) ** (fmt.emin - fmt.frac_bits)
+    xs: set[int] = set()
+    for j in (0, 1, 2, 3, 1020, 1021, 1022, 1023):
+        mid = FP32.from_fraction((j + Fraction(1, 2)) * unit)
+        xs.update(mid + d for d in range(-2, 3))
+    xs = {x for x in xs if dom.lo_pattern <= x <= dom.hi_pattern}
+    lo_e, hi_e = dom.exp_range
+    pows = {FP32.from_fraction(Fraction(2) ** e) for e in range(max(lo_e, -126), hi_e + 1)}
+    ys = sorted(xs | {y for y in pows if dom.lo_pattern <= y <= dom.hi_pattern})
+    pairs = [(x, y) for x in sorted(xs) for y in ys]
+    pairs += [(y, x) for x, y in pairs]
+    a = np.array([[x] * K for x, _ in pairs], dtype=np.uint32).reshape(-1, K)
+    b = np.array([[y] * K for _, y in pairs], dtype=np.uint32).reshape(-1, K)
     return a, b
 
 
@@ -218,13 +244,42 @@ def search_rows(algo1: str, algo2: str, arch: str, K: int, dom: Domain, seed: in
 EQUAL: dict[tuple, tuple[bool, dict[str, int] | None, int]] = {}
 
 
-def _equal_results(prob, terms: tuple, sym, solver: str, timeout: float) -> tuple[bool, dict[str, int] | None, int]:
+def zero_pieces(algo: str, dom: Domain, solver: str, timeout: float) -> tuple[list[int], int]:
+    """(the pieces i >= 1 of the scheme's split that are zero (+0 or -0) for every fp32 x in the domain, queries
+    asked): one query on one free input each ("piece i of x is not zero").  Markidis's residual fp16(x - x_h) is
+    zero below 2^-24 (half of fp16's smallest subnormal at most), and so every product with it."""
+    try:
+        cs = chain_scheme(algo)
+    except TcsmtError:
+        return [], 0
+    x, sym, cons = _domain_symbol(dom, "x")
+    zero, asked = [], 0
+    for i, piece in enumerate(cs.cut(SB, x)[1:], 1):
+        d = sem.decode(SB, cs.fmt, piece)
+        asked += 1
+        if solve(And(cons, SB.ne(d.sig, 0)), {"x": sym}, solver, timeout).status == "unsat":  # cons: x >= 0,
+            zero.append(i)                                                                # the splits are odd
+    return zero, asked
+
+
+def _equal_results(prob, algos: tuple[str, str], terms: tuple, sym, solver: str, timeout: float
+                   ) -> tuple[bool, dict[str, int] | None, int]:
     """Whether the two result terms are equal as values (+0 = -0) on every input of the problem: the query "they
-    differ" is unsat.  (equal, a model where they differ or None, queries asked)."""
+    differ" is unsat, with the proven facts of :func:`zero_pieces` (each piece zero on the whole domain) added
+    for every input, which spares the solver the splits' rounding.  (equal, a model where they differ, queries)."""
     d1, d2 = terms
     differ = Not(Or(Equals(output_pattern(d1), output_pattern(d2)), And(_is_zero(d1), _is_zero(d2))))
-    ans = solve(And(prob.constraint, sym, differ), prob.symbols, solver, timeout)
-    return ans.status == "unsat", ans.model if ans.status == "sat" else None, 1
+    facts, asked = [], 0
+    for algo in dict.fromkeys(algos):
+        zero, n = zero_pieces(algo, prob.dom, solver, timeout)
+        asked += n
+        if zero:
+            cs = chain_scheme(algo)
+            for x in prob.a + prob.b:
+                parts = cs.cut(SB, x)
+                facts += [SB.eq(sem.decode(SB, cs.fmt, parts[i]).sig, 0) for i in zero]
+    ans = solve(And(prob.constraint, sym, *facts, differ), prob.symbols, solver, timeout)
+    return ans.status == "unsat", ans.model if ans.status == "sat" else None, asked + 1
 
 
 def _is_zero(d) -> object:
@@ -256,7 +311,7 @@ def compare(algo1: str, algo2: str, arch: str, K: int, dom: Domain, solver: str 
     if same:
         key = (frozenset((a1, a2)), arch, K, dom.lo, dom.hi)
         if key not in EQUAL:
-            EQUAL[key] = _equal_results(prob, (t1, t2), sym, solver, timeout)
+            EQUAL[key] = _equal_results(prob, (a1, a2), (t1, t2), sym, solver, timeout)
         eq, model, asked = EQUAL[key]
         res.queries += asked
         if eq:
