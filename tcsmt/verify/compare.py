@@ -92,7 +92,8 @@ def candidate_rows(K: int, dom: Domain, n: int = 1024, seed: int = 0) -> tuple[n
     given a_0's significand so that the two moves cancel to first order: the exact sum is small against the
     products); and 2n transfer rows: every a_k one short value (11 or 8 significant bits, or fp16's grid),
     every b_k a short value plus a small part d_k, the d_k summing to a few units (so the exact sum is nearly
-    the short values' and a scheme that drops the small parts is exact there), half with a and b swapped."""
+    the short values', in half of them exactly, and a scheme that drops the small parts is exact there), half
+    with a and b swapped."""
     rng = np.random.default_rng(seed)
     ta, tb = tie_rows(K, dom)
     if len(ta) > n:
@@ -166,7 +167,28 @@ def _transfer(rng: np.random.Generator, n: int, K: int, dom: Domain) -> tuple[np
     b = np.where(np.abs(yv) > 0, b, ys.astype(np.int64))
     a = np.repeat(xs[:, None], K, axis=1).astype(np.int64)
     a = (a & MAG) | (rng.integers(0, 2, (n, K)).astype(np.int64) << 31)
-    return _clip(a, dom), _clip(b, dom)
+    # half the rows exact: every b_k in y_0's binade, y_k on fp16's grid there, b_k = y_k + j_k units with
+    # sum j_k = 0 and |j_k| below half of that grid, b_k of a_k's sign: A.B is then exactly x sum y_k, fp16(b_k) = y_k
+    exact = rng.random(n) < 0.5
+    if dom.hi_pattern >= FP32.from_fraction(Fraction(1, 1 << 22)):  # values on fp16's grid: at least 2^-24
+        sub = Domain(max(dom.lo, Fraction(1, 1 << 22)), dom.hi, dom.text)
+        xe, _ = random_inputs(rng, n, 1, sub, "loguniform")
+        ye, _ = random_inputs(rng, n, K, sub, "loguniform")
+        xs, ys = np.where(exact, xe[:, 0], xs), np.where(exact[:, None], ye, ys)
+    binade = (ys[:, :1].astype(np.int64) >> 23) << 23
+    e = (binade >> 23) - 127
+    drop = np.clip(-1 - e, 13, 22)  # fraction bits below fp16's grid there: 13, or more below 2^-14
+    y_same = binade | (ys.astype(np.int64) & 0x7FFFFF & ~((np.int64(1) << drop) - 1))
+    j = rng.integers(-(1 << 10), 1 << 10, (n, K)) << (drop - 12)  # below half of fp16's grid
+    j[:, -1] = -j[:, :-1].sum(axis=1) if K > 1 else 0
+    half = (np.int64(1) << (drop - 1)) - 1
+    j = np.clip(j, -half, half)
+    b_exact = (y_same + j) | (a & SIGN)
+    x_drop = np.clip(-1 - ((xs.astype(np.int64) >> 23) - 127), 13, 22)  # x on fp16's grid too
+    x_grid = xs.astype(np.int64) & ~((np.int64(1) << x_drop) - 1)
+    a_exact = np.repeat(x_grid[:, None], K, axis=1) | (a & SIGN)
+    return (_clip(np.where(exact[:, None], a_exact, a), dom),
+            _clip(np.where(exact[:, None], b_exact, b), dom))
 
 
 def _mutate(rng: np.random.Generator, a: np.ndarray, b: np.ndarray, dom: Domain, rows: int
