@@ -5,6 +5,7 @@ on every run (the README's target).
 
     python benchmarks/bench_verify_composed.py [--algos markidis,ootomo] [--runs 3] [--out FILE]
     python benchmarks/bench_verify_composed.py --instr-k [--algos markidis,ootomo]   # K = instr_k per model
+    python benchmarks/bench_verify_composed.py --abs [--range 0..2^14]                # the absolute error
 
 The machine (CPU count, load average before and after) is written with the table.
 """
@@ -52,12 +53,16 @@ def one_run(algo: str, extra: tuple[str, ...] = ()) -> tuple[float, int, list[tu
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None, help="write the table here (new file)")
 @click.option("--force", is_flag=True, help="replace an existing --out file (a regular file only)")
 @click.option("--instr-k", is_flag=True, help="instead: each architecture alone at K = its instruction's k (one run)")
-def bench_cmd(algos: str, runs: int, out: str | None, force: bool, instr_k: bool) -> None:
+@click.option("--abs", "absolute", is_flag=True, help="the absolute error (tcsmt verify --abs)")
+@click.option("--range", "range_text", default=None, help="passed to tcsmt verify --range (e.g. 0..2^14)")
+def bench_cmd(algos: str, runs: int, out: str | None, force: bool, instr_k: bool, absolute: bool,
+              range_text: str | None) -> None:
     names = [scheme_key(a) for a in algos.split(",") if a.strip()]  # an unknown scheme: one line, before any run
     if not names:
         raise TcsmtError("--algos names no scheme")
     claimed = output(out, force=force) if out else None  # an existing file is refused before the work, not after it
-    lines = [f"# bench_verify_composed: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
+    extra = (("--abs",) if absolute else ()) + (("--range", range_text) if range_text else ())
+    lines = [f"# bench_verify_composed{' ' + ' '.join(extra) if extra else ''}: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
              f"load average {os.getloadavg()[0]:.2f} at start, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
              "| algo | runs (s) | median | exit | architectures with a composed proof | bound / found (max) | same on every run |",
              "|---|---|---|---|---|---|---|"]
@@ -66,7 +71,7 @@ def bench_cmd(algos: str, runs: int, out: str | None, force: bool, instr_k: bool
         lines[1:] = ["| algo | arch | K | seconds | exit | found | bound | status |", "|---|---|---|---|---|---|---|---|"]
         for algo in names:
             for arch, p in fp16_paths(input_format(algo)):
-                secs, rc, rows = one_run(algo, ("--arch", arch, "--k", str(p.instr_k)))
+                secs, rc, rows = one_run(algo, ("--arch", arch, "--k", str(p.instr_k), *extra))
                 _, _, f2, _, b2, status = rows[0]
                 lines.append(f"| {algo} | {arch} | {p.instr_k} | {secs:.1f} | {rc} | {f2} | {b2} | {status} |")
         lines.append(f"# load average {os.getloadavg()[0]:.2f} at the end")
@@ -74,7 +79,7 @@ def bench_cmd(algos: str, runs: int, out: str | None, force: bool, instr_k: bool
         _emit(text, claimed)
         return
     for algo in names:
-        results = [one_run(algo) for _ in range(runs)]
+        results = [one_run(algo, extra) for _ in range(runs)]
         tables = [r[2] for r in results]
         same = all(t == tables[0] for t in tables)
         rows = tables[0]

@@ -11,7 +11,7 @@ from tcsmt.arith.formats import get_format
 from tcsmt.arith.registry import resolve
 from tcsmt.cli import main
 from tcsmt.sim.simulator import simulate_params
-from tcsmt.solve.discriminate import discriminate
+from tcsmt.solve.discriminate import discriminate, probe
 from tcsmt.solve.solvers import available
 
 F16, F32 = get_format("fp16"), get_format("fp32")
@@ -125,8 +125,10 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
 def test_timeout_is_reported_as_exit_2(tmp_path):
     # exact rounding against a pairwise tree over 16 fp16 products: a query bitwuzla needs many
     # seconds for, far beyond the 0.3 s allowed here (inert-carry proofs are no longer slow: the
-    # semantics leaves carry bits that cannot bind out of the circuit)
-    res, _ = run(["discriminate", "exact", "pairwise-rne", "--k", "16", "--timeout", "0.3", "--no-save"], tmp_path)
+    # semantics leaves carry bits that cannot bind out of the circuit); --where keeps the simulator probe
+    # out (it finds a random row that separates these two at once)
+    res, _ = run(["discriminate", "exact", "pairwise-rne", "--k", "16", "--timeout", "0.3", "--where", "normal",
+                  "--no-save"], tmp_path)
     assert res.exit_code == 2 and "timeout" in res.output
 
 
@@ -175,3 +177,18 @@ def test_library_paths_fix_c_to_plus_zero():
     o = discriminate(["hopper", "hopper:chain_fp16"], "fp16", "fp16", "cublas", 2, 2, False, None, "auto", 60)
     assert o.status == "found" and o.cases
     assert all(case.c == 0 for case in o.cases)
+
+
+def test_probe_finds_the_fp8_carry_wrap_and_nothing_between_equal_models():
+    # Hopper's e4m3 -> fp32 mma.sync sums 16 products per block (models/hopper.toml, block_k = 16): 16 equal
+    # products with significand 1.5 x 1.5 = 2.25 sum to 36 x 2^E, past what 4 carry bits hold, so an
+    # equal-product row separates the two (the solver took 64 s for this at K = 32); 5 carry bits never
+    # bind on this path (semantics._sum_bits leaves them out), so no row can separate hopper from them
+    o = discriminate(["hopper", "hopper:carry_bits=4"], "e4m3", "fp32", K=32, timeout=60)
+    assert o.status == "found" and o.solver == "simulator probe"
+    case = o.cases[0]
+    assert len(set(case.a)) == 1 and len(set(case.b)) == 1
+    outs = {s: _sim(s, case, "e4m3", "fp32") for s in ("hopper", "hopper:carry_bits=4")}
+    assert outs["hopper"] != outs["hopper:carry_bits=4"]
+    p = [resolve(s, "e4m3", "fp32") for s in ("hopper", "hopper:carry_bits=5")]
+    assert probe(p, ["hopper", "hopper:carry_bits=5"], 32, c_zero=False) is None

@@ -801,6 +801,13 @@ class BlockShape:
     T is at most the largest alignment exponent of the non-zero inputs, ``extra_top`` (the alignment
     floor, a zero C's joining exponent ``zero_exponent``, or a subnormal C's emin), or a zero product's
     z + e(other factor) (2z for two zero factors), z = ``zero_product``.
+
+    Where the carry bits can bind (``carry_cap`` set: the aligned sum's magnitude is kept below 2^carry_cap
+    units of 2^(E - F), wrapped or saturated), the sum S loses ``lost`` >= 0 units first, and only when
+    |S| >= 2^carry_cap.  |S| is at most the aligned magnitudes of C (at most ``c_units``) and of the products
+    (at most ``p_units`` together), so a loss needs the products' aligned magnitudes to reach 2^carry_cap -
+    c_units, and (one wrap per 2^carry_cap, or saturation) lost <= w * (products' aligned magnitudes) with
+    w = 2^carry_cap / (2^carry_cap - c_units); with C = +0 nothing is lost where p_units < 2^carry_cap.
     """
 
     alignments: tuple[Alignment, ...]
@@ -809,13 +816,17 @@ class BlockShape:
     keep_subnormals: bool
     extra_top: int
     zero_product: int | None
+    carry_cap: int | None = None
+    c_units: Fraction = Fraction(0)
+    p_units: Fraction = Fraction(0)
 
 
 def block_shape(p: ModelParams, pterms: Sequence[Term], c_term: Term) -> BlockShape:
     """:class:`BlockShape` of one block FMA of ``p`` on these addends (their static facts only: build them
     with :func:`block_terms` on any back end).  TcsmtError where the block is not a single rounding of
     aligned sums (pairwise reduction, C added after the products, block scales, operand conversion,
-    normalized product exponents, C dropped below the sum, a carry bit that can bind)."""
+    normalized product exponents, C dropped below the sum, a carry bit that can bind in a block that sums its
+    products apart from C)."""
     why = None
     if p.reduction != "chain":
         why = f"reduction {p.reduction} rounds every partial sum"
@@ -843,18 +854,31 @@ def block_shape(p: ModelParams, pterms: Sequence[Term], c_term: Term) -> BlockSh
         subsets = [list(pterms[j::g]) for j in range(g)] if g > 1 and len(pterms) > 1 else [list(pterms)]
         if p.c_mode == "aligned":
             subsets = [[*pterms, c_term]]
+        cap = None
         for sub in subsets:
             if p.carry_bits != "unbounded":
                 width = max(t.head for t in sub) + F + 1
                 if F + 1 + int(p.carry_bits) < _sum_bits(sub, F, p, width):
-                    raise TcsmtError(f"no block error shape for {p.name}: its {p.carry_bits} carry bits can "
-                                     f"bind with {len(sub)} addends")
+                    if p.c_mode != "aligned":
+                        raise TcsmtError(f"no block error shape for {p.name}: its {p.carry_bits} carry bits can "
+                                         f"bind with {len(sub)} addends")
+                    cap = F + 1 + int(p.carry_bits)
         aligns = (Alignment(sum(len(s) for s in subsets), F, p.align),)
         if p.c_mode == "after_sum":
             if len(subsets) > 1:
                 aligns += (Alignment(len(subsets), F, p.late_align),)
             aligns += (Alignment(1, p.sum_frac_bits, p.late_align), Alignment(1, F, p.late_align))
-    return BlockShape(aligns, p.block_frac_bits, p.block_round, p.subnormal_out, extra, p.zero_exponent)
+    if F is None or cap is None:
+        return BlockShape(aligns, p.block_frac_bits, p.block_round, p.subnormal_out, extra, p.zero_exponent)
+
+    def units(t: Term) -> Fraction:  # |aligned t| <= peak 2^F, one more unit where the alignment rounds up
+        return (t.peak if t.peak is not None else Fraction(1 << t.head)) * (1 << F) + (0 if p.align == "trunc" else 1)
+
+    c_units, p_units = units(c_term), sum((units(t) for t in pterms), Fraction(0))
+    if c_units >= 1 << cap:
+        raise TcsmtError(f"no block error shape for {p.name}: C alone can reach its {p.carry_bits} carry bits")
+    return BlockShape(aligns, p.block_frac_bits, p.block_round, p.subnormal_out, extra, p.zero_exponent, cap,
+                      c_units, p_units)
 
 
 def unread_parameters(p: ModelParams) -> dict[str, Any]:

@@ -78,6 +78,8 @@ def _header(algo: str, K: int, dom: V.Domain, relative: bool) -> str:
 
 
 def _status_of(r: V.WorstResult) -> str:
+    if r.unbounded:
+        return "unbounded (relative error >= 1/2 reached)"
     composed = r.proof is not None and r.proof.bound is not None and r.bound == r.proof.bound
     how = " (composed proof)" if composed else ""
     if r.bound is not None and r.witness is not None:
@@ -133,6 +135,12 @@ def _run_worst(algo: str, archs: list[str], K: int, dom: V.Domain, relative: boo
                                    f"queries, {lem.seconds:.1f}s): {lem.statement}")
             qs = ", ".join(f"> {format_value(q.threshold)}: {q.status} {q.seconds:.1f}s" for q in r.queries)
             click.echo(f"{r.arch} queries: {qs or 'none'}; stopped: {r.stopped}")
+    for r in rows:
+        if r.unbounded:
+            bk = (f"the largest K with a proven bound below 1/2 is {r.bounded_k[0]} (<= {_num(r.bounded_k[1])} "
+                  f"{_pow2(r.bounded_k[1])})" if r.bounded_k else "no smaller K has a proven bound below 1/2"
+                  + (" (LO = 0: a relative bound needs LO > 0)" if dom.lo == 0 else ""))
+            click.echo(f"{r.arch}: unbounded at K = {K}: an input below loses half of A.B or more; {bk}")
     for r in rows:
         if r.witness is not None:
             click.echo(f"\n{r.arch}: worst input found")

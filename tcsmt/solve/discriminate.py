@@ -22,6 +22,7 @@ from tcsmt.errors import InternalError, TcsmtError
 from tcsmt.sim.simulator import simulate_params
 from tcsmt.solve import inert
 from tcsmt.solve.encode import Inputs, domain, inputs_for, output_term
+from tcsmt.solve.probe import probe_row
 from tcsmt.solve.solvers import solve
 from tcsmt.solve.where import parse_where
 
@@ -181,6 +182,26 @@ def _case(inp: Inputs, model: dict[str, int], params, specs) -> Case:
     return Case(a, b, model["c"], outputs, sa, sb)
 
 
+def probe(params: list[ModelParams], specs: list[str], K: int, c_zero: bool, seed: int = 0) -> Case | None:
+    """A discriminating input found by :func:`tcsmt.solve.probe.probe_row` (the simulator on fixed rows), replayed
+    as a solver's answer is; None where no row of the probe separates the models."""
+    row = probe_row(params, K, c_zero, seed)
+    if row is None:
+        return None
+    a, b, c = row
+    outputs = simulate_case(params, specs, a, b, c)
+    if len(set(outputs.values())) == 1:
+        raise InternalError(f"the probe's row does not discriminate when replayed (a={a}, b={b}, c={c})")
+    return Case(a, b, c, outputs)
+
+
+def _model_of(case: Case) -> dict[str, int]:
+    m = {f"a{i}": x for i, x in enumerate(case.a)}
+    m.update({f"b{i}": x for i, x in enumerate(case.b)})
+    m["c"] = case.c
+    return m
+
+
 def check_satisfiable(dom, inp: Inputs, solver: str, timeout: float) -> None:
     ans = solve(dom, _symbols(inp), solver, timeout)
     if ans.status == "unsat":
@@ -189,8 +210,13 @@ def check_satisfiable(dom, inp: Inputs, solver: str, timeout: float) -> None:
 
 def discriminate(specs: list[str], in_fmt: str | None = None, out_fmt: str | None = None,
                  instr: str | None = None, K: int | None = None, count: int = 1, minimize: bool = False,
-                 where: str | None = None, solver: str = "auto", timeout: float = 120.0) -> Outcome:
-    """Find up to ``count`` inputs on which the models ``specs`` (two or more) do not all agree."""
+                 where: str | None = None, solver: str = "auto", timeout: float = 120.0,
+                 use_probe: bool = True) -> Outcome:
+    """Find up to ``count`` inputs on which the models ``specs`` (two or more) do not all agree.
+
+    At each K, :func:`probe` (the simulator on a fixed set of rows) runs before the solver, unless
+    ``use_probe`` is false, a ``where`` constraint is given (the probe's rows ignore it) or the path is
+    block-scaled; an input it finds is an answer as a solver's is (the solver then finds further ones)."""
     if len(specs) < 2:
         raise TcsmtError("discriminate needs two models")
     if count < 1:
@@ -228,15 +254,19 @@ def discriminate(specs: list[str], in_fmt: str | None = None, out_fmt: str | Non
         differ = Or([Not(Equals(outs[0], o)) for o in outs[1:]])
         query = And(dom, differ)
         out.tried_k.append(k)
-        ans = solve(query, _symbols(inp), solver, left)
-        out.solver = ans.solver
-        if ans.status in ("timeout", "unknown"):
-            out.status = "timeout"
-            break
-        if ans.status == "unsat":
-            continue
+        found = probe(params, specs, k, c_zero) if use_probe and not where and not params[0].scale_fmt else None
+        if found is not None:
+            out.solver, model = "simulator probe", _model_of(found)
+        else:
+            ans = solve(query, _symbols(inp), solver, left)
+            out.solver = ans.solver
+            if ans.status in ("timeout", "unknown"):
+                out.status = "timeout"
+                break
+            if ans.status == "unsat":
+                continue
+            model = ans.model
         out.K = k
-        model = ans.model
         if minimize:
             model = minimize_model(query, inp, model, timeout - (time.perf_counter() - t0), solver)
         out.cases.append(_case(inp, model, params, specs))

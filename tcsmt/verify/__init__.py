@@ -7,12 +7,14 @@ of the verify layer; each concern has its own module:
 * :mod:`tcsmt.verify.evaluate`: the schemes on numpy arrays and their exact errors;
 * :mod:`tcsmt.verify.smt`: SMT encodings (free inputs, scheme results, exact error terms);
 * :mod:`tcsmt.verify.results`: result records and the simulator replay of solver inputs;
-* :mod:`tcsmt.verify.search`: prove a bound, search the worst case, compare two schemes;
+* :mod:`tcsmt.verify.search`: prove a bound, search the worst case;
+* :mod:`tcsmt.verify.compare`: compare two schemes (simulator search, proofs of equal results, solver);
 * :mod:`tcsmt.verify.lemmas`: small solver lemmas (split constants, tensor-core chains);
 * :mod:`tcsmt.verify.stats`: statistics on random inputs and their plot.
 """
 from __future__ import annotations
 
+from tcsmt.verify.compare import compare
 from tcsmt.verify.domain import DEFAULT_RANGE, Domain, parse_range
 from tcsmt.verify.evaluate import (
     NB,
@@ -28,7 +30,7 @@ from tcsmt.verify.evaluate import (
 )
 from tcsmt.verify.results import BoundResult, CompareResult, Query, Witness, WorstResult, replay
 from tcsmt.verify.schemes import ALGOS
-from tcsmt.verify.search import check_eps, compare, prove_bound, search_worst
+from tcsmt.verify.search import check_eps, prove_bound, search_worst
 from tcsmt.verify.smt import SB, SmtProblem, error_terms, exceeds, fp32_on_grid, make_problem, output_pattern, scheme_term
 from tcsmt.verify.stats import Stats, stats, write_plot
 

@@ -21,7 +21,7 @@ from tcsmt.backends.smt import SmtBackend
 from tcsmt.errors import TcsmtError
 from tcsmt.solve.solvers import solve
 from tcsmt.verify.domain import Domain
-from tcsmt.verify.lemmas import Lemma, _domain_symbol, tighten
+from tcsmt.verify.lemmas import Lemma, Step, _domain_symbol, short_dyadic, tighten
 from tcsmt.verify.schemes import OOTOMO_SCALE_LOG2, VENDOR, markidis_pairs, piece_pairs, pieces, scheme_key, split
 
 SB = SmtBackend()
@@ -115,3 +115,53 @@ def piece_lemma(cs: ChainScheme, keep: bool, dom: Domain, i: int, timeout: float
     stmt = f"|x - {rest_text}| <= rho_{i} |x| for fp32 x, {dom.describe()}, {cs.n} {cs.fmt.name} pieces{read}"
     return tighten(f"rho_{i}[{cs.fmt.name}{'' if keep else ', flushed'}]", stmt, ask, value, Fraction(1, 1 << 24),
                    timeout, max_steps=16)
+
+
+def piece_abs_lemma(cs: ChainScheme, keep: bool, dom: Domain, i: int, timeout: float) -> Lemma:
+    """r_i: |x - P_0 - ... - P_i| <= r_i for every fp32 x in ``dom`` (an absolute bound, for ``--abs``: its largest
+    value sits in the domain's top binade, where |x| is not at its largest; x >= 0: the splits are odd)."""
+    x, sym, cons = _domain_symbol(dom, "x")
+    dx = sem.decode(SB, FP32, x)
+    lsb = SB.sub(dx.e, FP32.frac_bits)
+    parts = cs.cut(SB, x)
+    rest, bad = dx.sig, SB.false()
+    scales = cs.scales or (0,) * cs.n
+    for piece, s in zip(parts[:i + 1], scales):
+        u, off = _piece_units(SB, dx, lsb, piece, cs.fmt, keep, s)
+        rest, bad = SB.fit(SB.sub(rest, u), 34), SB.or_(bad, off)
+    mag = SB.ite(SB.lt(rest, 0), SB.neg(rest), rest)
+    lo_e, hi_e = dom.exp_range
+    lsb_min, smax = lo_e - FP32.frac_bits, hi_e - lo_e
+    on_base = SB.shl(mag, SB.sub(lsb, lsb_min), smax, 34 + smax)  # |rest| / 2^lsb_min
+
+    def ask(t: Fraction, limit: float):
+        scale = Fraction(2) ** -lsb_min * t  # t / 2^lsb_min = num / den
+        worse = SB.gt(SB.mul_const(on_base, scale.denominator), SB.const(scale.numerator))
+        return solve(And(cons, Or(bad, worse)), {"x": sym}, "auto", limit)
+
+    def value(model: dict[str, int]) -> Fraction:
+        xv = np.array([model["x"]], dtype=np.int64)
+        r = FP32.to_fraction(int(model["x"]))
+        assert isinstance(r, Fraction)
+        for piece, s in zip(cs.cut(NB, xv)[:i + 1], scales):
+            pd = sem.decode(NB, cs.fmt, piece, keep)
+            if int(np.asarray(pd.nan)[0]) or int(np.asarray(pd.inf)[0]):
+                return Fraction(1 << 60)
+            v = Fraction(int(np.asarray(pd.sig)[0])) * Fraction(2) ** (int(np.asarray(pd.e)[0]) - cs.fmt.frac_bits - s)
+            r -= -v if int(np.asarray(pd.neg)[0]) else v
+        return abs(r)
+
+    read = "" if keep else " (subnormal pieces read as zero)"
+    if any(cs.scales):
+        read += ", piece i scaled by 2^-" + "/".join(str(s) for s in cs.scales)
+    rest_text = " - ".join(f"P_{j}" for j in range(i + 1))
+    stmt = f"|x - {rest_text}| <= r_{i} for fp32 x, {dom.describe()}, {cs.n} {cs.fmt.name} pieces{read}"
+    hi = FP32.to_fraction(dom.hi_pattern)
+    assert isinstance(hi, Fraction)
+    name = f"r_{i}[{cs.fmt.name}{'' if keep else ', flushed'}]"
+    first = ask(Fraction(0), timeout)  # the pieces may hold x exactly (three bf16 pieces: 24 bits)
+    if first.status == "unsat":
+        return Lemma(name, stmt, Fraction(0), Fraction(0), {}, [Step(Fraction(0), "unsat", first.seconds)], "exact")
+    lem = tighten(name, stmt, ask, value, short_dyadic(hi / (1 << 24), 4, True), timeout, max_steps=16)
+    lem.steps.insert(0, Step(Fraction(0), first.status, first.seconds))
+    return lem

@@ -86,12 +86,17 @@ class Proof:
 # ------------------------------------------------------------------ composition
 @dataclass(frozen=True)
 class _BlockConst:
-    """The constants of one block FMA: (1 + u) lambda 2^T + u |X + C| + a, T <= ... or 2^extra_top."""
+    """The constants of one block FMA: (1 + u) (lambda 2^T + loss) + u |X + C| + a, T <= ... or 2^extra_top, where
+    the carry bits can bind loss <= wrap (|X| + up 2^T) (:class:`tcsmt.arith.semantics.BlockShape`), and with
+    C = +0 loss <= wrap0 (|X| + up 2^T) (0 where the products alone cannot reach the carry bits)."""
 
     u: Fraction
     lam: Fraction
     a: Fraction
     extra: Fraction
+    wrap: Fraction = Fraction(0)
+    wrap0: Fraction = Fraction(0)
+    up: Fraction = Fraction(0)
 
 
 def _block_terms(p: ModelParams, n: int) -> tuple[list[sem.Term], sem.Term]:
@@ -177,7 +182,14 @@ def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top:
     if shape.zero_product is not None:  # z + e(other factor): the factor is a piece, 2^e <= kappa |x| <= kappa HI
         z = Fraction(2) ** shape.zero_product
         extra = max(extra, z * z, z * factor_top)
-    return _BlockConst(u, lam, a, extra)
+    if shape.carry_cap is None:
+        return _BlockConst(u, lam, a, extra)
+    # the wrap loses w * (aligned product magnitudes) at most: |X| / 2^L, plus one unit each where they round up
+    top = Fraction(1 << shape.carry_cap)
+    w = top / (top - shape.c_units)
+    w0 = Fraction(0) if shape.p_units < top else w
+    up = Fraction(n if p.align != "trunc" else 0, 1 << (F or 0))
+    return _BlockConst(u, lam, a, extra, w, w0, up)
 
 
 def _piece_bounds(cs: ChainScheme, p: ModelParams, dom: Domain, lo: Fraction, timeout: float,
@@ -229,6 +241,7 @@ def _chain(p: ModelParams, K: int, pairs: list[tuple[int, int]], pi: list[Fracti
     None where a block has no constants (``proof.missing``)."""
     e, a = _Err(), _Err()  # |D_j - (X_1 + ... + X_j)| <= e;  |X_1| + ... + |X_j| <= a
     flush_c = Fraction(0) if p.subnormal_c else Fraction(2) ** get_format(p.c_fmt).emin
+    first = True  # the first block's C is +0
     for k0, k1 in (k_ranges or kblocks(K, p)):
         for i, j in pairs:
             for instr in sem.groups(k1 - k0, p):
@@ -241,8 +254,12 @@ def _chain(p: ModelParams, K: int, pairs: list[tuple[int, int]], pi: list[Fracti
                     x = _Err({share: pi[i] * pi[j]})
                     c = a + e  # |C| <= c
                     two_t = _Err({share: kappa[i] * kappa[j]}) + c + _Err(d=bc.extra)  # 2^T
-                    e = e + two_t.times((1 + bc.u) * bc.lam) + (x + c).times(bc.u) + _Err(d=bc.a + flush_c * (1 + bc.u))
+                    w = bc.wrap0 if first else bc.wrap
+                    loss = x.times(w) + two_t.times(w * bc.up)
+                    e = (e + (two_t.times(bc.lam) + loss).times(1 + bc.u) + (x + c).times(bc.u)
+                         + _Err(d=bc.a + flush_c * (1 + bc.u)))
                     a = a + x
+                    first = False
     return e, a
 
 

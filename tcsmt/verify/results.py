@@ -84,6 +84,10 @@ class WorstResult:
     stopped: str = ""
     proof: Any = None
     """the composed proof (:class:`tcsmt.verify.proof.Proof`) tried before the solver search, if any"""
+    unbounded: bool = False
+    """an input reaches relative error UNBOUNDED or more (:mod:`tcsmt.verify.search`): an answer, no bound below it"""
+    bounded_k: tuple[int, Fraction] | None = None
+    """where unbounded: the largest smaller K with a composed bound below UNBOUNDED, and that bound"""
 
     @property
     def found(self) -> Fraction | float | None:
@@ -102,3 +106,7 @@ class CompareResult:
     status: str  # found, impossible, timeout
     witness: Witness | None
     seconds: float
+    how: str = ""
+    """what answered: the simulator search, the solver's proof that the results are equal, or the comparison query"""
+    queries: int = 0
+    """solver queries asked"""

@@ -1,0 +1,171 @@
+"""Composed proofs of absolute error bounds (``tcsmt verify --abs``): the lemmas of :mod:`tcsmt.verify.proof`,
+combined over magnitudes instead of shares of sum|a_k b_k|.
+
+The relative proof bounds |D - A.B| by c N + d with N = sum_k |a_k| |b_k|; evaluated at |a_k| = |b_k| = HI that
+charges each piece its largest relative size (a residual is largest relative to x where x's significand is
+1) at the largest |x| (where the significand is 2): twice the piece per factor.  Here every quantity is a
+magnitude over the whole domain (0 included: LO = 0 admits zeros and subnormals):
+
+* absolute piece lemmas (:func:`tcsmt.verify.pieces.piece_abs_lemma`): |x - P_0 - ... - P_i| <= r_i, so
+  |P_0| <= HI + r_0 and |P_i| <= r_(i-1) + r_i (times 2^s_i as the tensor cores see a scaled piece), and
+  2^e(P_i) <= max(|P_i|, 2^emin(fmt)) for its alignment exponent e;
+* the split: a b - sum over the pairs the scheme adds of P_i(a) P_j(b) = the dropped pairs + P(a) R(b) + R(a) b
+  with |P(a)| <= HI + r, so per k at most sum_dropped p_i p_j + (HI + r) r + r HI;
+* each block FMA (the same stage lemmas and block fact as the relative proof) adds at most
+  (1 + u) lambda 2^T + u (|X| + |C|) + a, with 2^T the largest alignment exponent of its addends:
+  2^T <= max(2^e(P_i) 2^e(P_j), max(|C|, 2^emin(fp32)), 2^extra_top), |X| <= n p_i p_j, |C| <= the sum so far
+  plus its error; a flushed subnormal C costs less than 2^emin(fp32) more; where the carry bits can bind
+  (Volta) the wrap adds (1 + u) w (|X| + up 2^T) (:class:`tcsmt.arith.semantics.BlockShape`);
+* Ootomo-Yokota's RN32 additions: (1 + u) lambda max(|x|, |y|, 2^extra) + u (|x| + |y|) + a.
+"""
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+from tcsmt.arith import semantics as sem
+from tcsmt.arith.formats import FP32, get_format
+from tcsmt.arith.params import ModelParams
+from tcsmt.errors import TcsmtError
+from tcsmt.verify.domain import Domain
+from tcsmt.verify.pieces import ChainScheme, chain_scheme, piece_abs_lemma
+from tcsmt.verify.proof import CACHE, Proof, _block_const, _BlockConst, _rn32_const
+from tcsmt.verify.schemes import OOTOMO_SCALE_LOG2, kblocks, scheme_key
+
+
+def _pow2_at_most(x: Fraction) -> Fraction:
+    """The largest power of two <= x (x > 0)."""
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    while Fraction(2) ** e > x:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= x:
+        e += 1
+    return Fraction(2) ** e
+
+
+def _residuals(cs: ChainScheme, p: ModelParams, dom: Domain, timeout: float, proof: Proof) -> list[Fraction] | None:
+    """r_0..r_(n-1) from the absolute piece lemmas (cached), or None (``proof.missing`` says why)."""
+    out = []
+    for i in range(cs.n):
+        key = ("abs", cs.fmt.name, cs.n, cs.scales, p.subnormal_in, dom.lo_pattern, dom.hi_pattern, i)
+        if key not in CACHE.pieces:
+            CACHE.pieces[key] = piece_abs_lemma(cs, p.subnormal_in, dom, i, timeout)
+        lem = CACHE.pieces[key]
+        proof.lemmas.append(lem)
+        if lem.bound is None:
+            proof.missing = f"{lem.name}: {lem.stopped}"
+            return None
+        out.append(lem.bound)
+    return out
+
+
+class _Chain:
+    """A tensor-core accumulator chain from +0 over magnitudes: ``err`` bounds |D - X| and ``mag`` |X| (X the exact
+    sum of the piece products added so far)."""
+
+    def __init__(self, p: ModelParams, pieces: list[Fraction], exps: list[Fraction], factor_top: Fraction,
+                 timeout: float, proof: Proof) -> None:
+        self.p, self.pieces, self.exps, self.factor_top = p, pieces, exps, factor_top
+        self.timeout, self.proof = timeout, proof
+        self.err, self.mag = Fraction(0), Fraction(0)
+        self.flush_c = Fraction(0) if p.subnormal_c else Fraction(2) ** get_format(p.c_fmt).emin
+        self.first = True  # the first block's C is +0
+
+    def add(self, i: int, j: int, n: int) -> bool:
+        """acc = BLK(n products P_i(a_k) P_j(b_k), C = acc) for one block; False where the block has no constants."""
+        bc = _block_const(self.p, n, self.timeout, self.proof.lemmas, self.factor_top)
+        if isinstance(bc, str):
+            self.proof.missing = bc
+            return False
+        x = n * self.pieces[i] * self.pieces[j]
+        c = self.mag + self.err
+        two_t = max(self.exps[i] * self.exps[j], c, Fraction(2) ** FP32.emin, bc.extra)
+        loss = (bc.wrap0 if self.first else bc.wrap) * (x + bc.up * two_t)  # where the carry bits can bind
+        self.err += (1 + bc.u) * (bc.lam * two_t + loss) + bc.u * (x + c) + bc.a + self.flush_c * (1 + bc.u)
+        self.mag += x
+        self.first = False
+        return True
+
+
+def _chain(p: ModelParams, K: int, pairs: list[tuple[int, int]], pieces: list[Fraction], exps: list[Fraction],
+           factor_top: Fraction, timeout: float, proof: Proof, k_ranges: list[tuple[int, int]] | None = None
+           ) -> _Chain | None:
+    ch = _Chain(p, pieces, exps, factor_top, timeout, proof)
+    for k0, k1 in (k_ranges or kblocks(K, p)):
+        for i, j in pairs:
+            for instr in sem.groups(k1 - k0, p):
+                for ks in instr:
+                    if not ch.add(i, j, len(ks)):
+                        return None
+    return ch
+
+
+def _rn32(bc: _BlockConst, x: Fraction, y: Fraction) -> Fraction:
+    """The error of RN32(x + y) for addends of magnitude at most x and y."""
+    return (1 + bc.u) * bc.lam * max(x, y, bc.extra) + bc.u * (x + y) + bc.a
+
+
+def compose_abs(algo: str, arch: str, p: ModelParams, K: int, dom: Domain, timeout: float) -> Proof:
+    """A composed bound on the absolute error |D - A.B| of scheme ``algo`` on model ``p`` (module docstring)."""
+    t0 = time.perf_counter()
+    proof = Proof(scheme_key(algo), arch, K, dom)
+    try:
+        cs = chain_scheme(algo)
+    except TcsmtError as exc:
+        proof.missing = str(exc)
+        return proof
+    hi = FP32.to_fraction(dom.hi_pattern)
+    assert isinstance(hi, Fraction)
+    r = _residuals(cs, p, dom, timeout, proof)
+    if r is None:
+        proof.seconds = time.perf_counter() - t0
+        return proof
+    piece = [hi + r[0]] + [r[i - 1] + r[i] for i in range(1, cs.n)]
+    dropped = [(i, j) for i in range(cs.n) for j in range(cs.n) if (i, j) not in cs.pairs]
+    per_k = sum((piece[i] * piece[j] for i, j in dropped), Fraction(0)) + (hi + r[-1]) * r[-1] + r[-1] * hi
+    proof.split_part = K * per_k
+    seen = [q * (1 << s) for q, s in zip(piece, cs.scales or (0,) * cs.n)]  # as the tensor cores see them
+    emin = Fraction(2) ** cs.fmt.emin
+    exps = [max(_pow2_at_most(q), emin) if q > 0 else emin for q in seen]
+    factor_top = max(exps)
+    if proof.algo == "ootomo":
+        total = _ootomo(p, K, seen, exps, factor_top, timeout, proof)
+    else:
+        ch = _chain(p, K, cs.pairs, seen, exps, factor_top, timeout, proof)
+        total = None if ch is None else (ch.err, ch.mag)
+    if total is None:
+        proof.seconds = time.perf_counter() - t0
+        return proof
+    err, mag = total
+    biggest = max(seen)
+    if mag + err >= Fraction(2) ** (get_format(p.acc_fmt).emax - 1):
+        proof.missing = "the accumulator could overflow on this domain"
+    elif p.product_inf is not None and biggest ** 2 * 4 >= Fraction(2) ** p.product_inf:
+        proof.missing = f"products can reach the model's product_inf = 2^{p.product_inf}"
+    else:
+        proof.chain_part = err
+        proof.bound = proof.split_part + proof.chain_part
+    proof.seconds = time.perf_counter() - t0
+    return proof
+
+
+def _ootomo(p: ModelParams, K: int, seen: list[Fraction], exps: list[Fraction], factor_top: Fraction,
+            timeout: float, proof: Proof) -> tuple[Fraction, Fraction] | None:
+    """(error, magnitude) of Ootomo-Yokota over magnitudes (the chains of :func:`tcsmt.verify.proof._ootomo_chains`)."""
+    add = _rn32_const(timeout, proof, 0)
+    fin = _rn32_const(timeout, proof, -OOTOMO_SCALE_LOG2)
+    if add is None or fin is None:
+        return None
+    em, am = Fraction(0), Fraction(0)
+    for kb in kblocks(K, p):
+        tmp = _chain(p, K, [(0, 0)], seen, exps, factor_top, timeout, proof, [kb])
+        if tmp is None:
+            return None
+        em += tmp.err + _rn32(add, am + em, tmp.mag + tmp.err)
+        am += tmp.mag
+    corr = _chain(p, K, [(1, 0), (0, 1)], seen, exps, factor_top, timeout, proof)
+    if corr is None:
+        return None
+    scale = Fraction(1, 1 << OOTOMO_SCALE_LOG2)
+    err = em + corr.err * scale + _rn32(fin, am + em, (corr.mag + corr.err) * scale)
+    return err, am + corr.mag * scale
