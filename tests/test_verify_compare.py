@@ -28,7 +28,7 @@ def test_cdna2_ootomo_worse_than_markidis_at_a_subnormal_midpoint():
 
 def test_documented_cell_found_by_the_simulator_and_replayed():
     # the cell of `tcsmt verify --compare ootomo markidis --arch volta` that timed out at the default 10 s
-    # per query (issue 23): Ootomo-Yokota less accurate than Markidis on 2^-36..2^-14, K = 2
+    # per query: Ootomo-Yokota less accurate than Markidis on 2^-36..2^-14, K = 2
     r = V.compare("ootomo", "markidis", "volta", 2, V.parse_range("2^-36..2^-14"), timeout=10)
     assert r.status == "found" and r.how == "simulator search" and r.queries == 0
     w = r.witness
