@@ -6,10 +6,21 @@ refuses this call:`` so the user knows the GPU would not run it either.
 """
 from __future__ import annotations
 
+import math
+import numbers
+
 from tcsmt.errors import TcsmtError
+from tcsmt.io.limits import LIBRARY_BATCH, LIBRARY_DIM, as_flag, as_size, shown
 from tcsmt.library.plans import FP8, OPS, SCALES, Call, torch_dtype
 
 _HALF = ("float16", "bfloat16")
+
+
+def _dim(v: object, name: str, limit: int = LIBRARY_DIM) -> int:
+    """A size of the call: a positive Python or numpy integer up to its limit."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or int(v) < 1:
+        raise TcsmtError(f"{name} must be a positive integer, not {shown(v)}")
+    return as_size(v, name, limit, why="the largest library call tcsmt models")
 
 
 def _torch_refuses(msg: str) -> TcsmtError:
@@ -20,21 +31,21 @@ def make_call(op: str, M: int, N: int, K: int, *, a_dtype: str, b_dtype: str | N
               out_dtype: str | None = None, batch: int = 1, alpha: float = 1.0, beta: float = 0.0,
               bias: bool = False, tf32: bool = False, scale: str | None = None, fast_accum: bool = False) -> Call:
     """Check one call's arguments and return it as a :class:`Call` (defaults filled as torch fills them)."""
-    if op not in OPS:
-        raise TcsmtError(f"unknown op {op!r} (known: {', '.join(OPS)})")
-    for name, v in (("M", M), ("N", N), ("K", K), ("batch", batch)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise TcsmtError(f"{name} must be a positive integer, not {v!r}")
+    if not isinstance(op, str) or op not in OPS:
+        raise TcsmtError(f"unknown op {shown(op)} (known: {', '.join(OPS)})")
+    M, N, K = (_dim(v, name) for name, v in (("M", M), ("N", N), ("K", K)))
+    batch = _dim(batch, "batch", LIBRARY_BATCH)
+    bias, tf32, fast_accum = as_flag(bias, "bias"), as_flag(tf32, "tf32"), as_flag(fast_accum, "fast_accum")
     if op != "bmm" and batch != 1:
         raise TcsmtError(f"batch = {batch} needs op bmm ({op} multiplies one pair of matrices)")
     a = torch_dtype(a_dtype, "a_dtype")
     b = torch_dtype(b_dtype, "b_dtype") or a
     if scale not in SCALES:
         raise TcsmtError(f"unknown scale {scale!r} (known: None, 'tensor', 'row')")
-    try:
-        alpha, beta = float(alpha), float(beta)
-    except (TypeError, ValueError):
-        raise TcsmtError(f"alpha and beta must be numbers, not {alpha!r}, {beta!r}") from None
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if isinstance(v, (bool, str, bytes)) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
+            raise TcsmtError(f"{name} must be a finite number, not {shown(v)}")
+    alpha, beta = float(alpha), float(beta)
     if op == "scaled_mm":
         if a not in FP8 or b not in FP8:
             raise _torch_refuses(f"_scaled_mm takes float8 matrices, got {a} and {b}")

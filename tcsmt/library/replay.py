@@ -22,7 +22,8 @@ import click
 import numpy as np
 
 from tcsmt.errors import TcsmtError
-from tcsmt.io.options import POSITIVE_INT
+from tcsmt.io.limits import LIBRARY_SAMPLES
+from tcsmt.io.options import bounded_int
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.api import plan as plan_of
 from tcsmt.library.api import run_pairs
@@ -194,7 +195,7 @@ def _label(call: dict[str, Any]) -> str:
                     "bit, 2 on errors.  --json writes the summary (counts per call group, the findings).")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--gpu", default="h100", show_default=True, help="the GPU whose plan tables replay the calls")
-@click.option("--max-samples", type=POSITIVE_INT, default=None, help="samples per call (default: all)")
+@click.option("--max-samples", type=bounded_int(LIBRARY_SAMPLES), default=None, help="samples per call (default: all)")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write the summary here")
 @click.option("--force", is_flag=True, help="replace the --json file")
