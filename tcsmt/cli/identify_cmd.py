@@ -14,7 +14,8 @@ import click
 
 from tcsmt.errors import TcsmtError
 from tcsmt.io import files
-from tcsmt.io.options import NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT, progress_option, timeout_option
+from tcsmt.io.limits import CANDIDATES, EXPERIMENTS
+from tcsmt.io.options import POSITIVE_FLOAT, SEED, bounded_int, progress_option, timeout_option
 from tcsmt.io.progress import Progress
 from tcsmt.io.trap import Command
 from tcsmt.solve.options import solver_option
@@ -67,16 +68,16 @@ def _log_directory(log_dir: str | None, target, force: bool) -> str:
 @click.option("--instr", default=None, help="instruction family (mma, wgmma, mfma); default mma where the device has it")
 @click.option("--radius", "radius_text", default="2", show_default=True,
               help="rings of the parameter product around the named models to search ('all' = whole product)")
-@click.option("--max-experiments", default=30, show_default=True, type=POSITIVE_INT, help="experiment budget")
+@click.option("--max-experiments", default=30, show_default=True, type=bounded_int(EXPERIMENTS), help="experiment budget")
 @solver_option()
 @timeout_option(60.0, "seconds per solver query for the last, hardest pairs (and equivalence proofs)")
 @timeout_option(10.0, "seconds per solver query while many hypotheses survive", name="--quick-timeout")
 @click.option("--time-limit", default=1800.0, show_default=True, type=POSITIVE_FLOAT, help="seconds for the whole run")
-@click.option("--candidates", default=2, show_default=True, type=POSITIVE_INT,
+@click.option("--candidates", default=2, show_default=True, type=bounded_int(CANDIDATES),
               help="solver inputs per round; the one that splits the survivors best is run")
 @click.option("--readable/--no-readable", default=False, show_default=True,
               help="make each solver input readable (few products, powers of two; costs solver time)")
-@click.option("--seed", default=0, show_default=True, type=NON_NEGATIVE_INT, help="random seed (pair choice, fallback search)")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="random seed (pair choice, fallback search)")
 @click.option("--log-dir", default=None, metavar="DIR",
               help="where to keep the experiments (default generated/identify-<target>-<path>/)")
 @click.option("--no-log", is_flag=True, help="keep no experiment log")

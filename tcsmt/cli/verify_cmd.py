@@ -15,7 +15,8 @@ from tcsmt.arith.formats import FP32
 from tcsmt.arith.values import format_value, parse_value
 from tcsmt.errors import TcsmtError
 from tcsmt.io import files
-from tcsmt.io.options import NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT, k_option, progress_option, timeout_option
+from tcsmt.io.limits import STATS_K, STATS_N
+from tcsmt.io.options import POSITIVE_FLOAT, SEED, bounded_int, k_option, progress_option, timeout_option
 from tcsmt.io.progress import NO_PROGRESS, Progress
 from tcsmt.io.trap import Command
 from tcsmt.solve.options import solver_option
@@ -233,17 +234,17 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
 @click.option("--algo", default=None, help=f"scheme: {', '.join(ALGOS)} (fp32 = plain fp32 FMAs; "
               "--stats takes a comma-separated list)")
 @click.option("--arch", default=None, help="model spec with an fp16->fp32 path (default: every built-in one)")
-@k_option(f"dot-product length K (default {V.DEFAULT_K}; stats: 16)")
+@k_option(f"dot-product length K (default {V.DEFAULT_K}; stats: 16)", limit=STATS_K)
 @click.option("--range", "range_text", default=None, help=f"input magnitudes LO..HI (default {V.DEFAULT_RANGE})")
 @click.option("--bound", "bound_text", default=None, help="prove error <= EPS (e.g. 2^-22, 1e-7) or find a counterexample")
 @click.option("--abs", "absolute", is_flag=True, help="absolute error |D - A.B| instead of relative")
 @click.option("--compare", nargs=2, default=None, metavar="ALGO1 ALGO2",
               help="inputs where ALGO1 is less accurate than ALGO2 (absolute errors), and the converse")
 @click.option("--stats", "do_stats", is_flag=True, help="error distribution on random inputs (simulator)")
-@click.option("--n", "n", type=POSITIVE_INT, default=100000, show_default=True, help="--stats: number of dot products")
+@click.option("--n", "n", type=bounded_int(STATS_N, "dot products of one statistics run"), default=100000, show_default=True, help="--stats: number of dot products")
 @click.option("--dist", type=click.Choice(["loguniform", "uniform"]), default="loguniform", show_default=True,
               help="--stats: distribution of |x|")
-@click.option("--seed", type=NON_NEGATIVE_INT, default=0, show_default=True, help="--stats: random seed")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="--stats: random seed")
 @click.option("--plot", default=None, help="--stats: write a histogram to this file (needs matplotlib)")
 @click.option("--force", is_flag=True, help="overwrite the --plot file (a regular file only)")
 @solver_option()
