@@ -261,13 +261,12 @@ def query_cmd(name, list_, model, instr, solver, timeout, output, force, no_save
     q = load_query(name)
     base = model or q.model
     q = with_instr(q, base, instr)
-    import re as _re
 
     out = None  # the file, claimed before the solver runs: concurrent runs get different names (files.py)
     if not no_save and output:
         out = files.output(output, force)
-    elif not no_save:
-        target = Path("generated") / f"query-{q.name}-{_re.sub(r'[^A-Za-z0-9_.-]+', '_', base)}.json"
+    elif not no_save:  # names from the file and the spec are tokens, never paths (files.safe_name)
+        target = Path("generated") / f"query-{files.safe_name(q.name, 'query')}-{files.safe_name(base, 'model')}.json"
         out = files.output(target, force, free=True)
     click.echo(f"query {q.name}: {q.question}\nsource: {q.source}\nmodel: {base}"
                + (f" ({q.instr})" if q.instr else "") + "\n")

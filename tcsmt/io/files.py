@@ -50,7 +50,7 @@ from typing import Any, BinaryIO
 
 from tcsmt.errors import TcsmtError
 
-__all__ = ["Output", "OutputDir", "output", "output_dir", "release_all", "replace_file", "write_text"]
+__all__ = ["Output", "OutputDir", "output", "output_dir", "release_all", "replace_file", "safe_name", "write_text"]
 
 _MAX_NUMBER = 100_000  # stem-2 ... stem-100000: then give up (a directory that full is a mistake)
 _DEFERRED = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
@@ -367,6 +367,28 @@ def _lstat_quiet(path: Path) -> os.stat_result | None:
         return os.lstat(path)
     except OSError:
         return None
+
+
+# ------------------------------------------------------------------ names
+NAME_CHARS = 100
+"""Characters of a name token made by :func:`safe_name` (longer ones are cut and end in a short hash)."""
+
+
+def safe_name(text: str, default: str = "unnamed") -> str:
+    """A token for an output file name built from ``text`` (a model spec, a query's name, a GPU name):
+    only letters, digits and ``_ . + = -``, no leading or trailing dot, at most :data:`NAME_CHARS`
+    characters.  Never a path: ``../../x`` becomes ``x``, ``/etc/passwd`` becomes ``etc_passwd``, a NUL
+    byte an underscore; a name that keeps nothing becomes ``default``."""
+    import hashlib
+    import re
+
+    raw = str(text)
+    token = re.sub(r"[^A-Za-z0-9_.+=-]+", "_", raw)
+    token = re.sub(r"\.{2,}", ".", token).strip("._-")
+    if len(token) > NAME_CHARS:
+        digest = hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()[:8]
+        token = token[:NAME_CHARS - 9].rstrip("._-") + "-" + digest
+    return token or default
 
 
 # ------------------------------------------------------------------ the short forms
