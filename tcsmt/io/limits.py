@@ -48,6 +48,9 @@ CANDIDATES = 64
 """``identify --candidates``."""
 HYPOTHESES = 100_000
 """Hypotheses of one identify space (each is simulated on every experiment)."""
+CANDIDATE_HYPOTHESES = 1_000_000
+"""Candidates an identify space's rings may hold before deduplication (each costs a validation and a
+canonicalisation): ``--radius`` is refused before the enumeration when its bound is larger."""
 JOBS = 256
 """Worker processes (``hwcheck --jobs``)."""
 SHOW = 10_000
