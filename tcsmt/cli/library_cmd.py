@@ -49,9 +49,9 @@ def discriminate_library(call_text: str, gpu: str, changes_a: str | None, change
     pa, pb = plans_for(call, gpu, changes_a, changes_b)
     out = None
     if not no_save:
-        name = output or Path("generated") / ("library-" + "_".join(
+        name = output or Path("generated") / ("library-" + files.safe_name("_".join(
             x for x in (call.op, f"{call.M}x{call.N}x{call.K}", call.a_dtype, changes_a or "recorded", "vs",
-                        changes_b or "recorded")).replace("=", "").replace(",", "_").replace("+", "_") + ".json")
+                        changes_b or "recorded")).replace("=", "").replace(",", "_").replace("+", "_")) + ".json")
         out = files.output(name, force, free=output is None)
     s = separate(pa, pb, seed=seed)
     click.echo(f"call   : {call.label()} on {gpu}")

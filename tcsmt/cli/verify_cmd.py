@@ -220,7 +220,7 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
     click.echo(f"{'arch':{w1}}  {'algorithm':18}  {'median':>10}  {'95th pct':>10}  {'max':>10}  {'time':>7}")
     allres = []
     for arch in archs:
-        res = V.stats(arch, algos, K, n, dom, dist, relative, seed)
+        res = V.stats(arch, algos, K, n, dom, dist, relative, seed, progress=progress)
         allres.extend(res)
         progress(f"{arch}: {n} dot products x {len(algos)} schemes simulated")
         for s in res:
@@ -286,6 +286,12 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
     modes = sum([bool(compare), do_stats, algo is not None and not compare and not do_stats])
     if compare and do_stats:
         raise TcsmtError("choose one of --compare and --stats")
+    if compare and algo is not None:
+        raise TcsmtError("--algo does not apply to --compare (it compares its two schemes ALGO1 ALGO2)")
+    if plot is not None and not do_stats:
+        raise TcsmtError("--plot applies to --stats only")
+    if plot is not None and not V.plot_available():
+        raise TcsmtError("--plot needs matplotlib, which is not installed (pip install 'tcsmt[plot]'); nothing was run")
     if do_stats:
         algos = [scheme_key(a) for a in wanted]
         if bound_text:

@@ -32,11 +32,16 @@ from tcsmt.hwcheck.device import expand_scales, expand_tiles
 from tcsmt.hwcheck.dists import DISTRIBUTIONS, generate, random_scales
 from tcsmt.hwcheck.paths import PathSpec, find_path, pad_k, unit_scale
 from tcsmt.io import load
-from tcsmt.io.limits import GPU_K, VALUES, at_most
+from tcsmt.io.limits import GPU_K, VALUES, at_most, require_memory
 from tcsmt.io.load import Node
 from tcsmt.sim.inputs import dot_patterns
 
 SIM_CHUNK = 1 << 14
+BATCH_ENTRIES = 1 << 26
+"""Products (rows x K) of one random batch at most: the default --batch of 2^17 rows up to K = 512 (every
+built-in path's default K, so their campaigns draw the inputs they always drew)."""
+ENTRY_BYTES = 48
+"""Host memory per product of a batch (A and B, their expanded copies, the models' int64 chunks)."""
 
 
 # ----------------------------------------------------------------- helpers
@@ -274,15 +279,20 @@ def run_random(device, spec: PathSpec, models: list[tuple[str, ModelParams]], di
                progress: Callable[[str], None] | None = None) -> DistResult:
     """Check ``n`` random dot products (rounded up to whole tiles) of distribution ``dist``.
 
-    Batches of ``batch`` dot products are generated from the seed sequence
+    Batches of ``batch`` dot products (fewer where K is long: at most :data:`BATCH_ENTRIES` products per
+    batch, so memory stays bounded) are generated from the seed sequence
     (seed, distribution index, batch index), so a run is reproducible and a
-    batch's inputs do not depend on the batch size of other batches.
+    batch's inputs do not depend on the batch size of other batches.  A batch that would not fit the
+    memory available is refused before the first is generated.
     """
     if K <= 0 or K % spec.instr_k:
         raise TcsmtError(f"--k must be a positive multiple of {spec.instr_k} for {spec.shape}, not {K}")
+    at_most(K, GPU_K, "--k", "products per dot product on a GPU")
     per = spec.per_tile
     tiles_total = -(-n // per)
-    tiles_batch = max(1, batch // per)
+    tiles_batch = max(1, min(batch, BATCH_ENTRIES // K) // per)
+    require_memory(tiles_batch * per * K * ENTRY_BYTES, f"a batch of {tiles_batch * per:,} dot products of K = {K:,}",
+                   "lower --batch or --k")
     res = DistResult(dist, tiles_total * per, K, [ModelTally(lbl, p) for lbl, p in models])
     t_start = time.perf_counter()
     done = 0

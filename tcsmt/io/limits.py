@@ -30,8 +30,9 @@ RANDOM_N = 1 << 32
 """Random dot products per distribution (``hwcheck --random``)."""
 STATS_N = 1 << 27
 """Random dot products of ``verify --stats --n`` (their errors are kept for the median and the plot)."""
-STATS_K = 1 << 16
-"""Products per dot product of ``verify --stats --k``."""
+STATS_K = 4096
+"""Products per dot product of ``verify --stats --k`` (the schemes are studied at small K; a chunk of
+inputs then still holds 1,024 rows)."""
 LIBRARY_DIM = 1 << 20
 """M, N and K of a library call (``--library``, ``explain``, ``tcsmt.library.plan``)."""
 LIBRARY_BATCH = 1 << 16

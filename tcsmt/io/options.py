@@ -53,8 +53,8 @@ class _Number(click.ParamType):
         if self.upper is not None and x > self.upper:
             shown_x = f"{x:,}" if isinstance(x, int) and x < 10 ** 30 else f"{x:g}" if isinstance(x, float) else \
                 f"a {len(str(x))}-digit number"
-            self.fail(f"{shown_x} is over its limit of {self.upper:,g}" + (f" ({self.why})" if self.why else ""),
-                      param, ctx)
+            limit = f"{self.upper:,}" if isinstance(self.upper, int) else f"{self.upper:g}"
+            self.fail(f"{shown_x} is over its limit of {limit}" + (f" ({self.why})" if self.why else ""), param, ctx)
         return x
 
 
