@@ -290,14 +290,16 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
         raise TcsmtError("--algo does not apply to --compare (it compares its two schemes ALGO1 ALGO2)")
     if plot is not None and not do_stats:
         raise TcsmtError("--plot applies to --stats only")
-    if plot is not None and not V.plot_available():
-        raise TcsmtError("--plot needs matplotlib, which is not installed (pip install 'tcsmt[plot]'); nothing was run")
+
     if do_stats:
         algos = [scheme_key(a) for a in wanted]
         if bound_text:
             raise TcsmtError("--bound does not apply to --stats")
         dom = V.parse_range(range_text or V.DEFAULT_RANGE, piece_fmt)
         plot_out = files.output(plot, force) if plot else None  # claimed before the statistics run
+        if plot_out is not None and not V.plot_available():
+            raise TcsmtError("--plot needs matplotlib, which is not installed (pip install 'tcsmt[plot]'); "
+                             "nothing was run")
         _run_stats(archs, algos, k or 16, n, dom, dist, relative, seed, plot_out, prog)
         return
     K = k if k is not None else V.DEFAULT_K

@@ -87,6 +87,11 @@ def _refuse_non_regular(path: Path, st: os.stat_result | None) -> None:
 
 
 def _exists_error(path: Path) -> TcsmtError:
+    """"X exists": with the --force hint only where --force would then replace it (a regular file)."""
+    st = _lstat_quiet(path)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return TcsmtError(f"{path} exists and is {_kind(st.st_mode)}; tcsmt replaces only regular files "
+                          "(--force included): choose another name")
     return TcsmtError(f"{path} exists; use --force to overwrite it, or choose another name")
 
 

@@ -60,6 +60,11 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _a(what: str) -> str:
+    """``a query file``, ``an identify log``."""
+    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
+
+
 def name_of(path: str | os.PathLike[str]) -> str:
     """A file name for a message: NUL bytes shown, very long names cut."""
     text = os.fspath(path)
@@ -80,7 +85,7 @@ def open_regular(path: str | os.PathLike[str], what: str = "file") -> Iterator[t
     if (isinstance(raw, str) and "\0" in raw) or (isinstance(raw, bytes) and b"\0" in raw):
         raise TcsmtError(f"{name}: a file name cannot hold a NUL byte")
     if not raw:
-        raise TcsmtError(f"an empty name is not a {what}")
+        raise TcsmtError(f"an empty name is not {_a(what)}")
     try:
         fd = os.open(raw, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
                      | getattr(os, "O_NOCTTY", 0))
@@ -92,7 +97,7 @@ def open_regular(path: str | os.PathLike[str], what: str = "file") -> Iterator[t
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             link = " (through a symbolic link)" if os.path.islink(raw) else ""
-            raise TcsmtError(f"{name} is {_kind(st.st_mode)}{link}, not a regular file: a {what} must be a "
+            raise TcsmtError(f"{name} is {_kind(st.st_mode)}{link}, not a regular file: {_a(what)} must be a "
                              "regular file")
         with contextlib.suppress(OSError):  # back to blocking reads (a regular file never blocks anyway)
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~getattr(os, "O_NONBLOCK", 0))
@@ -116,13 +121,13 @@ def read_bytes(path: str | os.PathLike[str], what: str = "file", limit: int = JS
     """The bytes of a regular file of at most ``limit`` bytes (checked from its size before reading)."""
     with open_regular(path, what) as (fh, size):
         if size > limit:
-            raise TcsmtError(f"{name_of(path)}: {size:,} bytes; a {what} has at most {limit:,} bytes (its limit)")
+            raise TcsmtError(f"{name_of(path)}: {size:,} bytes; {_a(what)} has at most {limit:,} bytes (its limit)")
         try:
             data = fh.read(limit + 1)
         except OSError as exc:
             raise TcsmtError(f"{name_of(path)}: cannot read: {exc.strerror or exc}") from None
     if len(data) > limit:  # it grew while we read
-        raise TcsmtError(f"{name_of(path)}: more than {limit:,} bytes; a {what} has at most {limit:,} bytes")
+        raise TcsmtError(f"{name_of(path)}: more than {limit:,} bytes; {_a(what)} has at most {limit:,} bytes")
     return data
 
 
@@ -132,11 +137,11 @@ def read_text(path: str | os.PathLike[str], what: str = "text file", limit: int 
     nul = data.find(b"\0")
     if nul >= 0:
         raise TcsmtError(f"{name_of(path)}: not a UTF-8 text file (a NUL byte at offset {nul:,}: binary data), "
-                         f"so not a {what}")
+                         f"so not {_a(what)}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TcsmtError(f"{name_of(path)}: not a UTF-8 text file (byte {exc.start:,}), so not a {what}") from None
+        raise TcsmtError(f"{name_of(path)}: not a UTF-8 text file (byte {exc.start:,}), so not {_a(what)}") from None
 
 
 def _int_hook(name: str):
@@ -160,7 +165,7 @@ def read_json(path: str | os.PathLike[str], what: str = "JSON file", limit: int 
                              f"{human(available_memory())} is available here")
     text = read_text(path, what, limit)
     if not text.strip():
-        raise TcsmtError(f"{name}: an empty file, not a {what}")
+        raise TcsmtError(f"{name}: an empty file, not {_a(what)}")
     try:
         return json.loads(text, parse_int=_int_hook(name))
     except json.JSONDecodeError as exc:
@@ -183,7 +188,7 @@ def read_toml(path: str | os.PathLike[str], what: str = "TOML file", limit: int 
         raise TcsmtError(f"{name}: TOML nested too deeply") from None
     except ValueError as exc:
         if "digits" in str(exc):
-            raise TcsmtError(f"{name}: holds an integer of more than 4,300 digits; no field of a {what} takes "
+            raise TcsmtError(f"{name}: holds an integer of more than 4,300 digits; no field of {_a(what)} takes "
                              "one") from None
         raise TcsmtError(f"{name}: not a readable {what} ({str(exc).splitlines()[0][:120]})") from None
 
@@ -218,7 +223,7 @@ def read_npz(path: str | os.PathLike[str], required: tuple[str, ...] = (), what:
     with open_regular(path, what) as (fh, size):
         head = fh.read(8)
         if not head:
-            raise TcsmtError(f"{name}: an empty file, not an {what}")
+            raise TcsmtError(f"{name}: an empty file, not {_a(what)}")
         if head.startswith(_NPY_MAGIC):
             raise TcsmtError(f"{name}: a single .npy array, not an {what} (save a, b, c with numpy.savez)")
         if not head.startswith(_ZIP_MAGIC):
