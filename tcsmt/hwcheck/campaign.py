@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import click
@@ -26,7 +25,7 @@ from tcsmt.hwcheck.device import get_device
 from tcsmt.hwcheck.dists import DISTRIBUTIONS, generate
 from tcsmt.hwcheck.paths import PATHS
 from tcsmt.hwcheck.runner import check_layout
-from tcsmt.io import files
+from tcsmt.io import files, load
 from tcsmt.io.limits import GPU_K, JOBS, RANDOM_N
 from tcsmt.io.options import NON_NEGATIVE_FLOAT, SEED, bounded_int
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
@@ -62,10 +61,7 @@ def _run(args) -> int:
 
     arch = find_arch(args.arch)
     if args.extra_file:
-        try:
-            lines = Path(args.extra_file).read_text().splitlines()
-        except OSError as exc:
-            raise TcsmtError(f"cannot read {args.extra_file}: {exc}") from None
+        lines = load.read_text(args.extra_file, "list of extra model specs", 1 << 20).splitlines()
         args.extra += [ln.split("#")[0].strip() for ln in lines if ln.split("#")[0].strip()]
     want = {s.strip() for s in args.paths.split(",") if s.strip()}
     doc = {"tool": "tcsmt.hwcheck.campaign", "arch": arch.name, "tcsmt_commit": git_commit(),

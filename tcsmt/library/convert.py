@@ -57,6 +57,7 @@ import click
 
 from tcsmt.arith.registry import Arch, find_arch
 from tcsmt.errors import TcsmtError
+from tcsmt.io import load
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.families import borrow_refusal, class_of, family_of, grain_of, matches, recorded_signatures, reduction_of
 from tcsmt.library.plans import EPILOGUE_STEPS, FP8, OPS, TORCH_DTYPES, load_table, plans_dir, torch_dtype
@@ -317,10 +318,7 @@ def _toml(v: Any) -> str:
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise TcsmtError(f"cannot read {path}: {exc}") from None
+    data = load.read_json(path, what)
     if not isinstance(data, dict):
         raise TcsmtError(f"{path}: not a {what} (a JSON object expected)")
     return data

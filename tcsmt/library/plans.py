@@ -33,7 +33,6 @@ recorded plan covers is an error, never a guess (pass ``plan=`` explicitly).
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -43,6 +42,7 @@ from tcsmt.arith.params import ModelParams
 from tcsmt.arith.registry import models_dir, resolve
 from tcsmt.arith.semantics import REDUCTIONS
 from tcsmt.errors import TcsmtError
+from tcsmt.io import load
 from tcsmt.io.limits import LIBRARY_DIM, SPLIT_K
 
 OPS = ("mm", "addmm", "linear", "bmm", "scaled_mm")
@@ -289,9 +289,9 @@ def _check_plan(p: Plan, where: str) -> Plan:
 def load_table(path: Path) -> PlanTable:
     """Read one plan table (format: docs in ``models/library/README.md``)."""
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise TcsmtError(f"cannot read plan table {path}: {exc}") from None
+        data = load.read_toml(path, "plan table", 64 << 20)
+    except TcsmtError as exc:
+        raise TcsmtError(f"cannot read plan table: {exc}") from None
     name = Path(path).name
     for key in ("gpu", "arch", "library"):
         if key not in data:

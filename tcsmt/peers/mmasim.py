@@ -19,7 +19,6 @@ when a disagreement is left, 2 on a bad argument or when MMA-Sim cannot be impor
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import sys
 import time
 import zlib
@@ -35,7 +34,7 @@ from tcsmt.arith.params import ModelParams
 from tcsmt.arith.registry import resolve
 from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.check import git_commit
-from tcsmt.io import files
+from tcsmt.io import files, load
 from tcsmt.io.limits import RANDOM_N, SHOW
 from tcsmt.io.options import SEED, bounded_int
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
@@ -249,9 +248,9 @@ def peer_mmasim_cmd(**kw: Any) -> int:
     args.list, args.json = kw["list_"], kw["json_"]
     if args.table:
         try:
-            doc = json.loads(args.table.read_text())
+            doc = load.read_json(args.table, "result file")
             lines = table_lines(doc["paths"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise TcsmtError(f"--table {args.table}: not a result of this tool ({type(exc).__name__}: {exc})") from None
         print("\n".join(lines))
         return 0
