@@ -39,6 +39,8 @@ def make_call(op: str, M: int, N: int, K: int, *, a_dtype: str, b_dtype: str | N
     if op != "bmm" and batch != 1:
         raise TcsmtError(f"batch = {batch} needs op bmm ({op} multiplies one pair of matrices)")
     a = torch_dtype(a_dtype, "a_dtype")
+    if a is None:
+        raise TcsmtError("a_dtype is required: a dtype as torch names it, such as 'bfloat16'")
     b = torch_dtype(b_dtype, "b_dtype") or a
     if scale not in SCALES:
         raise TcsmtError(f"unknown scale {scale!r} (known: None, 'tensor', 'row')")

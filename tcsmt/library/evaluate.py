@@ -241,4 +241,4 @@ def evaluate_pairs(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None
 
 def checked_bits(x, fmt: Format, what: str) -> np.ndarray:
     """Bit patterns of ``fmt`` from a numpy array (patterns or exactly representable values)."""
-    return to_bits(np.asarray(x), fmt, what)
+    return to_bits(x, fmt, what)  # (masked arrays are refused there unless nothing is masked)
