@@ -194,7 +194,8 @@ def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize,
             raise TcsmtError("--library discriminates two plans of one call: give no MODEL arguments")
         from tcsmt.cli.library_cmd import discriminate_library
 
-        status = discriminate_library(library, gpu, plan_a, plan_b, seed, output, force, no_save, _command_line())
+        status = discriminate_library(library, gpu, plan_a, plan_b, seed, output, force, no_save, _command_line(),
+                                      timeout)
         if status:
             sys.exit(status)
         return

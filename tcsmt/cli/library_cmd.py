@@ -19,7 +19,7 @@ import numpy as np
 
 from tcsmt.arith.formats import Format
 from tcsmt.errors import TcsmtError
-from tcsmt.io import files, load
+from tcsmt.io import files, interrupts, load
 from tcsmt.io.limits import require_memory, shown
 from tcsmt.library.discriminate import parse_call, plan_with, plans_for, separate
 from tcsmt.library.evaluate import fmt_of
@@ -43,8 +43,9 @@ def call_dict(call: Call) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ discriminate --library
 def discriminate_library(call_text: str, gpu: str, changes_a: str | None, changes_b: str | None, seed: int,
-                         output: str | None, force: bool, no_save: bool, command: str) -> int:
-    """Print inputs separating the two plans; 0 when found (saved unless ``no_save``), 1 when none was found."""
+                         output: str | None, force: bool, no_save: bool, command: str, timeout: float = 120.0) -> int:
+    """Print inputs separating the two plans; 0 when found (saved unless ``no_save``), 1 when none was found;
+    a TcsmtError (exit 2) when ``timeout`` seconds pass first (``--timeout``: the whole search)."""
     call = parse_call(call_text)
     pa, pb = plans_for(call, gpu, changes_a, changes_b)
     out = None
@@ -53,7 +54,12 @@ def discriminate_library(call_text: str, gpu: str, changes_a: str | None, change
             x for x in (call.op, f"{call.M}x{call.N}x{call.K}", call.a_dtype, changes_a or "recorded", "vs",
                         changes_b or "recorded")).replace("=", "").replace(",", "_").replace("+", "_")) + ".json")
         out = files.output(name, force, free=output is None)
-    s = separate(pa, pb, seed=seed)
+    try:
+        with interrupts.time_limit(timeout):
+            s = separate(pa, pb, seed=seed)
+    except interrupts.TimeLimit:
+        raise TcsmtError(f"the time limit (--timeout {timeout:g} s) ended the search before an input separating the "
+                         f"plans was found (each try evaluates both plans over K = {call.K:,}; raise --timeout)") from None
     click.echo(f"call   : {call.label()} on {gpu}")
     click.echo(f"plan A : {changes_a or 'the recorded plan'}")
     click.echo(f"plan B : {changes_b or 'the recorded plan'}")
