@@ -291,8 +291,8 @@ def run_random(device, spec: PathSpec, models: list[tuple[str, ModelParams]], di
     per = spec.per_tile
     tiles_total = -(-n // per)
     tiles_batch = max(1, min(batch, BATCH_ENTRIES // K) // per)
-    require_memory(tiles_batch * per * K * ENTRY_BYTES, f"a batch of {tiles_batch * per:,} dot products of K = {K:,}",
-                   "lower --batch or --k")
+    rows = min(tiles_batch, tiles_total) * per
+    require_memory(rows * K * ENTRY_BYTES, f"a batch of {rows:,} dot products of K = {K:,}", "lower --batch or --k")
     res = DistResult(dist, tiles_total * per, K, [ModelTally(lbl, p) for lbl, p in models])
     t_start = time.perf_counter()
     done = 0
@@ -367,6 +367,12 @@ def inputs_from_doc(path: str, data: Any, in_fmt: str | None = None, out_fmt: st
     ins = instr or _file_instr(doc.get("instr"))
     b_fmt = doc.get("b_fmt")
     bf = b_fmt.as_str(200) if b_fmt is not None else ""
+    for key, given, text in (("in_fmt", in_fmt, fi), ("out_fmt", out_fmt, fo), ("b_fmt", None, bf)):
+        if text and not given:
+            try:
+                get_format(text)
+            except TcsmtError as exc:
+                raise doc[key].error(str(exc)) from None
     if bf and ins.lower() in ("mma", "wgmma"):  # a mixed-format file: its family
         ins = f"{ins}_x{get_format(bf).name}"
     spec = find_path(fi, fo, ins.lower())

@@ -38,6 +38,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tcsmt.errors import TcsmtError
 from tcsmt.identify.loop import Search, SearchState, Settings, TimeUp, arrays, classes_of, evaluate, outputs
 from tcsmt.identify.report import FEATURES, feature_cells, feature_table, feature_value, pinned, result_json, summary_lines, toml_entry
 from tcsmt.identify.result import SCHEMA, Experiment, LoggedRun, Result, Status, Target, load_log
@@ -94,7 +95,10 @@ def replay(directory: str, solver: str = "auto", timeout: float = 60.0,
         logged = set(run.named_points)
         space.points = [(n, p) for n, p in space.points if n in logged] or space.points
     exps = run.experiments
-    listed = space.hypotheses(deadline)
+    try:
+        listed = space.hypotheses(deadline)
+    except TcsmtError as exc:  # the logged space is too large (a radius the log should not hold)
+        raise TcsmtError(f"{run.file}: {exc}") from None
     alive = listed or []
     checked = len(alive)
     stopped = "time limit" if listed is None else ""

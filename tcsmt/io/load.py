@@ -70,7 +70,8 @@ def name_of(path: str | os.PathLike[str]) -> str:
     text = os.fspath(path)
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    text = text.replace("\0", "\\0")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):  # NUL, newlines: shown escaped, the message stays one line
+        text = "".join(ch if 32 <= ord(ch) != 127 else repr(ch)[1:-1] for ch in text)
     return text if len(text) <= 200 else f"{text[:100]}...({len(text):,} characters)"
 
 

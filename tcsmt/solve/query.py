@@ -71,7 +71,7 @@ def load_query(name_or_file: str | Path) -> QuerySpec:
         path = queries_dir() / f"{name_or_file}.toml"
     if not os.path.lexists(path):
         known = ", ".join(q.stem for q in sorted(queries_dir().glob("*.toml")))
-        raise TcsmtError(f"no query {shown(str(name_or_file))} (known: {known}; or give a .toml file)")
+        raise TcsmtError(f"no query {shown(str(name_or_file), 240)} (known: {known}; or give a .toml file)")
     doc = load.toml_document(path, "query file")
     doc.only({f.name for f in dataclasses.fields(QuerySpec)})
 
@@ -84,7 +84,7 @@ def load_query(name_or_file: str | Path) -> QuerySpec:
         return node.as_str(max_len)
 
     k, instr, minimize, hyps = doc.get("k"), doc.get("instr"), doc.get("minimize"), doc.get("hypotheses")
-    q = QuerySpec(name=text("name", max_len=200), title=text("title"), question=text("question"),
+    q = QuerySpec(name=text("name", max_len=1000), title=text("title"), question=text("question"),
                   source=text("source"), kind=text("kind", "feature", 40), model=text("model", "volta", 1000),
                   in_fmt=text("in_fmt", "fp16", 40), out_fmt=text("out_fmt", "fp32", 40),
                   instr=instr.as_str(200) if instr is not None else None,
@@ -95,6 +95,14 @@ def load_query(name_or_file: str | Path) -> QuerySpec:
         raise doc.error(f"kind: {shown(q.kind, 40)} is not one of feature, monotonicity")
     if q.kind == "feature" and len(q.hypotheses) < 2:
         raise doc.error("hypotheses: a feature query needs at least two hypotheses")
+    for key in ("in_fmt", "out_fmt"):  # names the file's field (a model given with --model is checked at run time)
+        try:
+            get_format(getattr(q, key))
+        except TcsmtError as exc:
+            raise doc[key].error(str(exc)) from None
+    for i, h in enumerate(q.hypotheses):
+        if "=" not in h and ":" in h:
+            raise doc["hypotheses"].error(f"[{i}]: {shown(h, 60)} is not a parameter override such as carry_bits=2")
     return q
 
 
