@@ -1,6 +1,9 @@
 """Every file tcsmt reads goes through here: regular files only, sizes checked before reading, every
 field validated, each problem one line naming the file and the field.
 
+(Over 400 lines: opening, the size checks of each kind of file and the field schema are the one rule
+"nothing a file says is trusted", read together.)
+
 * **Regular files only.**  A file is opened without blocking (``O_NONBLOCK``: a FIFO cannot hang the
   open) and ``fstat``-ed; a FIFO, a device (``/dev/zero``, ``/dev/null``), a directory or a socket, or a
   symbolic link to one, is refused before a byte is read.
@@ -421,7 +424,7 @@ class Node:
             n = v
         else:
             raise self._expect(f"{what} (a hex string such as '0x3c00')")
-        if n < 0 or n >> bits:
+        if n < 0 or n.bit_length() > bits:
             raise self.error(f"{shown(v, 40)} is not {what} ({bits} bits)")
         return n
 
