@@ -40,6 +40,10 @@ SIM_CHUNK = 1 << 14
 BATCH_ENTRIES = 1 << 26
 """Products (rows x K) of one random batch at most: the default --batch of 2^17 rows up to K = 512 (every
 built-in path's default K, so their campaigns draw the inputs they always drew)."""
+LONG_K = 512
+LONG_BATCH_ENTRIES = 1 << 22
+"""Beyond K = LONG_K (no built-in path's default) a batch holds at most this many products, so that a progress
+line comes every few seconds."""
 ENTRY_BYTES = 48
 """Host memory per product of a batch (A and B, their expanded copies, the models' int64 chunks)."""
 
@@ -280,7 +284,7 @@ def run_random(device, spec: PathSpec, models: list[tuple[str, ModelParams]], di
     """Check ``n`` random dot products (rounded up to whole tiles) of distribution ``dist``.
 
     Batches of ``batch`` dot products (fewer where K is long: at most :data:`BATCH_ENTRIES` products per
-    batch, so memory stays bounded) are generated from the seed sequence
+    batch, :data:`LONG_BATCH_ENTRIES` beyond K = :data:`LONG_K`, so memory stays bounded and progress comes) are generated from the seed sequence
     (seed, distribution index, batch index), so a run is reproducible and a
     batch's inputs do not depend on the batch size of other batches.  A batch that would not fit the
     memory available is refused before the first is generated.
@@ -290,7 +294,7 @@ def run_random(device, spec: PathSpec, models: list[tuple[str, ModelParams]], di
     at_most(K, GPU_K, "--k", "products per dot product on a GPU")
     per = spec.per_tile
     tiles_total = -(-n // per)
-    tiles_batch = max(1, min(batch, BATCH_ENTRIES // K) // per)
+    tiles_batch = max(1, min(batch, (BATCH_ENTRIES if K <= LONG_K else LONG_BATCH_ENTRIES) // K) // per)
     rows = min(tiles_batch, tiles_total) * per
     require_memory(rows * K * ENTRY_BYTES, f"a batch of {rows:,} dot products of K = {K:,}", "lower --batch or --k")
     res = DistResult(dist, tiles_total * per, K, [ModelTally(lbl, p) for lbl, p in models])
