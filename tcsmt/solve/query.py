@@ -88,7 +88,7 @@ def load_query(name_or_file: str | Path) -> QuerySpec:
                   source=text("source"), kind=text("kind", "feature", 40), model=text("model", "volta", 1000),
                   in_fmt=text("in_fmt", "fp16", 40), out_fmt=text("out_fmt", "fp32", 40),
                   instr=instr.as_str(200) if instr is not None else None,
-                  k=k.as_int(1, SMT_K) if k is not None else None, where=text("where", "", 1000),
+                  k=k.as_int(1, SMT_K) if k is not None else None, where=text("where", "", 20_000),
                   minimize=minimize.as_bool() if minimize is not None else True,
                   hypotheses=hyps.as_str_list(HYPOTHESES, 0, 1000) if hyps is not None else [])
     if q.kind not in ("feature", "monotonicity"):
