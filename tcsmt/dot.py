@@ -17,6 +17,7 @@ from tcsmt.arith.params import ModelParams
 from tcsmt.arith.registry import REFERENCES, find_arch, resolve
 from tcsmt.arith.values import format_value, parse_value, parse_vector
 from tcsmt.errors import TcsmtError
+from tcsmt.io.limits import shown
 from tcsmt.sim.block_scale import scale_patterns
 from tcsmt.sim.simulator import simulate_params
 
@@ -90,6 +91,14 @@ def dot(arch: str, a_text: str, b_text: str, c_text: str = "0", *, in_fmt: str |
     ``a_text`` and ``b_text`` are comma-separated values of equal, non-zero length; on a block-scaled
     path ``sa_text``/``sb_text`` the scale factors, one per scale block (the exact value then scales
     each product by its block's two factors)."""
+    if not isinstance(arch, str):
+        raise TcsmtError(f"a model spec is a string such as 'volta' or 'volta:carry_bits=2', not {shown(arch)}")
+    for what, v in (("in_fmt", in_fmt), ("out_fmt", out_fmt), ("instr", instr)):
+        if v is not None and not isinstance(v, str):
+            raise TcsmtError(f"{what} must be a string such as 'fp16' or 'mma', not {shown(v)}")
+    for what, v in (("a", a_text), ("b", b_text), ("c", c_text), ("sa", sa_text), ("sb", sb_text)):
+        if (v is not None or what in "abc") and not isinstance(v, str):
+            raise TcsmtError(f"{what} must be text as tcsmt dot takes it (values such as '1,2^-24'), not {shown(v)}")
     in_fmt, out_fmt = default_path(arch, in_fmt, out_fmt)
     p = resolve(arch, in_fmt, out_fmt, instr)
     a, b = parse_vector(a_text), parse_vector(b_text)

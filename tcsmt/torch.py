@@ -35,6 +35,14 @@ from tcsmt.library.tensors import tensor_patterns as tensor_bits  # CUDA tensors
 __all__ = ["addmm", "baddbmm", "bmm", "linear", "matmul", "mm", "scaled_mm"]
 
 
+def _tensors(**named: Any) -> None:
+    """Each argument must be a torch.Tensor (None is left to the function): a TcsmtError naming it otherwise."""
+    torch = import_torch()
+    for what, x in named.items():
+        if x is not None and not isinstance(x, torch.Tensor):
+            raise TcsmtError(f"{what} must be a torch.Tensor, not {type(x).__name__}")
+
+
 def _out_dtype(x: Any) -> str | None:
     return None if x is None else str(x).removeprefix("torch.")
 
@@ -79,6 +87,7 @@ def _back(bits: np.ndarray, like: Any, out_dtype: str | None, dtype: str) -> Any
 def mm(input: Any, mat2: Any, *, out_dtype: Any = None, gpu: str = "auto", plan: Plan | None = None) -> Any:
     """``torch.mm(input, mat2, out_dtype=...)`` as the GPU's library computes it."""
     torch = import_torch()
+    _tensors(input=input, mat2=mat2)
     dt = _same_dtype(input, mat2)
     od = _out_dtype(out_dtype)
     out = _lib.mm(tensor_bits(input), tensor_bits(mat2), dtype=dt, out_dtype=od, tf32=_tf32(torch, dt),
@@ -88,6 +97,7 @@ def mm(input: Any, mat2: Any, *, out_dtype: Any = None, gpu: str = "auto", plan:
 
 def bmm(input: Any, mat2: Any, *, out_dtype: Any = None, gpu: str = "auto", plan: Plan | None = None) -> Any:
     """``torch.bmm(input, mat2)``: (b, M, K) x (b, K, N)."""
+    _tensors(input=input, mat2=mat2)
     dt = _same_dtype(input, mat2)
     od = _out_dtype(out_dtype)
     out = _lib.bmm(tensor_bits(input), tensor_bits(mat2), dtype=dt, out_dtype=od, gpu=target(gpu, input, None),
@@ -126,6 +136,7 @@ def baddbmm(input: Any, batch1: Any, batch2: Any, *, beta: float = 1, alpha: flo
 
 def matmul(input: Any, other: Any, *, gpu: str = "auto", plan: Plan | None = None) -> Any:
     """``torch.matmul`` for 2-D @ 2-D (mm), 3-D @ 3-D (bmm) and N-D @ 2-D (rows folded into one mm, as torch does)."""
+    _tensors(input=input, other=other)
     if input.dim() == 2 and other.dim() == 2:
         return mm(input, other, gpu=gpu, plan=plan)
     if input.dim() == 3 and other.dim() == 3:
@@ -140,7 +151,9 @@ def matmul(input: Any, other: Any, *, gpu: str = "auto", plan: Plan | None = Non
 
 def addmm(input: Any, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1, out_dtype: Any = None,
           gpu: str = "auto", plan: Plan | None = None) -> Any:
-    """``torch.addmm(input, mat1, mat2, beta=, alpha=)``: beta*input + alpha*(mat1 @ mat2)."""
+    """``torch.addmm(input, mat1, mat2, beta=, alpha=)``: beta*input + alpha*(mat1 @ mat2); ``input`` broadcasts
+    to (M, N) as torch's does ((1, N), (M, 1), a scalar; a 1-D (N,) input is the bias epilogue)."""
+    _tensors(input=input, mat1=mat1, mat2=mat2)
     dt = _same_dtype(mat1, mat2)
     od = _out_dtype(out_dtype)
     out = _lib.addmm(tensor_bits(input), tensor_bits(mat1), tensor_bits(mat2), dtype=dt, beta=beta, alpha=alpha,
@@ -150,6 +163,7 @@ def addmm(input: Any, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1
 
 def linear(input: Any, weight: Any, bias: Any = None, *, gpu: str = "auto", plan: Plan | None = None) -> Any:
     """``torch.nn.functional.linear(input, weight, bias)``: input @ weight.T + bias (leading dims folded)."""
+    _tensors(input=input, weight=weight, bias=bias)
     dt = _same_dtype(input, weight)
     lead = tuple(input.shape[:-1])
     x = tensor_bits(input).reshape(-1, input.shape[-1])
@@ -162,6 +176,7 @@ def scaled_mm(mat_a: Any, mat_b: Any, scale_a: Any, scale_b: Any, bias: Any = No
               out_dtype: Any = None, use_fast_accum: bool = False, *, gpu: str = "auto",
               plan: Plan | None = None) -> Any:
     """``torch._scaled_mm(mat_a, mat_b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum)``."""
+    _tensors(mat_a=mat_a, mat_b=mat_b, scale_a=scale_a, scale_b=scale_b, bias=bias)
     if scale_result is not None:
         raise TcsmtError("scale_result (fp8 output scaling) is not modelled")
     if scale_a is None or scale_b is None:

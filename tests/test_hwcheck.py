@@ -227,12 +227,12 @@ def test_npz_input(tmp_path):
 
 @pytest.mark.parametrize("doc, msg", [
     ("not json", "not a readable JSON"),
-    ({"in_fmt": "fp16", "out_fmt": "fp32", "models": ["volta"]}, "'inputs' must be"),
-    ({"in_fmt": "fp16", "out_fmt": "fp32", "models": ["volta"], "inputs": [{"a": ["0x3c00"], "b": []}]}, "keys a, b, c"),
+    ({"in_fmt": "fp16", "out_fmt": "fp32", "models": ["volta"]}, "lacks the field 'inputs'"),
+    ({"in_fmt": "fp16", "out_fmt": "fp32", "models": ["volta"], "inputs": [{"a": ["0x3c00"], "b": []}]}, "inputs[0].b: an empty list"),
     ({"in_fmt": "fp16", "out_fmt": "fp32", "models": ["volta"],
-      "inputs": [{"a": ["0x3c00"], "b": ["0xzz"], "c": "0x0"}]}, "not a hex bit pattern"),
+      "inputs": [{"a": ["0x3c00"], "b": ["0xzz"], "c": "0x0"}]}, "inputs[0].b[0]: '0xzz' is not a bit pattern of fp16"),
     ({"in_fmt": "fp16", "out_fmt": "fp32", "models": ["volta"],
-      "inputs": [{"a": ["0x13c00"], "b": ["0x1"], "c": "0x0"}]}, "not a fp16 bit pattern"),
+      "inputs": [{"a": ["0x13c00"], "b": ["0x1"], "c": "0x0"}]}, "inputs[0].a[0]: '0x13c00' is not a bit pattern of fp16"),
     ({"in_fmt": "fp16", "out_fmt": "fp32", "models": ["volta"],
       "inputs": [{"a": ["0x3c00", "0x0"], "b": ["0x1"], "c": "0x0"}]}, "same, non-zero length"),
     ({"in_fmt": "fp16", "out_fmt": "fp32", "models": "nosuch", "inputs": [{"a": ["0x0"], "b": ["0x0"], "c": "0x0"}]},

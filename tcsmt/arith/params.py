@@ -18,6 +18,7 @@ from typing import Any
 
 from tcsmt.arith.formats import get_format
 from tcsmt.errors import TcsmtError
+from tcsmt.io.limits import parse_int, shown
 
 ROUNDINGS = ("rz", "rne", "ru", "rd")
 ALIGN_LOSS = ("trunc", "rne", "floor")
@@ -329,21 +330,25 @@ def coerce(key: str, value: Any) -> Any:
             return True
         if s in ("0", "false", "no", "off", "flush"):
             return False
-        raise TcsmtError(f"{key} takes true or false, not {value!r}")
+        raise TcsmtError(f"{key} takes true or false, not {shown(value)}")
     if role == "int_or_word":
         if isinstance(value, str) and value.lower() == word:
             return word
+        if isinstance(value, float) or isinstance(value, bool):
+            raise TcsmtError(f"{key} takes an integer or {word!r}, not {shown(value)}")
         try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise TcsmtError(f"{key} takes an integer or {word!r}, not {value!r}") from None
+            return parse_int(value, key)
+        except TcsmtError:
+            raise TcsmtError(f"{key} takes an integer or {word!r}, not {shown(value)}") from None
     if role in ("int", "int_or_none", "path_int"):
         if role == "int_or_none" and (value is None or str(value).lower() == "none"):
             return None
+        if isinstance(value, float) or isinstance(value, bool):
+            raise TcsmtError(f"{key} takes an integer, not {shown(value)}")
         try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise TcsmtError(f"{key} takes an integer, not {value!r}") from None
+            return parse_int(value, key)
+        except TcsmtError:
+            raise TcsmtError(f"{key} takes an integer, not {shown(value)}") from None
     if role in ("path", "format"):  # format names and shapes keep their case
         return str(value)
     return str(value).lower()

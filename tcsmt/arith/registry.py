@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -24,6 +23,8 @@ from typing import Any
 from tcsmt.arith.formats import get_format
 from tcsmt.arith.params import ModelParams, coerce, validate
 from tcsmt.errors import TcsmtError
+from tcsmt.io import load
+from tcsmt.io.limits import shown
 
 
 def models_dir() -> Path:
@@ -131,9 +132,9 @@ def _expand_b_fmts(path: Path, raws: list[dict]) -> list[dict]:
 
 def _load_arch(path: Path) -> Arch:
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise TcsmtError(f"cannot read model file {path}: {exc}") from exc
+        data = load.read_toml(path, "model file")
+    except TcsmtError as exc:
+        raise TcsmtError(f"cannot read model file: {exc}") from None
     defaults = data.get("defaults", {})
     shared = data.get("shared", {})
     paths = []
@@ -237,6 +238,8 @@ def split_spec(spec: str) -> tuple[str, list[str], dict[str, str]]:
     for part in filter(None, (x.strip() for x in rest.split(","))):
         if "=" in part:
             k, v = part.split("=", 1)
+            if k.strip() in over:
+                raise TcsmtError(f"the parameter {shown(k.strip(), 40)} is given twice in the model spec {shown(spec)}")
             over[k.strip()] = v.strip()
         else:
             hyps.append(part)

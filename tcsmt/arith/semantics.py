@@ -36,7 +36,7 @@ format between instructions, and adds IEEE-like NaN/Inf handling.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -955,7 +955,7 @@ def add_rounded(B: Backend, p: ModelParams, x_bits: V, x_fmt: Format, y_bits: V,
 
 
 def dot(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V,
-        sa_bits: Sequence[V] = (), sb_bits: Sequence[V] = ()) -> V:
+        sa_bits: Sequence[V] = (), sb_bits: Sequence[V] = (), progress: Callable[[int], None] | None = None) -> V:
     """D = sum_k a_k b_k + c as the model computes it, in out_fmt bits.
 
     On a block-scaled path (``p.scale_fmt``) ``sa_bits``/``sb_bits`` hold one scale pattern per
@@ -972,9 +972,12 @@ def dot(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_
     A last, shorter block sums only the products it has (K need not be a
     multiple of the block width; padding with zero products of either sign is
     the caller's choice, as on the hardware).
+
+    ``progress`` (no arithmetic) is called after each instruction with the number of products done.
     """
     acc, out = get_format(p.acc_fmt), get_format(p.out_fmt)
     cur, cur_fmt = c_bits, get_format(p.c_fmt)
+    done = 0
     for instr in groups(len(a_bits), p):
         if p.c_mode == "after_instr":
             held, held_fmt = cur, cur_fmt
@@ -989,6 +992,9 @@ def dot(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_
         if out != acc:
             cur = convert(B, cur, acc, out, p.out_round, p.subnormal_out)
             cur_fmt = out
+        if progress is not None:
+            done += sum(len(ks) for ks in instr)
+            progress(done)
     if cur_fmt != out:
         cur = convert(B, cur, cur_fmt, out, p.out_round, p.subnormal_out)
     return cur

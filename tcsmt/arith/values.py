@@ -17,6 +17,7 @@ import re
 from fractions import Fraction
 
 from tcsmt.errors import TcsmtError
+from tcsmt.io.limits import SIM_K, shown
 
 MAX_TEXT = 1000
 """Longest value text accepted (characters)."""
@@ -94,6 +95,8 @@ def _parse_factor(text: str, whole: str) -> Fraction:
 
 def parse_value(text: str) -> Fraction:
     """Parse an exact value such as ``1-2^-24`` or ``3*2^-5`` (raises TcsmtError)."""
+    if not isinstance(text, str):
+        raise TcsmtError(f"a value is text such as '1-2^-24' or '0.75', not {shown(text)}")
     if len(text) > MAX_TEXT:
         raise TcsmtError(f"value too long ({len(text)} characters; at most {MAX_TEXT})")
     s = text.strip().replace(" ", "")
@@ -124,7 +127,12 @@ def parse_value(text: str) -> Fraction:
 
 
 def parse_vector(text: str) -> list[Fraction]:
-    """Parse a comma-separated list of exact values."""
+    """Parse a comma-separated list of exact values (at most :data:`tcsmt.io.limits.SIM_K` of them)."""
+    if not isinstance(text, str):
+        raise TcsmtError(f"a vector is text of comma-separated values such as '1,2^-24', not {shown(text)}")
+    if text.count(",") >= SIM_K:
+        raise TcsmtError(f"a vector of {text.count(',') + 1:,} values is over its limit of {SIM_K:,} "
+                         "(products per dot product in the simulator)")
     return [parse_value(part) for part in text.split(",") if part.strip()]
 
 

@@ -11,7 +11,8 @@ from tcsmt.arith.formats import get_format
 from tcsmt.arith.registry import REFERENCES, architectures, find_arch, resolve
 from tcsmt.errors import TcsmtError
 from tcsmt.io import files
-from tcsmt.io.options import POSITIVE_INT, k_option, progress_option, timeout_option
+from tcsmt.io.limits import COUNT, SMT_K
+from tcsmt.io.options import SEED, bounded_int, k_option, progress_option, timeout_option
 from tcsmt.io.progress import Progress
 from tcsmt.io.trap import Group
 from tcsmt.solve.options import solver_option
@@ -99,21 +100,28 @@ def simulate_cmd(arch, in_fmt, out_fmt, instr, force, progress, infile, outfile)
 
 SIMULATE_PROGRESS_ROWS = 1 << 18
 """With progress on, ``simulate`` runs inputs of more rows than this in chunks of this many, one line each."""
+SIMULATE_PROGRESS_PRODUCTS = 1 << 24
+"""... and chunks of fewer rows where the rows are long: at most this many products per line."""
 
 
 def _simulate_with_progress(p, a, b, c, progress: Progress, sa=None, sb=None) -> np.ndarray:
-    """``simulate_params(p, a, b, c)``; in chunks with a progress line each when progress is on and n is large."""
+    """``simulate_params(p, a, b, c)``; with progress on, in chunks of rows with a line each (and lines inside
+    a long chunk: :func:`tcsmt.sim.simulator.simulate_params`)."""
     from tcsmt.sim.simulator import simulate_params
 
     a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
-    n, step = len(c) if c.ndim == 1 else 0, SIMULATE_PROGRESS_ROWS
-    if not progress.enabled or n <= step or a.ndim != 2 or a.shape != b.shape or a.shape[0] != n:
+    if not progress.enabled:
         return simulate_params(p, a, b, c, sa=sa, sb=sb)
+    n = len(c) if c.ndim == 1 else 0
+    K = a.shape[-1] if a.ndim == 2 else 1
+    step = max(1, min(SIMULATE_PROGRESS_ROWS, SIMULATE_PROGRESS_PRODUCTS // max(K, 1)))
+    if n <= step or a.ndim != 2 or a.shape != b.shape or a.shape[0] != n:
+        return simulate_params(p, a, b, c, sa=sa, sb=sb, progress=progress)
     parts = []
     for i in range(0, n, step):
         rows = slice(i, i + step)
         parts.append(simulate_params(p, a[rows], b[rows], c[rows], sa=None if sa is None else sa[rows],
-                                     sb=None if sb is None else sb[rows]))
+                                     sb=None if sb is None else sb[rows], progress=progress))
         progress(f"simulated {min(i + step, n):,} of {n:,} dot products")
     return np.concatenate(parts)
 
@@ -152,8 +160,9 @@ def _command_line() -> str:
 @click.option("--in", "in_fmt", default=None, help="input format (default: the first path both models have, fp16 first)")
 @click.option("--out", "out_fmt", default=None, help="output format")
 @click.option("--instr", default=None, help="instruction for models that have several (mma, wgmma)")
-@k_option("vector length (default: 1, 2, 4, ... up to one instruction)")
-@click.option("--count", type=POSITIVE_INT, default=1, show_default=True, help="number of different inputs")
+@k_option("vector length (default: 1, 2, 4, ... up to one instruction)", limit=SMT_K,
+          why="products per dot product in a solver query")
+@click.option("--count", type=bounded_int(COUNT, "inputs of one query"), default=1, show_default=True, help="number of different inputs")
 @click.option("--minimize", is_flag=True, help="prefer readable inputs: few terms, powers of two, positive")
 @click.option("--where", default=None, help="constraints, e.g. 'c=1,a>=0,|b|<=2^-10,normal'")
 @solver_option()
@@ -167,7 +176,7 @@ def _command_line() -> str:
 @click.option("--plan-a", default=None, help="with --library: plan A as changes to the recorded plan, e.g. split_k=3")
 @click.option("--plan-b", default=None, help="with --library: plan B, e.g. split_k=4 (fields: tcsmt.library.discriminate)")
 @click.option("--gpu", default="h100", show_default=True, help="with --library: the GPU whose plan table to use")
-@click.option("--seed", type=int, default=0, show_default=True, help="with --library: seed of the random tries")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="with --library: seed of the random tries")
 def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize, where, solver, timeout,
                      output, force, no_save, library, plan_a, plan_b, gpu, seed) -> None:
     """Find inputs on which MODEL1 and MODEL2 give different results.
@@ -191,7 +200,8 @@ def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize,
             raise TcsmtError("--library discriminates two plans of one call: give no MODEL arguments")
         from tcsmt.cli.library_cmd import discriminate_library
 
-        status = discriminate_library(library, gpu, plan_a, plan_b, seed, output, force, no_save, _command_line())
+        status = discriminate_library(library, gpu, plan_a, plan_b, seed, output, force, no_save, _command_line(),
+                                      timeout)
         if status:
             sys.exit(status)
         return
@@ -258,13 +268,12 @@ def query_cmd(name, list_, model, instr, solver, timeout, output, force, no_save
     q = load_query(name)
     base = model or q.model
     q = with_instr(q, base, instr)
-    import re as _re
 
     out = None  # the file, claimed before the solver runs: concurrent runs get different names (files.py)
     if not no_save and output:
         out = files.output(output, force)
-    elif not no_save:
-        target = Path("generated") / f"query-{q.name}-{_re.sub(r'[^A-Za-z0-9_.-]+', '_', base)}.json"
+    elif not no_save:  # names from the file and the spec are tokens, never paths (files.safe_name)
+        target = Path("generated") / f"query-{files.safe_name(q.name, 'query')}-{files.safe_name(base, 'model')}.json"
         out = files.output(target, force, free=True)
     click.echo(f"query {q.name}: {q.question}\nsource: {q.source}\nmodel: {base}"
                + (f" ({q.instr})" if q.instr else "") + "\n")

@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from tcsmt.io.limits import LIBRARY_BATCH, LIBRARY_DIM
+from tcsmt.io.options import bounded_int
 from tcsmt.io.trap import Command
 from tcsmt.library.lookup import Answer, Target
 from tcsmt.library.plans import EPILOGUE_STEPS, OPS, Plan
@@ -81,14 +83,14 @@ def render(ans: Answer) -> str:
 
 @click.command("explain", cls=Command)
 @click.argument("op", type=click.Choice(OPS))
-@click.argument("M", type=int)
-@click.argument("N", type=int)
-@click.argument("K", type=int)
+@click.argument("M", type=bounded_int(LIBRARY_DIM, "the largest library call tcsmt models"))
+@click.argument("N", type=bounded_int(LIBRARY_DIM, "the largest library call tcsmt models"))
+@click.argument("K", type=bounded_int(LIBRARY_DIM, "the largest library call tcsmt models"))
 @click.option("--dtype", "a_dtype", required=True, help="input dtype as torch names it: float16, bfloat16, float32, float8_e4m3fn, float8_e5m2")
 @click.option("--b-dtype", default=None, help="B's dtype where it differs (scaled_mm)")
 @click.option("--out-dtype", default=None, help="output dtype (default: torch's for the call)")
 @click.option("--gpu", default="h100", show_default=True, help="GPU whose recorded plans to use")
-@click.option("--batch", default=1, show_default=True, type=int, help="batch count (bmm)")
+@click.option("--batch", default=1, show_default=True, type=bounded_int(LIBRARY_BATCH, "bmm batches"), help="batch count (bmm)")
 @click.option("--alpha", default=1.0, show_default=True, type=float)
 @click.option("--beta", default=0.0, show_default=True, type=float)
 @click.option("--bias", is_flag=True, help="the call adds a bias (addmm with 1-D input, linear, scaled_mm)")

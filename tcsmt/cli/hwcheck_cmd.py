@@ -24,7 +24,8 @@ import click
 from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.paths import INSTRUCTION_FAMILIES
 from tcsmt.io import files
-from tcsmt.io.options import NON_NEGATIVE_INT, POSITIVE_INT, k_option
+from tcsmt.io.limits import GPU_BATCH, GPU_K, JOBS, LIBRARY_SAMPLES, RANDOM_N, SHOW
+from tcsmt.io.options import SEED, bounded_int, k_option
 
 
 def _echo_err(msg: str) -> None:
@@ -41,24 +42,25 @@ def _save(out: files.Output | None, doc: dict) -> None:
 @click.command("hwcheck")
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 @click.option("--model", "models", multiple=True, help="model spec to check (repeatable; adds to the file's list)")
-@click.option("--random", "n_random", type=POSITIVE_INT, default=None, help="check N random dot products per distribution")
+@click.option("--random", "n_random", type=bounded_int(RANDOM_N, "random dot products per distribution"), default=None, help="check N random dot products per distribution")
 @click.option("--arch", "archs", multiple=True, help="with --random: model spec(s) to check, e.g. hopper or 'hopper:extra_bits=3'")
 @click.option("--path", "path_text", default=None, help="with --random (or an .npz FILE): IN.OUT such as f16.f32, e4m3.f32, f64.f64")
 @click.option("--instr", type=click.Choice(list(INSTRUCTION_FAMILIES)), default=None,
               help="instruction family, or a library GEMM call (cublas: torch.mm; scaled_mm[_fast]: torch._scaled_mm "
                    "without/with fast accumulation); default mma")
-@k_option("dot-product length, a multiple of the instruction's k (default: one instruction; library paths: their GEMM depth)")
+@k_option("dot-product length, a multiple of the instruction's k (default: one instruction; library paths: their GEMM depth)",
+          limit=GPU_K, why="products per dot product on a GPU")
 @click.option("--dist", type=click.Choice(["wide", "narrow", "subnormal", "cancel", "overflow", "tiny", "all"]),
               default="all", show_default=True, help="input distribution")
-@click.option("--seed", type=NON_NEGATIVE_INT, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--save", "save", default=None, help="write the results as JSON to this file")
 @click.option("--force", is_flag=True, help="overwrite the --save file (a regular file only)")
 @click.option("--device", "device_spec", default="cuda", show_default=True,
               help="cuda, cuda:N, or model:SPEC (a virtual device computing with a model)")
 @click.option("--layouts", is_flag=True, help="check the fragment layouts of every path the device has")
-@click.option("--show", type=NON_NEGATIVE_INT, default=3, show_default=True, help="counterexamples printed per model")
-@click.option("--jobs", type=NON_NEGATIVE_INT, default=0, help="model worker processes (0: one per CPU core)")
-@click.option("--batch", type=POSITIVE_INT, default=1 << 17, show_default=True, help="dot products per GPU batch")
+@click.option("--show", type=bounded_int(SHOW, lower=0), default=3, show_default=True, help="counterexamples printed per model")
+@click.option("--jobs", type=bounded_int(JOBS, "worker processes", lower=0), default=0, help="model worker processes (0: one per CPU core)")
+@click.option("--batch", type=bounded_int(GPU_BATCH, "dot products per batch"), default=1 << 17, show_default=True, help="dot products per GPU batch")
 @click.option("--library", "library", default=None,
               help="one library GEMM call OP:MxNxK:DTYPE[:key=value,...]: run it through torch on the GPU and report "
                    "its recorded plan (and each --plan) confirmed or refuted")
@@ -69,7 +71,7 @@ def _save(out: files.Output | None, doc: dict) -> None:
 @click.option("--library-dist", default="normal", show_default=True,
               type=click.Choice(["normal", "wide", "tiny", "cancel", "smallint"]),
               help="with --library: input distribution (tcsmt.hwcheck.library_calls.make_inputs)")
-@click.option("--samples", type=POSITIVE_INT, default=256, show_default=True, help="with --library: outputs compared")
+@click.option("--samples", type=bounded_int(LIBRARY_SAMPLES, "outputs compared"), default=256, show_default=True, help="with --library: outputs compared")
 def hwcheck_cmd(file, models, n_random, archs, path_text, instr, k, dist, seed, save, force, device_spec, layouts,
                 show, jobs, batch, library, plans, library_inputs, library_dist, samples) -> None:
     """Check models bit for bit against a GPU: FILE, --random N, --layouts, or --library CALL.
@@ -136,10 +138,10 @@ def _plan_lines(label: str, spec, n: int, expected: dict[str, str] | None) -> li
 
 def _file_mode(device_spec, file, extra_models, path_text, instr, save, show, jobs) -> int:
     from tcsmt.hwcheck.check import ModelRunner, default_jobs
-    from tcsmt.sim.inputs import read_json
+    from tcsmt.io.load import read_json
     from tcsmt.solve.decisions import is_bundle
 
-    data = read_json(file) if str(file).endswith(".json") else None
+    data = read_json(file, "JSON input file") if str(file).endswith(".json") else None
     njobs = jobs or (default_jobs() if not device_spec.startswith("model:") else 1)
     if isinstance(data, dict) and is_bundle(data):
         if path_text or instr or extra_models:
@@ -240,11 +242,11 @@ def _layouts(device, save) -> int:
 
 def _first_outputs(file) -> dict[str, str] | None:
     """The outputs a discriminate/query record predicts for its first input, per model (None: not recorded)."""
-    from tcsmt.sim.inputs import read_json
+    from tcsmt.io.load import read_json
 
     if not str(file).endswith(".json"):
         return None
-    data = read_json(file)
+    data = read_json(file, "JSON input file")
     items = data.get("inputs") if isinstance(data, dict) else None
     if isinstance(items, list) and items and isinstance(items[0], dict) and isinstance(items[0].get("outputs"), dict):
         return {str(k): str(v) for k, v in items[0]["outputs"].items()}
@@ -257,6 +259,7 @@ def _bundle(device_spec, file, data: dict, save, show, njobs) -> int:
     Exit 0: every question that could run confirmed its primary reading; 1: some question's primary
     reading was refuted; 2: no question could run here (no GPU, or no kernel for any of its paths)."""
     from tcsmt.hwcheck.check import ModelRunner, check_inputs, format_example, git_commit, inputs_from_doc, resolve_models
+    from tcsmt.hwcheck.paths import NoKernel
 
     questions = data.get("questions")
     if not isinstance(questions, list) or not questions:
@@ -272,7 +275,7 @@ def _bundle(device_spec, file, data: dict, save, show, njobs) -> int:
             continue
         try:
             inputs = inputs_from_doc(where, q)
-        except TcsmtError:
+        except NoKernel:
             instr = q.get("instr")
             instr = ", ".join(instr) if isinstance(instr, list) else instr
             skipped.append((title, f"hwcheck has no kernel for {q.get('in_fmt')} -> {q.get('out_fmt')} ({instr}) "

@@ -13,23 +13,24 @@ from pathlib import Path
 import click
 
 from tcsmt.errors import TcsmtError
+from tcsmt.identify.space import FACTOR_NAMES
 from tcsmt.io import files
-from tcsmt.io.options import NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT, progress_option, timeout_option
+from tcsmt.io.limits import CANDIDATES, EXPERIMENTS, parse_int
+from tcsmt.io.options import POSITIVE_FLOAT, SEED, bounded_int, progress_option, timeout_option
 from tcsmt.io.progress import Progress
 from tcsmt.io.trap import Command
 from tcsmt.solve.options import solver_option
 
 
 def _radius(text: str) -> int | None:
+    """``--radius``: a number of rings (0 up to the number of factors of the space) or ``all``; the size of the
+    space it spans is checked before it is enumerated (:meth:`HypothesisSpace.check_size`)."""
     if text.strip().lower() in ("all", "full", "none"):
         return None
     try:
-        r = int(text)
-    except ValueError:
-        raise TcsmtError(f"--radius takes a number of rings or 'all', not {text!r}") from None
-    if r < 0:
-        raise TcsmtError("--radius must be at least 0")
-    return r
+        return parse_int(text, "--radius", len(FACTOR_NAMES), 0, "the number of factors of the space")
+    except TcsmtError as exc:
+        raise TcsmtError(f"{exc} (--radius takes a number of rings or 'all')") from None
 
 
 def _log_directory(log_dir: str | None, target, force: bool) -> str:
@@ -52,7 +53,8 @@ def _log_directory(log_dir: str | None, target, force: bool) -> str:
                              "or another --log-dir)")
         return log_dir
     path = target.path
-    base = f"generated/identify-{target.label}-{path.label}" + ("" if path.instr == "mma" else f"-{path.instr}")
+    name = f"identify-{target.label}-{path.label}" + ("" if path.instr == "mma" else f"-{path.instr}")
+    base = f"generated/{files.safe_name(name, 'identify')}"  # a token, never a path
     return str(files.output_dir(base, free=True).path)
 
 
@@ -67,16 +69,16 @@ def _log_directory(log_dir: str | None, target, force: bool) -> str:
 @click.option("--instr", default=None, help="instruction family (mma, wgmma, mfma); default mma where the device has it")
 @click.option("--radius", "radius_text", default="2", show_default=True,
               help="rings of the parameter product around the named models to search ('all' = whole product)")
-@click.option("--max-experiments", default=30, show_default=True, type=POSITIVE_INT, help="experiment budget")
+@click.option("--max-experiments", default=30, show_default=True, type=bounded_int(EXPERIMENTS), help="experiment budget")
 @solver_option()
 @timeout_option(60.0, "seconds per solver query for the last, hardest pairs (and equivalence proofs)")
 @timeout_option(10.0, "seconds per solver query while many hypotheses survive", name="--quick-timeout")
 @click.option("--time-limit", default=1800.0, show_default=True, type=POSITIVE_FLOAT, help="seconds for the whole run")
-@click.option("--candidates", default=2, show_default=True, type=POSITIVE_INT,
+@click.option("--candidates", default=2, show_default=True, type=bounded_int(CANDIDATES),
               help="solver inputs per round; the one that splits the survivors best is run")
 @click.option("--readable/--no-readable", default=False, show_default=True,
               help="make each solver input readable (few products, powers of two; costs solver time)")
-@click.option("--seed", default=0, show_default=True, type=NON_NEGATIVE_INT, help="random seed (pair choice, fallback search)")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="random seed (pair choice, fallback search)")
 @click.option("--log-dir", default=None, metavar="DIR",
               help="where to keep the experiments (default generated/identify-<target>-<path>/)")
 @click.option("--no-log", is_flag=True, help="keep no experiment log")
@@ -117,7 +119,8 @@ def _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experime
     if replay_dir is not None:
         if path_text:
             raise TcsmtError("--replay takes the path from the log; leave out --path")
-        res = idf.replay(replay_dir, solver=solver, timeout=timeout, progress=say)
+        logged = idf.load_log(replay_dir)
+        res = idf.replay(replay_dir, solver=solver, timeout=timeout, progress=say, time_limit=time_limit)
     else:
         if not path_text:
             raise TcsmtError("--path IN.OUT is required (e.g. --path f16.f32)")
@@ -131,12 +134,15 @@ def _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experime
                            quick_timeout=quick_timeout, time_limit=time_limit, candidates=candidates,
                            readable=readable, seed=seed, log_dir=directory, progress=say,
                            query_progress=prog if prog.enabled else None)
+    if res.status == "budget" and not res.experiments and replay_dir is None:
+        raise TcsmtError(f"the time limit (--time-limit {time_limit:g} s) ended the run before its first "
+                         "experiment: nothing is identified (no feature table, no models/ entry)")
+    if replay_dir is not None and res.stopped and not res.survivors:
+        raise TcsmtError(f"the time limit (--time-limit {time_limit:g} s) ended the replay of {replay_dir} before "
+                         f"its experiments were re-applied; the log says {logged.status or 'nothing'}")
     click.echo("")
     for line in idf.summary_lines(res):
         click.echo(line)
-    if res.status == "budget" and not res.experiments:
-        raise TcsmtError(f"the time limit (--time-limit {time_limit:g} s) ended the run before its first "
-                         "experiment: nothing is identified (no feature table, no models/ entry)")
     table = idf.feature_table(res)
     if table:
         click.echo("")
@@ -152,5 +158,23 @@ def _run(use_gpu, model, replay_dir, path_text, instr, radius_text, max_experime
         click.echo(f"experiments: {res.log_dir}/experiments.json (replay with --replay {res.log_dir})")
     if json_out:
         outputs[json_out].write_json(idf.result_json(res))
+    if replay_dir is not None:
+        _replay_verdict(replay_dir, logged, res, time_limit)
     if res.status == "none":
+        sys.exit(1)
+
+
+def _replay_verdict(replay_dir: str, logged, res, time_limit: float) -> None:
+    """The replay's exit: 2 when the time limit ended it (what it reached is printed), 1 when it ends
+    elsewhere than the log (another status or another number of survivors), else on as a run would."""
+    got = f"{res.status}, {len(res.survivors)} hypothes{'is' if len(res.survivors) == 1 else 'es'} surviving"
+    want = logged.status + (f", {logged.survivors} surviving" if logged.survivors is not None else "")
+    if res.stopped:
+        raise TcsmtError(f"the time limit (--time-limit {time_limit:g} s) ended the replay of {replay_dir} "
+                         f"before its end ({got} so far); the log says {want}")
+    differs = (logged.status and logged.status != "running" and res.status != logged.status) or (
+        logged.survivors is not None and logged.status != "running" and len(res.survivors) != logged.survivors)
+    if differs:
+        click.echo(f"tcsmt: the replay does not reach the logged result: the log says {want}, the replay gives {got} "
+                   f"(the models or the space changed since the log was written)", err=True)
         sys.exit(1)

@@ -10,7 +10,6 @@ the separating inputs of a ``discriminate --library`` file (``--inputs FILE``) a
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,8 @@ import numpy as np
 
 from tcsmt.arith.formats import Format
 from tcsmt.errors import TcsmtError
-from tcsmt.io import files
+from tcsmt.io import files, interrupts, load
+from tcsmt.io.limits import require_memory, shown
 from tcsmt.library.discriminate import parse_call, plan_with, plans_for, separate
 from tcsmt.library.evaluate import fmt_of
 from tcsmt.library.lookup import lookup
@@ -44,17 +44,23 @@ def call_dict(call: Call) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ discriminate --library
 def discriminate_library(call_text: str, gpu: str, changes_a: str | None, changes_b: str | None, seed: int,
-                         output: str | None, force: bool, no_save: bool, command: str) -> int:
-    """Print inputs separating the two plans; 0 when found (saved unless ``no_save``), 1 when none was found."""
+                         output: str | None, force: bool, no_save: bool, command: str, timeout: float = 120.0) -> int:
+    """Print inputs separating the two plans; 0 when found (saved unless ``no_save``), 1 when none was found;
+    a TcsmtError (exit 2) when ``timeout`` seconds pass first (``--timeout``: the whole search)."""
     call = parse_call(call_text)
     pa, pb = plans_for(call, gpu, changes_a, changes_b)
     out = None
     if not no_save:
-        name = output or Path("generated") / ("library-" + "_".join(
+        name = output or Path("generated") / ("library-" + files.safe_name("_".join(
             x for x in (call.op, f"{call.M}x{call.N}x{call.K}", call.a_dtype, changes_a or "recorded", "vs",
-                        changes_b or "recorded")).replace("=", "").replace(",", "_").replace("+", "_") + ".json")
+                        changes_b or "recorded")).replace("=", "").replace(",", "_").replace("+", "_")) + ".json")
         out = files.output(name, force, free=output is None)
-    s = separate(pa, pb, seed=seed)
+    try:
+        with interrupts.time_limit(timeout):
+            s = separate(pa, pb, seed=seed)
+    except interrupts.TimeLimit:
+        raise TcsmtError(f"the time limit (--timeout {timeout:g} s) ended the search before an input separating the "
+                         f"plans was found (each try evaluates both plans over K = {call.K:,}; raise --timeout)") from None
     click.echo(f"call   : {call.label()} on {gpu}")
     click.echo(f"plan A : {changes_a or 'the recorded plan'}")
     click.echo(f"plan B : {changes_b or 'the recorded plan'}")
@@ -93,6 +99,14 @@ def discriminate_library(call_text: str, gpu: str, changes_a: str | None, change
 
 
 # ------------------------------------------------------------------ hwcheck --library
+def call_bytes(call: Call) -> int:
+    """Host memory for one call's full inputs and output (A, B, C, the output and their copies on the way
+    to torch): an estimate for :func:`tcsmt.io.limits.require_memory`."""
+    itemsize = 4  # the widest input dtype (float32) bounds every other
+    elements = call.batch * (call.M * call.K + call.K * call.N + 2 * call.M * call.N)
+    return 3 * elements * itemsize
+
+
 def torch_device_run() -> DeviceRun:
     """The GPU runner (torch on CUDA); a TcsmtError naming why it cannot run."""
     try:
@@ -121,21 +135,68 @@ def _device_info() -> dict[str, Any]:
         return {}
 
 
+LIBRARY_INPUTS = "tcsmt discriminate --library"
+"""The ``tool`` of a file that ``hwcheck --library-inputs`` reads."""
+EXTRAS = ("C", "bias", "scale_a", "scale_b")
+
+
+def read_library_inputs(path: str) -> dict[str, Any]:
+    """A ``discriminate --library`` file, every field checked (:mod:`tcsmt.io.load`): ``call_text``,
+    ``gpu``, ``plan_a``, ``plan_b``, ``how`` and the separating ``a_row``, ``b_col`` and ``extras`` as
+    patterns of the call's dtypes (K of each), with the parsed ``call``."""
+    doc = load.document(path, "library inputs file")
+    tool = doc.get("tool")
+    if tool is None or tool.value != LIBRARY_INPUTS:
+        raise TcsmtError(f"{doc.file} is not a file written by {LIBRARY_INPUTS} (its 'tool' is "
+                         f"{shown(None if tool is None else tool.value, 40)})")
+    text = doc["call_text"].as_str(200)
+    try:
+        call = parse_call(text)
+    except TcsmtError as exc:
+        raise doc["call_text"].error(str(exc)) from None
+    out: dict[str, Any] = {"call_text": text, "call": call,
+                           "gpu": doc["gpu"].as_str(40) if doc.has("gpu") else "h100",
+                           "plan_a": doc["plan_a"].as_str(1000), "plan_b": doc["plan_b"].as_str(1000),
+                           "how": doc["how"].as_str(1000) if doc.has("how") else ""}
+    afmt, bfmt = fmt_of(call.a_dtype), fmt_of(call.b_dtype)
+    for key, fmt in (("a_row", afmt), ("b_col", bfmt)):
+        out[key] = np.array([x.as_hex(fmt.storage_bits, fmt.name) for x in doc[key].as_list(call.K, call.K)],
+                            dtype=fmt.dtype)
+    extras: dict[str, list[int]] = {}
+    ex = doc.get("extras")
+    for name, node in (ex.as_dict() if ex is not None else {}).items():
+        if name not in EXTRAS:
+            raise node.error(f"unknown extra (known: {', '.join(EXTRAS)})")
+        fmt = _extra_format(call, name)
+        extras[name] = [x.as_hex(fmt.storage_bits, fmt.name) for x in node.as_list(1, 1)]
+    out["extras"] = extras
+    return out
+
+
+def _extra_format(call: Call, name: str) -> Format:
+    """The format of the C, bias or scale value at (0, 0) of a separating input."""
+    if name == "C":
+        return fmt_of(call.out_dtype)
+    if name.startswith("scale"):
+        return fmt_of("float32")
+    return fmt_of(call.a_dtype if call.op in ("addmm", "linear") else call.out_dtype)
+
+
 def separating_inputs(doc: dict[str, Any], call: Call) -> dict[str, np.ndarray]:
     """Full inputs of the call (validation layout) holding a discriminate file's row and column at (0, 0),
-    zeros elsewhere (scales 1 elsewhere)."""
+    zeros elsewhere (scales 1 elsewhere); ``doc`` as :func:`read_library_inputs` gives it."""
     afmt, bfmt, ofmt = fmt_of(call.a_dtype), fmt_of(call.b_dtype), fmt_of(call.out_dtype)
-    a = np.array([int(x, 16) for x in doc["a_row"]], dtype=afmt.dtype)
-    b = np.array([int(x, 16) for x in doc["b_col"]], dtype=bfmt.dtype)
+    a, b = doc["a_row"], doc["b_col"]
     if a.shape != (call.K,) or b.shape != (call.K,):
         raise TcsmtError(f"the file's row and column must hold K = {call.K} values each")
+    require_memory(call_bytes(call), f"the inputs of {call.label()}")
     lead = (call.batch,) if call.op == "bmm" else ()
     A = np.zeros((*lead, call.M, call.K), dtype=afmt.dtype)
     B = np.zeros((*lead, call.K, call.N), dtype=bfmt.dtype)
     (A[0, 0] if lead else A[0])[:] = a
     (B[0][:, 0] if lead else B[:, 0])[:] = b
     out: dict[str, np.ndarray] = {"A": A, "B": B}
-    ex = {k: np.array([int(x, 16) for x in v]) for k, v in doc.get("extras", {}).items()}
+    ex = {k: np.array(v) for k, v in doc.get("extras", {}).items()}
     if call.op == "addmm" and not call.bias:
         C = np.zeros((call.M, call.N), dtype=ofmt.dtype)
         C[0, 0] = ex.get("C", [0])[0]
@@ -166,12 +227,7 @@ def hwcheck_library(call_text: str | None, gpu: str, changes: tuple[str, ...], i
 
     doc = None
     if inputs_file is not None:
-        try:
-            doc = json.loads(Path(inputs_file).read_text())
-        except (OSError, ValueError) as exc:
-            raise TcsmtError(f"cannot read {inputs_file}: {exc}") from None
-        if not isinstance(doc, dict) or doc.get("tool") != "tcsmt discriminate --library":
-            raise TcsmtError(f"{inputs_file} is not a file written by tcsmt discriminate --library")
+        doc = read_library_inputs(inputs_file)
         if call_text is not None and call_text != doc["call_text"]:
             raise TcsmtError(f"{inputs_file} holds inputs for {doc['call_text']}, not {call_text} (give one of them)")
         call_text = doc["call_text"]
@@ -205,6 +261,7 @@ def hwcheck_library(call_text: str | None, gpu: str, changes: tuple[str, ...], i
     else:
         from tcsmt.hwcheck.library_calls import make_inputs, sample_positions
 
+        require_memory(call_bytes(call), f"the inputs of {call.label()}")
         cd["dist"] = dist
         inputs = make_inputs(cd, seed)
         cd["samples"] = [[*pos, "0x0"] for pos in sample_positions(cd, seed, samples)]

@@ -15,7 +15,8 @@ from tcsmt.arith.formats import FP32
 from tcsmt.arith.values import format_value, parse_value
 from tcsmt.errors import TcsmtError
 from tcsmt.io import files
-from tcsmt.io.options import NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT, k_option, progress_option, timeout_option
+from tcsmt.io.limits import STATS_K, STATS_N
+from tcsmt.io.options import POSITIVE_FLOAT, SEED, bounded_int, k_option, progress_option, timeout_option
 from tcsmt.io.progress import NO_PROGRESS, Progress
 from tcsmt.io.trap import Command
 from tcsmt.solve.options import solver_option
@@ -227,7 +228,7 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
     click.echo(f"{'arch':{w1}}  {'algorithm':18}  {'median':>10}  {'95th pct':>10}  {'max':>10}  {'time':>7}")
     allres = []
     for arch in archs:
-        res = V.stats(arch, algos, K, n, dom, dist, relative, seed)
+        res = V.stats(arch, algos, K, n, dom, dist, relative, seed, progress=progress)
         allres.extend(res)
         progress(f"{arch}: {n} dot products x {len(algos)} schemes simulated")
         for s in res:
@@ -241,17 +242,17 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
 @click.option("--algo", default=None, help=f"scheme: {', '.join(ALGOS)} (fp32 = plain fp32 FMAs; "
               "--stats takes a comma-separated list)")
 @click.option("--arch", default=None, help="model spec with an fp16->fp32 path (default: every built-in one)")
-@k_option(f"dot-product length K (default {V.DEFAULT_K}; stats: 16)")
+@k_option(f"dot-product length K (default {V.DEFAULT_K}; stats: 16)", limit=STATS_K)
 @click.option("--range", "range_text", default=None, help=f"input magnitudes LO..HI (default {V.DEFAULT_RANGE})")
 @click.option("--bound", "bound_text", default=None, help="prove error <= EPS (e.g. 2^-22, 1e-7) or find a counterexample")
 @click.option("--abs", "absolute", is_flag=True, help="absolute error |D - A.B| instead of relative")
 @click.option("--compare", nargs=2, default=None, metavar="ALGO1 ALGO2",
               help="inputs where ALGO1 is less accurate than ALGO2 (absolute errors), and the converse")
 @click.option("--stats", "do_stats", is_flag=True, help="error distribution on random inputs (simulator)")
-@click.option("--n", "n", type=POSITIVE_INT, default=100000, show_default=True, help="--stats: number of dot products")
+@click.option("--n", "n", type=bounded_int(STATS_N, "dot products of one statistics run"), default=100000, show_default=True, help="--stats: number of dot products")
 @click.option("--dist", type=click.Choice(["loguniform", "uniform"]), default="loguniform", show_default=True,
               help="--stats: distribution of |x|")
-@click.option("--seed", type=NON_NEGATIVE_INT, default=0, show_default=True, help="--stats: random seed")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="--stats: random seed")
 @click.option("--plot", default=None, help="--stats: write a histogram to this file (needs matplotlib)")
 @click.option("--force", is_flag=True, help="overwrite the --plot file (a regular file only)")
 @solver_option()
@@ -293,12 +294,20 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
     modes = sum([bool(compare), do_stats, algo is not None and not compare and not do_stats])
     if compare and do_stats:
         raise TcsmtError("choose one of --compare and --stats")
+    if compare and algo is not None:
+        raise TcsmtError("--algo does not apply to --compare (it compares its two schemes ALGO1 ALGO2)")
+    if plot is not None and not do_stats:
+        raise TcsmtError("--plot applies to --stats only")
+
     if do_stats:
         algos = [scheme_key(a) for a in wanted]
         if bound_text:
             raise TcsmtError("--bound does not apply to --stats")
         dom = V.parse_range(range_text or V.DEFAULT_RANGE, piece_fmt)
         plot_out = files.output(plot, force) if plot else None  # claimed before the statistics run
+        if plot_out is not None and not V.plot_available():
+            raise TcsmtError("--plot needs matplotlib, which is not installed (pip install 'tcsmt[plot]'); "
+                             "nothing was run")
         _run_stats(archs, algos, k or 16, n, dom, dist, relative, seed, plot_out, prog)
         return
     K = k if k is not None else V.DEFAULT_K

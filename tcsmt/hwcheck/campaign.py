@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import click
@@ -26,27 +25,28 @@ from tcsmt.hwcheck.device import get_device
 from tcsmt.hwcheck.dists import DISTRIBUTIONS, generate
 from tcsmt.hwcheck.paths import PATHS
 from tcsmt.hwcheck.runner import check_layout
-from tcsmt.io import files
-from tcsmt.io.options import NON_NEGATIVE_FLOAT, NON_NEGATIVE_INT, POSITIVE_INT
+from tcsmt.io import files, load
+from tcsmt.io.limits import GPU_K, JOBS, RANDOM_N
+from tcsmt.io.options import NON_NEGATIVE_FLOAT, SEED, bounded_int
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 
 
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 @click.option("--arch", required=True)
-@click.option("--n", type=POSITIVE_INT, default=100_000, show_default=True, help="dot products per path and distribution")
-@click.option("--k", type=NON_NEGATIVE_INT, default=0, show_default=True, help="K (0: one instruction); rounded up to the path's k")
+@click.option("--n", type=bounded_int(RANDOM_N), default=100_000, show_default=True, help="dot products per path and distribution")
+@click.option("--k", type=bounded_int(GPU_K, "products per dot product on a GPU", lower=0), default=0, show_default=True, help="K (0: one instruction); rounded up to the path's k")
 @click.option("--paths", default="", help="comma-separated labels such as f16.f32/mma (default: all)")
 @click.option("--dists", default=",".join(DISTRIBUTIONS), show_default=True)
 @click.option("--extra", multiple=True, help="more model specs to compare (repeatable)")
 @click.option("--extra-file", default="", help="file with more model specs, one per line (# comments)")
 @click.option("--device", default="cuda", show_default=True)
-@click.option("--seed", type=NON_NEGATIVE_INT, default=0, show_default=True)
-@click.option("--jobs", type=NON_NEGATIVE_INT, default=0, show_default=True, help="model worker processes (0: one per core)")
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--jobs", type=bounded_int(JOBS, "worker processes", lower=0), default=0, show_default=True, help="model worker processes (0: one per core)")
 @click.option("--budget", type=NON_NEGATIVE_FLOAT, default=0.0, help="seconds after which no new path is started (0: none)")
 @click.option("--no-layouts", is_flag=True, help="skip the fragment layout checks")
 @click.option("--out", required=True, help="the campaign's JSON document")
 @click.option("--dump", default="", help="also save raw tiles and device outputs of every path and distribution to this .npz")
-@click.option("--dump-tiles", type=POSITIVE_INT, default=256, show_default=True, help="tiles per path and distribution in --dump")
+@click.option("--dump-tiles", type=bounded_int(1 << 20), default=256, show_default=True, help="tiles per path and distribution in --dump")
 @click.option("--force", is_flag=True, help="overwrite --out and --dump (regular files only)")
 def campaign_cmd(**options) -> int:
     return _run(SimpleNamespace(**{**options, "extra": list(options["extra"])}))
@@ -61,10 +61,7 @@ def _run(args) -> int:
 
     arch = find_arch(args.arch)
     if args.extra_file:
-        try:
-            lines = Path(args.extra_file).read_text().splitlines()
-        except OSError as exc:
-            raise TcsmtError(f"cannot read {args.extra_file}: {exc}") from None
+        lines = load.read_text(args.extra_file, "list of extra model specs", 1 << 20).splitlines()
         args.extra += [ln.split("#")[0].strip() for ln in lines if ln.split("#")[0].strip()]
     want = {s.strip() for s in args.paths.split(",") if s.strip()}
     doc = {"tool": "tcsmt.hwcheck.campaign", "arch": arch.name, "tcsmt_commit": git_commit(),

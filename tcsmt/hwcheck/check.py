@@ -31,9 +31,21 @@ from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.device import expand_scales, expand_tiles
 from tcsmt.hwcheck.dists import DISTRIBUTIONS, generate, random_scales
 from tcsmt.hwcheck.paths import PathSpec, find_path, pad_k, unit_scale
-from tcsmt.sim.inputs import dot_patterns, read_json, read_npz
+from tcsmt.io import load
+from tcsmt.io.limits import GPU_K, VALUES, at_most, require_memory
+from tcsmt.io.load import Node
+from tcsmt.sim.inputs import dot_patterns
 
 SIM_CHUNK = 1 << 14
+BATCH_ENTRIES = 1 << 26
+"""Products (rows x K) of one random batch at most: the default --batch of 2^17 rows up to K = 512 (every
+built-in path's default K, so their campaigns draw the inputs they always drew)."""
+LONG_K = 512
+LONG_BATCH_ENTRIES = 1 << 22
+"""Beyond K = LONG_K (no built-in path's default) a batch holds at most this many products, so that a progress
+line comes every few seconds."""
+ENTRY_BYTES = 48
+"""Host memory per product of a batch (A and B, their expanded copies, the models' int64 chunks)."""
 
 
 # ----------------------------------------------------------------- helpers
@@ -271,15 +283,20 @@ def run_random(device, spec: PathSpec, models: list[tuple[str, ModelParams]], di
                progress: Callable[[str], None] | None = None) -> DistResult:
     """Check ``n`` random dot products (rounded up to whole tiles) of distribution ``dist``.
 
-    Batches of ``batch`` dot products are generated from the seed sequence
+    Batches of ``batch`` dot products (fewer where K is long: at most :data:`BATCH_ENTRIES` products per
+    batch, :data:`LONG_BATCH_ENTRIES` beyond K = :data:`LONG_K`, so memory stays bounded and progress comes) are generated from the seed sequence
     (seed, distribution index, batch index), so a run is reproducible and a
-    batch's inputs do not depend on the batch size of other batches.
+    batch's inputs do not depend on the batch size of other batches.  A batch that would not fit the
+    memory available is refused before the first is generated.
     """
     if K <= 0 or K % spec.instr_k:
         raise TcsmtError(f"--k must be a positive multiple of {spec.instr_k} for {spec.shape}, not {K}")
+    at_most(K, GPU_K, "--k", "products per dot product on a GPU")
     per = spec.per_tile
     tiles_total = -(-n // per)
-    tiles_batch = max(1, batch // per)
+    tiles_batch = max(1, min(batch, (BATCH_ENTRIES if K <= LONG_K else LONG_BATCH_ENTRIES) // K) // per)
+    rows = min(tiles_batch, tiles_total) * per
+    require_memory(rows * K * ENTRY_BYTES, f"a batch of {rows:,} dot products of K = {K:,}", "lower --batch or --k")
     res = DistResult(dist, tiles_total * per, K, [ModelTally(lbl, p) for lbl, p in models])
     t_start = time.perf_counter()
     done = 0
@@ -329,18 +346,6 @@ class FileInputs:
     sb: list[np.ndarray] | None = None
 
 
-def _parse_hex(text: Any, fmt: Format, where: str) -> int:
-    if isinstance(text, bool) or not isinstance(text, (str, int)):
-        raise TcsmtError(f"{where}: expected a hex string such as '0x3c00', got {text!r}")
-    try:
-        v = int(text, 16) if isinstance(text, str) else int(text)
-    except ValueError:
-        raise TcsmtError(f"{where}: {text!r} is not a hex bit pattern") from None
-    if v < 0 or not bool(fmt.valid_pattern(np.array([v], dtype=np.uint64))[0]):
-        raise TcsmtError(f"{where}: {text} is not a {fmt.name} bit pattern")
-    return v
-
-
 def load_inputs(path: str, in_fmt: str | None = None, out_fmt: str | None = None,
                 instr: str | None = None) -> FileInputs:
     """Read FILE (.json from ``generated/`` or .npz with a, b, c) for ``tcsmt hwcheck FILE``.
@@ -348,133 +353,151 @@ def load_inputs(path: str, in_fmt: str | None = None, out_fmt: str | None = None
     JSON keys: "in_fmt", "out_fmt", "instr" (default mma), "models" (spec
     strings), "inputs": [{"a": [hex], "b": [hex], "c": hex}].  For .npz the
     formats come from the arguments (or the file's optional in_fmt/out_fmt/instr
-    string arrays).  Every problem is a TcsmtError naming the file and entry.
+    string arrays).  The file is read through :mod:`tcsmt.io.load` (a regular file, its size and every
+    field checked); every problem is a TcsmtError naming the file and the field.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise TcsmtError(f"no such file: {path}")
-    if p.suffix == ".npz":
-        return _load_npz(p, in_fmt, out_fmt, instr)
-    data = read_json(p)
-    if not isinstance(data, dict):
-        raise TcsmtError(f"{path}: expected a JSON object with in_fmt, out_fmt, inputs")
-    return inputs_from_doc(path, data, in_fmt, out_fmt, instr)
+    if str(path).endswith(".npz"):
+        return _load_npz(path, in_fmt, out_fmt, instr)
+    return inputs_from_doc(path, load.document(path, "JSON input file").value, in_fmt, out_fmt, instr)
 
 
-def inputs_from_doc(path: str, data: dict, in_fmt: str | None = None, out_fmt: str | None = None,
+def inputs_from_doc(path: str, data: Any, in_fmt: str | None = None, out_fmt: str | None = None,
                     instr: str | None = None) -> FileInputs:
     """The dot products of one JSON document (a ``discriminate`` or ``query`` record; see :func:`load_inputs`);
     ``path`` names it in errors (a file, or a file and a question of a decision bundle)."""
-    data = _as_inputs_doc(path, data)
-    fi = in_fmt or data.get("in_fmt")
-    fo = out_fmt or data.get("out_fmt")
-    ins = instr or _file_instr(path, data.get("instr"))
-    b_fmt = data.get("b_fmt")
-    if isinstance(b_fmt, str) and b_fmt and ins.lower() in ("mma", "wgmma"):  # a mixed-format file: its family
-        ins = f"{ins}_x{get_format(b_fmt).name}"
-    if not isinstance(fi, str) or not isinstance(fo, str):
-        raise TcsmtError(f"{path}: needs string keys in_fmt and out_fmt (and optionally instr)")
+    doc = _as_inputs_doc(Node(data, path))
+    fi = in_fmt or doc["in_fmt"].as_str(200)
+    fo = out_fmt or doc["out_fmt"].as_str(200)
+    ins = instr or _file_instr(doc.get("instr"))
+    b_fmt = doc.get("b_fmt")
+    bf = b_fmt.as_str(200) if b_fmt is not None else ""
+    for key, given, text in (("in_fmt", in_fmt, fi), ("out_fmt", out_fmt, fo), ("b_fmt", None, bf)):
+        if text and not given:
+            try:
+                get_format(text)
+            except TcsmtError as exc:
+                raise doc[key].error(str(exc)) from None
+    if bf and ins.lower() in ("mma", "wgmma"):  # a mixed-format file: its family
+        ins = f"{ins}_x{get_format(bf).name}"
     spec = find_path(fi, fo, ins.lower())
-    models = data.get("models", [])
-    if isinstance(models, str):
-        models = [models]
-    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
-        raise TcsmtError(f"{path}: 'models' must be a list of model spec strings")
-    inputs = data.get("inputs")
-    if not isinstance(inputs, list) or not inputs:
-        raise TcsmtError(f"{path}: 'inputs' must be a non-empty list of {{a, b, c}} objects")
+    m = doc.get("models")
+    models = [] if m is None else [m.as_str(1000)] if isinstance(m.value, str) else m.as_str_list(1000, 0, 1000)
+    items = doc["inputs"].as_list(VALUES, 1)
     fin, fc = spec.fin, spec.c_fmt
     A, B, C = [], [], []
     SA: list[np.ndarray] = []
     SB: list[np.ndarray] = []
-    for i, item in enumerate(inputs):
-        where = f"{path}: inputs[{i}]"
-        if not isinstance(item, dict) or not all(k in item for k in ("a", "b", "c")):
-            raise TcsmtError(f"{where} must be an object with keys a, b, c")
-        if not isinstance(item["a"], list) or not isinstance(item["b"], list):
-            raise TcsmtError(f"{where}: a and b must be lists of hex strings")
-        if len(item["a"]) != len(item["b"]) or not item["a"]:
-            raise TcsmtError(f"{where}: a and b need the same, non-zero length "
-                             f"(got {len(item['a'])} and {len(item['b'])})")
-        A.append(np.array([_parse_hex(x, fin, f"{where}.a[{j}]") for j, x in enumerate(item["a"])], dtype=fin.dtype))
-        B.append(np.array([_parse_hex(x, spec.fin_b, f"{where}.b[{j}]") for j, x in enumerate(item["b"])], dtype=fin.dtype))
-        C.append(_parse_hex(item["c"], fc, f"{where}.c"))
+    for item in items:
+        item.as_dict()
+        a_list, b_list = item["a"].as_list(GPU_K, 1), item["b"].as_list(GPU_K, 1)
+        if len(a_list) != len(b_list):
+            raise item.error(f"a and b need the same, non-zero length (got {len(a_list)} and {len(b_list)})")
+        A.append(np.array([x.as_hex(fin.storage_bits, fin.name) for x in a_list], dtype=fin.dtype))
+        B.append(np.array([x.as_hex(spec.fin_b.storage_bits, spec.fin_b.name) for x in b_list], dtype=fin.dtype))
+        C.append(_pattern(item["c"], fc))
         if spec.scale_fmt:
-            sa, sb = _scales(item, spec, len(item["a"]), where)
+            sa, sb = _scales(item, spec, len(a_list))
             SA.append(sa)
             SB.append(sb)
-        elif "sa" in item or "sb" in item:
-            raise TcsmtError(f"{where}: scale factors sa, sb given, but {spec.label} is not block-scaled")
+        elif item.has("sa") or item.has("sb"):
+            raise item.error(f"scale factors sa, sb given, but {spec.label} is not block-scaled")
+    for arr, fmt, key in ((A, fin, "a"), (B, spec.fin_b, "b")):
+        for i, x in enumerate(arr):
+            bad = ~np.asarray(fmt.valid_pattern(x.astype(np.uint64)))
+            if bad.any():
+                j = int(np.argmax(bad))
+                raise items[i][key].as_list()[j].error(f"0x{int(x[j]):x} is not a bit pattern of {fmt.name}")
     if spec.scale_fmt:
-        return FileInputs(spec, list(models), A, B, np.array(C, dtype=fc.dtype), SA, SB)
-    return FileInputs(spec, list(models), A, B, np.array(C, dtype=fc.dtype))
+        return FileInputs(spec, models, A, B, np.array(C, dtype=fc.dtype), SA, SB)
+    return FileInputs(spec, models, A, B, np.array(C, dtype=fc.dtype))
 
 
-def _scales(item: dict, spec: PathSpec, K: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+def _pattern(node: Node, fmt: Format) -> int:
+    """One bit pattern of ``fmt`` (its width, and a pattern the format has: tf32's pad bits zero)."""
+    v = node.as_hex(fmt.storage_bits, fmt.name)
+    if not bool(fmt.valid_pattern(np.array([v], dtype=np.uint64))[0]):
+        raise node.error(f"0x{v:x} is not a bit pattern of {fmt.name}")
+    return v
+
+
+def _scales(item: Node, spec: PathSpec, K: int) -> tuple[np.ndarray, np.ndarray]:
     """The scale patterns sa, sb of one input of a block-scaled path: ceil(K / scale_block) hex patterns each."""
     fs = get_format(spec.scale_fmt)
     m = -(-K // spec.scale_block)
     out = []
     for key in ("sa", "sb"):
         v = item.get(key)
-        if not isinstance(v, list) or len(v) != m:
-            raise TcsmtError(f"{where}: {spec.label} is block-scaled: {key} must be a list of {m} {fs.name} hex "
+        if v is None or not isinstance(v.value, list) or len(v.value) != m:
+            raise item.error(f"{spec.label} is block-scaled: {key} must be a list of {m} {fs.name} hex "
                              f"pattern(s), one per {spec.scale_block} products")
-        out.append(np.array([_parse_hex(x, fs, f"{where}.{key}[{j}]") for j, x in enumerate(v)], dtype=np.uint8))
+        out.append(np.array([_pattern(x, fs) for x in v.as_list(m, m)], dtype=np.uint8))
     return out[0], out[1]
 
 
-def _as_inputs_doc(path: str, data: dict) -> dict:
+def _as_inputs_doc(doc: Node) -> Node:
     """A ``tcsmt query`` file in the shape ``discriminate`` writes (in_fmt, out_fmt, instr, models, inputs).
 
     A feature query's inputs are those of its pairs (each pair a discriminate document), its models the
     base model and every hypothesis of a pair; a monotonicity query's inputs are its x and y.
     """
-    if isinstance(data.get("pairs"), list) and "inputs" not in data:
-        pairs = [p for p in data["pairs"] if isinstance(p, dict)]
+    doc.as_dict()
+    if doc.has("pairs") and not doc.has("inputs"):
+        pairs = [p for p in doc["pairs"].as_list() if isinstance(p.value, dict)]
         if not pairs:
-            raise TcsmtError(f"{path}: a query file with no answered pair holds no input to run")
-        models = [data.get("model")] + [m for p in pairs for m in (p.get("models") or [])]
-        instrs = [i for p in pairs for i in ([p["instr"]] if isinstance(p.get("instr"), str) else p.get("instr") or [])]
-        return {"in_fmt": pairs[0].get("in_fmt"), "out_fmt": pairs[0].get("out_fmt"), "instr": instrs or None,
-                "models": [m for m in dict.fromkeys(models) if isinstance(m, str)],
-                "inputs": [i for p in pairs for i in (p.get("inputs") or [])]}
-    if "x" in data and "y" in data and "inputs" not in data:
-        return {**data, "models": [data.get("model")] if isinstance(data.get("model"), str) else [],
-                "inputs": [data["x"], data["y"]]}
-    return data
+            raise doc.error("a query file with no answered pair holds no input to run")
+        models: list[Any] = [doc.value.get("model")]
+        instrs: list[str] = []
+        inputs: list[Any] = []
+        for p in pairs:
+            m = p.get("models")
+            models += m.as_str_list(1000) if m is not None else []
+            i = p.get("instr")
+            if i is not None:
+                instrs += [i.as_str(200)] if isinstance(i.value, str) else i.as_str_list(1000, 0, 200)
+            ins = p.get("inputs")
+            inputs += [x.value for x in ins.as_list()] if ins is not None else []
+        first = pairs[0]
+        return Node({"in_fmt": first["in_fmt"].value, "out_fmt": first["out_fmt"].value, "instr": instrs or None,
+                     "models": [m for m in dict.fromkeys(models) if isinstance(m, str)], "inputs": inputs},
+                    doc.file, doc.path)
+    if doc.has("x") and doc.has("y") and not doc.has("inputs"):
+        model = doc.value.get("model")
+        return Node({**doc.value, "models": [model] if isinstance(model, str) else [],
+                     "inputs": [doc["x"].value, doc["y"].value]}, doc.file, doc.path)
+    return doc
 
 
-def _file_instr(path: str, value: object) -> str:
+def _file_instr(node: Node | None) -> str:
     """The instruction a JSON file names: a string, or (as ``discriminate``/``query`` write it) the list of
     its models' instructions; "ref" (a reference semantics) names none.  Default mma; several: ask --instr."""
-    if value is None:
+    if node is None:
         return "mma"
-    names = [value] if isinstance(value, str) else value
-    if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
-        raise TcsmtError(f"{path}: 'instr' must be a string or a list of strings")
+    names = [node.as_str(200)] if isinstance(node.value, str) else node.as_str_list(1000, 0, 200)
     real = sorted({x.lower() for x in names} - {"ref"})
     if len(real) > 1:
-        raise TcsmtError(f"{path}: the models use different instructions ({', '.join(real)}); "
+        raise node.error(f"the models use different instructions ({', '.join(real)}); "
                          "choose the one to run with --instr")
     return real[0] if real else "mma"
 
 
-def _load_npz(p: Path, in_fmt, out_fmt, instr) -> FileInputs:
-    data = read_npz(p, ("a", "b", "c"))
+def _load_npz(p: str, in_fmt, out_fmt, instr) -> FileInputs:
+    data = load.read_npz(p, ("a", "b", "c"))
 
     def meta(key, given):
         if given:
             return given
-        if key in data and data[key].shape == () and data[key].dtype.kind in "US":
+        if key in data and data[key].shape == () and data[key].dtype.kind in "US" and data[key].dtype.itemsize <= 160:
             v = data[key].item()
             return v.decode("ascii", "replace") if isinstance(v, bytes) else str(v)
         return None
 
     fi, fo, ins = meta("in_fmt", in_fmt), meta("out_fmt", out_fmt), meta("instr", instr) or "mma"
     if not fi or not fo:
-        raise TcsmtError(f"{p}: give --path IN.OUT (or store in_fmt/out_fmt strings in the file)")
+        raise TcsmtError(f"{load.name_of(p)}: give --path IN.OUT (or store in_fmt/out_fmt strings in the file)")
     spec = find_path(fi, fo, ins)
+    a = np.asarray(data["a"])
+    if a.ndim == 2:
+        at_most(a.shape[1], GPU_K, f"{load.name_of(p)}: K", "products per dot product on a GPU")
     a, b, c = dot_patterns(data["a"], data["b"], data["c"], spec.fin, spec.c_fmt, source=str(p), b_fmt=spec.fin_b)
     return FileInputs(spec, [], list(a), list(b), c)
 

@@ -196,12 +196,16 @@ def short_name(fmt: str) -> str:
     return _SHORT.get(fmt, fmt)
 
 
+class NoKernel(TcsmtError):
+    """No hardware path (no kernel) for these formats and instruction family."""
+
+
 def find_path(in_fmt: str, out_fmt: str, instr: str = "mma") -> PathSpec:
     """The PathSpec for formats (any tcsmt name or alias) and instruction family (``mma_xe5m2``: B in e5m2)."""
     key = (get_format(in_fmt).name, get_format(out_fmt).name, instr)
     if key not in PATHS:
         have = ", ".join(p.label for p in PATHS.values())
-        raise TcsmtError(f"no hardware path {short_name(key[0])}.{short_name(key[1])} with {instr} (available: {have})")
+        raise NoKernel(f"no hardware path {short_name(key[0])}.{short_name(key[1])} with {instr} (available: {have})")
     return PATHS[key]
 
 

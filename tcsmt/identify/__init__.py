@@ -38,14 +38,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tcsmt.identify.loop import Search, SearchState, Settings, arrays, classes_of, evaluate
+from tcsmt.errors import TcsmtError
+from tcsmt.identify.loop import Search, SearchState, Settings, TimeUp, arrays, classes_of, evaluate, outputs
 from tcsmt.identify.report import FEATURES, feature_cells, feature_table, feature_value, pinned, result_json, summary_lines, toml_entry
-from tcsmt.identify.result import SCHEMA, Experiment, Result, Status, Target, load_log
+from tcsmt.identify.result import SCHEMA, Experiment, LoggedRun, Result, Status, Target, load_log
 from tcsmt.identify.separate import Separator, split_score
 from tcsmt.identify.space import HypothesisSpace, PathInfo
 
 __all__ = [
-    "FEATURES", "SCHEMA", "Experiment", "Result", "SearchState", "Separator", "Settings", "Status", "Target",
+    "FEATURES", "SCHEMA", "Experiment", "LoggedRun", "Result", "SearchState", "Separator", "Settings", "Status", "Target",
     "evaluate", "feature_cells", "feature_table", "feature_value", "identify", "load_log", "pinned", "replay",
     "result_json", "split_score", "summary_lines", "toml_entry",
 ]
@@ -74,50 +75,89 @@ def identify(target: Target, radius: int | None = 2, max_experiments: int = 30, 
 
 
 def replay(directory: str, solver: str = "auto", timeout: float = 60.0,
-           progress: Callable[[str], None] | None = None) -> Result:
-    """Re-apply a logged run's experiments to its hypothesis space (no device), then group the survivors."""
+           progress: Callable[[str], None] | None = None, time_limit: float | None = None) -> Result:
+    """Re-apply a logged run's experiments to its hypothesis space (no device), then group the survivors.
+
+    The space is the logged one: its factors, radius and named models (those the models still have).
+    Survivors are compared with the best one by the solver, best-ranked first, until one is told apart
+    from it (the status is then "budget", as in a run the budget ended: the others stay unseparated).
+    ``time_limit`` (seconds) bounds the whole replay; when it passes first, the result says so
+    (``stopped == "time limit"``, status "budget").
+    """
     say = progress or (lambda s: None)
     t0 = time.time()
-    doc = load_log(directory)
-    pm = doc["path"]
-    path = PathInfo(pm["in_fmt"], pm["out_fmt"], pm["c_fmt"], pm["instr"], int(pm["instr_k"]), pm.get("instr_shape", ""))
-    sp = doc["space"]
-    space = HypothesisSpace.for_path(path, sp.get("radius"))
-    space.factors = {k: list(v) for k, v in sp["factors"].items()}
-    exps = []
-    for ex in doc["experiments"]:
-        exps.append(Experiment([int(x, 16) for x in ex["a"]], [int(x, 16) for x in ex["b"]], int(ex["c"], 16),
-                               int(ex["d"], 16), tuple(ex.get("pair", ("", ""))), int(ex.get("k_free", 0))))
-    alive = list(space)
+    deadline = None if time_limit is None else t0 + time_limit
+    run = load_log(directory)
+    path = run.path
+    space = HypothesisSpace.for_path(path, run.radius)
+    space.factors = {k: list(v) for k, v in run.factors.items()}
+    if run.named_points:
+        logged = set(run.named_points)
+        space.points = [(n, p) for n, p in space.points if n in logged] or space.points
+    exps = run.experiments
+    try:
+        listed = space.hypotheses(deadline)
+    except TcsmtError as exc:  # the logged space is too large (a radius the log should not hold)
+        raise TcsmtError(f"{run.file}: {exc}") from None
+    alive = listed or []
     checked = len(alive)
-    say(f"replaying {len(exps)} experiments of {doc.get('target')} {path.label} on {checked} hypotheses")
-    if exps:
-        A, B, C = arrays(path, [(e.a, e.b, e.c) for e in exps])
-        D = np.array([e.d for e in exps], dtype=np.uint64)
-        agree = np.stack([evaluate(h, A, B, C) == D for h in alive])  # (hypotheses, experiments)
-        # survivor counts per experiment, recomputed in log order: those that agree with it and every earlier one
-        n = len(alive)
-        for j, e in enumerate(exps):
-            e.before, e.after = n, int(agree[:, :j + 1].all(axis=1).sum())
-            n = e.after
-        alive = [h for h, row in zip(alive, agree) if row.all()]
-    alive.sort(key=lambda h: h.rank)
-    status: Status = "none"
+    stopped = "time limit" if listed is None else ""
+    status: Status = "budget"
     classes: list = []
     undecided: list[tuple[str, str]] = []
-    if alive:
-        sep = Separator(path, solver, timeout, readable=False)
-        rep, equiv, open_, und = alive[0], set(), [], {}
-        for h in alive[1:]:
-            st, _, _, _ = sep.separate(rep, h)
-            if st == "unsat":
-                equiv.add(h.key)
-            elif st == "timeout":
-                und[h.key] = h.name
-            else:
-                open_.append(h)
-        classes = classes_of(alive, rep.key, equiv)
-        undecided = [(rep.name, n) for n in und.values()]
-        status = "identified" if not open_ and not und else ("undecided" if not open_ else "budget")
-    return Result(status, path, str(doc.get("target", "")), space, exps, alive, classes, undecided, checked,
-                  time.time() - t0, dict(doc.get("device", {})), str(directory))
+    if listed is not None:
+        say(f"replaying {len(exps)} experiments of {run.target} {path.label} on {checked} hypotheses")
+    try:
+        if listed is not None and exps:
+            A, B, C = arrays(path, [(e.a, e.b, e.c) for e in exps])
+            D = np.array([e.d for e in exps], dtype=np.uint64)
+            agree = np.stack([o == D for o in outputs(alive, A, B, C, deadline)])  # (hypotheses, experiments)
+            # survivor counts per experiment, recomputed in log order: those that agree with it and every earlier one
+            n = len(alive)
+            for j, e in enumerate(exps):
+                e.before, e.after = n, int(agree[:, :j + 1].all(axis=1).sum())
+                n = e.after
+            alive = [h for h, row in zip(alive, agree) if row.all()]
+        alive.sort(key=lambda h: h.rank)
+        if listed is not None:
+            status, classes, undecided, stopped = _group(alive, path, solver, timeout, deadline, say)
+    except TimeUp:
+        stopped = "time limit"
+    if stopped and not classes:
+        classes = [[h] for h in alive]
+    if not alive and not stopped:
+        status = "none"
+    return Result(status, path, run.target, space, exps, alive, classes, undecided, checked,
+                  time.time() - t0, dict(run.device), str(directory), stopped=stopped)
+
+
+def _group(alive: list, path: PathInfo, solver: str, timeout: float, deadline: float | None,
+           say: Callable[[str], None]) -> tuple[Status, list, list[tuple[str, str]], str]:
+    """(status, classes, undecided, stopped) of the replay's survivors: each compared with the best one by the
+    solver until one is told apart (status "budget") or ``deadline`` passes (stopped "time limit")."""
+    if not alive:
+        return "none", [], [], ""
+    sep = Separator(path, solver, timeout, readable=False)
+    rep = alive[0]
+    equiv: set[tuple] = set()
+    open_: list = []
+    und: dict[tuple, str] = {}
+    for h in alive[1:]:
+        if deadline is not None and time.time() >= deadline:
+            return "budget", classes_of(alive, rep.key, equiv), [(rep.name, n) for n in und.values()], "time limit"
+        st, _, _, _ = sep.separate(rep, h, None, deadline)
+        if st == "unsat":
+            equiv.add(h.key)
+        elif st == "timeout":
+            if deadline is not None and time.time() >= deadline:
+                return "budget", classes_of(alive, rep.key, equiv), [(rep.name, n) for n in und.values()], "time limit"
+            und[h.key] = h.name
+        else:
+            open_.append(h)
+            say(f"{h.name} differs from {rep.name} on some input: {len(alive)} hypotheses survive the logged "
+                "experiments, not all equivalent (the others are not compared)")
+            break
+    classes = classes_of(alive, rep.key, equiv)
+    undecided = [(rep.name, n) for n in und.values()]
+    status: Status = "identified" if not open_ and not und else ("undecided" if not open_ else "budget")
+    return status, classes, undecided, ""

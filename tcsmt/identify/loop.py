@@ -139,8 +139,10 @@ class Search:
         self.target, self.settings, self.say, self.query_progress = target, settings, say, query_progress
         self.path = target.path
         self.space = HypothesisSpace.for_path(self.path, settings.radius)
-        alive = list(self.space)
-        if not alive:
+        listed = self.space.hypotheses(self.deadline)  # None: the time limit passed while it was enumerated
+        self.enumerated = listed is not None
+        alive = listed or []
+        if self.enumerated and not alive:
             raise TcsmtError(f"the hypothesis space of {self.path.label} is empty")
         self.checked = len(alive)
         self.info = target.info()
@@ -153,14 +155,19 @@ class Search:
 
     def run(self) -> Result:
         st, path = self.state, self.path
-        self.say(f"{self.target.label} {path.label} ({path.instr}, K = {path.instr_k}): {len(st.alive)} hypotheses "
-                 f"(rings 0..{self.space.max_ring()} around {len(self.space.points)} named models; "
-                 f"full product {self.space.product_size()})")
-        status = self._loop()
+        if self.enumerated:
+            self.say(f"{self.target.label} {path.label} ({path.instr}, K = {path.instr_k}): {len(st.alive)} hypotheses "
+                     f"(rings 0..{self.space.max_ring()} around {len(self.space.points)} named models; "
+                     f"full product {self.space.product_size()})")
+        try:
+            status = self._loop() if self.enumerated else "budget"
+        except TimeUp:
+            status = "budget"
+        stopped = "time limit" if status == "budget" and time.time() >= self.deadline else ""
         res = Result(status, path, self.target.label, self.space, st.exps, st.alive, st.classes(),
                      [(st.alive[0].name, n) for n in st.undecided.values()] if st.alive else [],
                      self.checked, time.time() - self.t0, self.info, str(self.log.dir) if self.log.dir else "",
-                     st.validation)
+                     st.validation, stopped)
         self.meta["validation"] = st.validation
         self.log.write("experiments.json", experiments_doc(self.meta, path, st.exps, status))
         self.log.write("result.json", result_json(res))
@@ -196,7 +203,7 @@ class Search:
         """Run the validation rows; True when some survivors disagreed and the search goes on."""
         st, n = self.state, self.settings.validate_rows
         st.validations += 1
-        st.alive, st.validation = validate(self.target, st.alive, n, self.nprng, st.exps)
+        st.alive, st.validation = validate(self.target, st.alive, n, self.nprng, st.exps, self.deadline)
         self.log.write("experiments.json", experiments_doc(self.meta, self.path, st.exps, "running"))
         if not st.validation["mismatches"]:
             st.validation["clean"] = True
@@ -238,7 +245,7 @@ class Search:
         """Run the candidate that splits the survivors best on the device; drop those that disagree."""
         st, path = self.state, self.path
         A, B, C = arrays(path, c.rows)
-        outs = np.stack([evaluate(h, A, B, C) for h in st.alive])  # (n_alive, n_candidates)
+        outs = np.stack(outputs(st.alive, A, B, C, self.deadline))  # (n_alive, n_candidates)
         j = int(np.argmin([split_score(outs[:, i]) for i in range(len(c.rows))]))
         i2 = next(i for i, h in enumerate(st.alive) if h.name == c.pairs[j][1])
         if outs[0, j] == outs[i2, j]:
@@ -257,8 +264,23 @@ class Search:
         self.log.write("experiments.json", experiments_doc(self.meta, path, st.exps, "running"))
 
 
+class TimeUp(Exception):
+    """The time limit passed in the middle of a round (the round is dropped; the run ends with "budget")."""
+
+
+def outputs(alive: Sequence[Hypothesis], A: np.ndarray, B: np.ndarray, C: np.ndarray,
+            deadline: float | None = None) -> list[np.ndarray]:
+    """:func:`evaluate` of every hypothesis of ``alive``; :class:`TimeUp` when ``deadline`` passes first."""
+    out = []
+    for h in alive:
+        if deadline is not None and time.time() >= deadline:
+            raise TimeUp
+        out.append(evaluate(h, A, B, C))
+    return out
+
+
 def validate(target: Target, alive: list[Hypothesis], n: int, nprng: np.random.Generator,
-             exps: list[Experiment]) -> tuple[list[Hypothesis], dict[str, Any]]:
+             exps: list[Experiment], deadline: float | None = None) -> tuple[list[Hypothesis], dict[str, Any]]:
     """Run ``n`` random inputs on the device; keep the survivors that agree on all of them.
 
     The first input on which the best survivor disagrees is appended to
@@ -267,7 +289,7 @@ def validate(target: Target, alive: list[Hypothesis], n: int, nprng: np.random.G
     path = target.path
     A, B, C = random_rows(path.in_fmt, path.c_fmt, path.instr_k, n, nprng)
     D = np.asarray(target.run(A, B, C)).astype(np.uint64).reshape(-1)
-    outs = [evaluate(h, A, B, C) for h in alive]
+    outs = outputs(alive, A, B, C, deadline)
     bad0 = np.nonzero(outs[0] != D)[0]
     keep = [h for h, o in zip(alive, outs) if np.array_equal(o, D)]
     if bad0.size:

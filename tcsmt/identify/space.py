@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from tcsmt.arith.formats import get_format
 from tcsmt.arith.params import PARAM_NAMES, ModelParams, validate
 from tcsmt.arith.registry import REFERENCES, architectures, reference_params
 from tcsmt.errors import TcsmtError
+from tcsmt.io.limits import CANDIDATE_HYPOTHESES, HYPOTHESES
 from tcsmt.solve import inert
 
 # the free parameters, in the order the table and the enumeration use
@@ -288,6 +290,48 @@ class HypothesisSpace:
                 seen.add(key)
                 name = f"{pname}+{','.join(diff)}"
                 yield Hypothesis(dataclasses.replace(q, name=name), name, (ring, idx, len(seen)), ring)
+
+    def candidates_bound(self, radius: int | None = None) -> int:
+        """An upper bound on the hypotheses rings 0..``radius`` (default: the space's) may hold before
+        deduplication: for each named point, the sum over rings r of the products of r factors' other values."""
+        names = [n for n in FACTOR_NAMES if n in self.factors]
+        top = self.max_ring() if radius is None else min(radius, len(names))
+        total = 0
+        for _, p in self.points:
+            alts = [len([v for v in self.factors[n] if v != getattr(p, n, None)]) for n in names]
+            e = [1] + [0] * top  # elementary symmetric sums of alts up to degree top
+            for x in alts:
+                for r in range(top, 0, -1):
+                    e[r] += e[r - 1] * x
+            total += sum(e)
+        return total
+
+    def check_size(self) -> None:
+        """Refuse, before any is enumerated, a space whose rings may hold more than
+        :data:`tcsmt.io.limits.CANDIDATE_HYPOTHESES` candidates (a huge ``--radius``, or ``all``)."""
+        bound = self.candidates_bound()
+        if bound <= CANDIDATE_HYPOTHESES:
+            return
+        fits = max((r for r in range(self.max_ring() + 1) if self.candidates_bound(r) <= CANDIDATE_HYPOTHESES),
+                   default=0)
+        what = "all" if self.radius is None else f"{self.radius:,}"
+        raise TcsmtError(f"--radius {what}: the hypothesis space of {self.path.label} may hold {bound:,} candidate "
+                         f"hypotheses ({len(self.points)} named models and their rings), over the limit of "
+                         f"{CANDIDATE_HYPOTHESES:,}; choose --radius {fits} or less")
+
+    def hypotheses(self, deadline: float | None = None, limit: int = HYPOTHESES) -> list[Hypothesis] | None:
+        """Every hypothesis of the space (:meth:`check_size` first), or None when ``deadline`` (a
+        ``time.time()``) passes first; more than ``limit`` distinct ones are refused."""
+        self.check_size()
+        out: list[Hypothesis] = []
+        for h in self:
+            out.append(h)
+            if len(out) > limit:
+                raise TcsmtError(f"the hypothesis space of {self.path.label} holds more than {limit:,} hypotheses "
+                                 "(the limit); choose a smaller --radius")
+            if deadline is not None and time.time() >= deadline:
+                return None
+        return out
 
     def max_ring(self) -> int:
         n = len([x for x in FACTOR_NAMES if x in self.factors])

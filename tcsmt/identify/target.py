@@ -15,10 +15,12 @@ from tcsmt.arith.params import ModelParams
 from tcsmt.arith.registry import REFERENCES, find_arch, resolve, split_spec
 from tcsmt.errors import TcsmtError
 from tcsmt.identify.space import PathInfo, parse_path
+from tcsmt.io.files import safe_name
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.+=-]+", "-", text).strip("-").lower() or "device"
+    """A token of a log directory's name (never a path: :func:`tcsmt.io.files.safe_name`)."""
+    return safe_name(re.sub(r"[^A-Za-z0-9_.+=-]+", "-", text).lower(), "device")
 
 
 class ModelTarget:

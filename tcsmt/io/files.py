@@ -50,7 +50,7 @@ from typing import Any, BinaryIO
 
 from tcsmt.errors import TcsmtError
 
-__all__ = ["Output", "OutputDir", "output", "output_dir", "release_all", "replace_file", "write_text"]
+__all__ = ["Output", "OutputDir", "output", "output_dir", "release_all", "replace_file", "safe_name", "write_text"]
 
 _MAX_NUMBER = 100_000  # stem-2 ... stem-100000: then give up (a directory that full is a mistake)
 _DEFERRED = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
@@ -61,6 +61,14 @@ _temporaries: set[str] = set()                   # temporary files not yet renam
 
 
 # ------------------------------------------------------------------ helpers
+def _n(path: object) -> str:
+    """A file name for a one-line message: control characters (a newline, NUL) escaped, long names cut."""
+    text = str(path)
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        text = "".join(ch if 32 <= ord(ch) != 127 else repr(ch)[1:-1] for ch in text)
+    return text if len(text) <= 200 else f"{text[:100]}...({len(text):,} characters)"
+
+
 def _kind(mode: int) -> str:
     """What a non-regular file is, in words."""
     for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
@@ -77,17 +85,22 @@ def _lstat(path: Path) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise TcsmtError(f"cannot write {path}: {exc.strerror}") from None
+        raise TcsmtError(f"cannot write {_n(path)}: {exc.strerror}") from None
 
 
 def _refuse_non_regular(path: Path, st: os.stat_result | None) -> None:
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise TcsmtError(f"{path} is {_kind(st.st_mode)}; tcsmt replaces only regular files "
+        raise TcsmtError(f"{_n(path)} is {_kind(st.st_mode)}; tcsmt replaces only regular files "
                          "(--force included): choose another name")
 
 
 def _exists_error(path: Path) -> TcsmtError:
-    return TcsmtError(f"{path} exists; use --force to overwrite it, or choose another name")
+    """"X exists": with the --force hint only where --force would then replace it (a regular file)."""
+    st = _lstat_quiet(path)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return TcsmtError(f"{_n(path)} exists and is {_kind(st.st_mode)}; tcsmt replaces only regular files "
+                          "(--force included): choose another name")
+    return TcsmtError(f"{_n(path)} exists; use --force to overwrite it, or choose another name")
 
 
 def _numbered(path: Path, n: int) -> Path:
@@ -106,9 +119,9 @@ def _make_parent(path: Path) -> list[Path]:
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise TcsmtError(f"cannot write {path}: {parent} is not a directory") from None
+        raise TcsmtError(f"cannot write {_n(path)}: {_n(parent)} is not a directory") from None
     except OSError as exc:
-        raise TcsmtError(f"cannot create directory {parent}: {exc.strerror}") from None
+        raise TcsmtError(f"cannot create directory {_n(parent)}: {exc.strerror}") from None
     return missing
 
 
@@ -141,12 +154,12 @@ def _claim(path: Path, free: bool, create: Callable[[Path], tuple[int, ...]],
             except FileNotFoundError:
                 break
             except OSError as exc:
-                raise TcsmtError(f"cannot create {cand}: {exc.strerror}") from None
+                raise TcsmtError(f"cannot create {_n(cand)}: {exc.strerror}") from None
         else:
             if free:
-                raise TcsmtError(f"no free name for {path} (up to -{_MAX_NUMBER} taken)")
+                raise TcsmtError(f"no free name for {_n(path)} (up to -{_MAX_NUMBER} taken)")
             raise _exists_error(path)
-    raise TcsmtError(f"cannot create {path}: its directory keeps disappearing")
+    raise TcsmtError(f"cannot create {_n(path)}: its directory keeps disappearing")
 
 
 def _umask() -> int:
@@ -199,8 +212,8 @@ def _new_temporary(path: Path) -> tuple[int, str]:
         except OSError as exc:
             with _lock:
                 _temporaries.discard(tmp)
-            raise TcsmtError(f"cannot write {path}: {exc.strerror}") from None
-    raise TcsmtError(f"cannot write {path}: no free temporary name beside it")
+            raise TcsmtError(f"cannot write {_n(path)}: {exc.strerror}") from None
+    raise TcsmtError(f"cannot write {_n(path)}: no free temporary name beside it")
 
 
 def _write_replacing(path: Path, fill: Callable[[BinaryIO], object], mode: int,
@@ -222,12 +235,12 @@ def _write_replacing(path: Path, fill: Callable[[BinaryIO], object], mode: int,
                 os.fchmod(fh.fileno(), mode)
                 st = os.fstat(fh.fileno())
         except OSError as exc:  # a full disk, a quota, an I/O error: one line that names the file
-            raise TcsmtError(f"cannot write {path}: {exc.strerror or exc}") from None
+            raise TcsmtError(f"cannot write {_n(path)}: {exc.strerror or exc}") from None
         check()
         try:
             os.replace(tmp, path)
         except OSError as exc:
-            raise TcsmtError(f"cannot write {path}: {exc.strerror}") from None
+            raise TcsmtError(f"cannot write {_n(path)}: {exc.strerror}") from None
         renamed = True
         return _identity(st)
     finally:
@@ -283,7 +296,7 @@ class Output:
         st = _lstat(self.path)
         if self._identity is not None:
             if st is None or _identity(st) != self._identity or not stat.S_ISREG(st.st_mode):
-                raise TcsmtError(f"{self.path} was replaced or removed by someone else while tcsmt ran; "
+                raise TcsmtError(f"{_n(self.path)} was replaced or removed by someone else while tcsmt ran; "
                                  "not overwritten")
             return
         _refuse_non_regular(self.path, st)
@@ -367,6 +380,28 @@ def _lstat_quiet(path: Path) -> os.stat_result | None:
         return os.lstat(path)
     except OSError:
         return None
+
+
+# ------------------------------------------------------------------ names
+NAME_CHARS = 100
+"""Characters of a name token made by :func:`safe_name` (longer ones are cut and end in a short hash)."""
+
+
+def safe_name(text: str, default: str = "unnamed") -> str:
+    """A token for an output file name built from ``text`` (a model spec, a query's name, a GPU name):
+    only letters, digits and ``_ . + = -``, no leading or trailing dot, at most :data:`NAME_CHARS`
+    characters.  Never a path: ``../../x`` becomes ``x``, ``/etc/passwd`` becomes ``etc_passwd``, a NUL
+    byte an underscore; a name that keeps nothing becomes ``default``."""
+    import hashlib
+    import re
+
+    raw = str(text)
+    token = re.sub(r"[^A-Za-z0-9_.+=-]+", "_", raw)
+    token = re.sub(r"\.{2,}", ".", token).strip("._-")
+    if len(token) > NAME_CHARS:
+        digest = hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()[:8]
+        token = token[:NAME_CHARS - 9].rstrip("._-") + "-" + digest
+    return token or default
 
 
 # ------------------------------------------------------------------ the short forms

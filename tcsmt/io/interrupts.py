@@ -16,9 +16,10 @@ not waited for); SIGKILL still ends everything.
 """
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
@@ -70,3 +71,28 @@ def install() -> Callable[[], None]:
             signal.signal(s, h if h is not None else signal.SIG_DFL)
 
     return restore
+
+
+class TimeLimit(Exception):
+    """The time limit of :func:`time_limit` passed while its block ran."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise :class:`TimeLimit` inside the block when ``seconds`` pass (a SIGALRM timer, main thread only;
+    elsewhere the block runs unbounded).  For pure computations that have no deadline checks of their own
+    (one evaluation of a long library chain): the exception lands between two Python operations."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def _alarm(signum: int, frame: object) -> None:
+        raise TimeLimit
+
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, max(float(seconds), 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

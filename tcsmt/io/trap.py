@@ -43,6 +43,12 @@ def error_status(exc: BaseException) -> int | None:
     if isinstance(exc, (OSError, ValueError)):
         click.echo(f"tcsmt: error: {exc}", err=True)
         return 2
+    if isinstance(exc, MemoryError):  # an estimate fell short (the limits refuse what is known to be too big)
+        from tcsmt.io.limits import available_memory, human
+
+        click.echo(f"tcsmt: error: out of memory ({human(available_memory())} available here); make the run "
+                   "smaller", err=True)
+        return 2
     if isinstance(exc, KeyboardInterrupt):
         click.echo(interrupts.message(exc), err=True)
         return interrupts.exit_status(exc)
@@ -67,7 +73,25 @@ class OneLineErrors(click.Command):
 
 
 class Group(OneLineErrors, click.Group):
-    """The tcsmt command group."""
+    """The tcsmt command group: its own usage errors (``tcsmt --bogus``, an unknown command) are one line and
+    status 2 as well (click would print the usage block first)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.Abort:
+            click.echo("tcsmt: aborted", err=True)
+            sys.exit(1)
+        except click.ClickException as exc:
+            usage = isinstance(exc, click.UsageError) and type(exc).__name__ != "NoArgsIsHelpError"
+            status = error_status(exc) if usage else None  # (no arguments at all: click's help, as before)
+            if status is None:
+                exc.show()
+                status = exc.exit_code
+            sys.exit(status)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
 
 class Command(OneLineErrors, click.Command):

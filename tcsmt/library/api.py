@@ -55,6 +55,23 @@ def explain(op: str, M: int, N: int, K: int, *, gpu: str | Target = "h100", a_dt
 _plan_of = plan  # the facades' ``plan`` argument shadows the function
 
 
+def _fits(given: Plan | None, op: str, M: int, N: int, K: int, *, gpu: str | Target, **kw: Any) -> Plan:
+    """The plan of a facade call: the recorded one, or ``given``, which must fit this call (the same dtypes,
+    tf32/scale/fast_accum flags and K: a float16 plan must not read bfloat16 patterns; the op may differ, as
+    bmm runs an mm plan per batch).  Every argument is checked as :func:`plan` checks it."""
+    if given is None:
+        return _plan_of(op, M, N, K, gpu=gpu, **kw)
+    if not isinstance(given, Plan):
+        raise TcsmtError(f"plan must be a Plan (from tcsmt.library.plan), not {type(given).__name__}")
+    call = make_call(op, M, N, K, **kw)
+    theirs = given.call
+    for name in ("a_dtype", "b_dtype", "out_dtype", "tf32", "scale", "fast_accum", "K"):
+        if getattr(theirs, name) != getattr(call, name):
+            raise TcsmtError(f"the plan is for {theirs.label()}, not for this call ({call.label()}): its {name} "
+                             f"is {getattr(theirs, name)}, the call's {getattr(call, name)}")
+    return given
+
+
 def _is_torch(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "torch"
 
@@ -198,21 +215,39 @@ def mm(A, B, *, dtype: str, out_dtype: str | None = None, tf32: bool = False, gp
     (M, K), (K2, N) = _dims(A, 2, "A"), _dims(B, 2, "B")
     if K != K2:
         raise _mismatch((M, K), (K2, N))
-    p = plan or _plan_of("mm", M, N, K, gpu=gpu, a_dtype=dtype, out_dtype=out_dtype, tf32=tf32)
+    p = _fits(plan, "mm", M, N, K, gpu=gpu, a_dtype=dtype, out_dtype=out_dtype, tf32=tf32)
     return run(p, A, B)
+
+
+def _addmm_input(input, M: int, N: int):
+    """(input, is_bias) of ``addmm`` as torch reads it: a 1-D input of N values is a bias (the library's bias
+    epilogue); any other shape that broadcasts to (M, N) (a scalar, (1, N), (M, 1), (1,)) is expanded to C."""
+    shape = tuple(np.shape(input))
+    if shape == (N,):
+        return input, True
+    try:
+        fits = np.broadcast_shapes(shape, (M, N)) == (M, N)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise TcsmtError(f"torch refuses this call: input of shape {shape} does not broadcast to ({M}, {N})")
+    if shape == (M, N):
+        return input, False
+    if _is_torch(input):
+        return input.expand(M, N), False
+    return np.broadcast_to(np.asarray(input), (M, N)), False
 
 
 def addmm(input, A, B, *, dtype: str, beta: float = 1.0, alpha: float = 1.0, out_dtype: str | None = None,
           gpu: str | Target = "h100", plan: Plan | None = None) -> np.ndarray:
-    """``torch.addmm(input, A, B, beta=, alpha=)``: input (M, N) is C; a 1-D input (N,) is a bias."""
+    """``torch.addmm(input, A, B, beta=, alpha=)``: input (M, N) is C (or any shape torch broadcasts to it);
+    a 1-D input (N,) is a bias."""
     (M, K), (K2, N) = _dims(A, 2, "A"), _dims(B, 2, "B")
     if K != K2:
         raise _mismatch((M, K), (K2, N))
-    is_bias = np.ndim(input) == 1
-    if (is_bias and np.shape(input) != (N,)) or (not is_bias and np.shape(input) != (M, N)):
-        raise TcsmtError(f"torch refuses this call: input of shape {np.shape(input)} does not broadcast to ({M}, {N})")
-    p = plan or _plan_of("addmm", M, N, K, gpu=gpu, a_dtype=dtype, out_dtype=out_dtype, alpha=alpha,
-                                  beta=beta, bias=is_bias)
+    input, is_bias = _addmm_input(input, M, N)
+    p = _fits(plan, "addmm", M, N, K, gpu=gpu, a_dtype=dtype, out_dtype=out_dtype, alpha=alpha, beta=beta,
+              bias=is_bias)
     if is_bias:  # a 1-D input: added by the bias epilogue, expanded to C (beta != 1), or ignored (beta = 0)
         takes = "bias" in p.epilogue or bool({"beta_c", "alpha_beta_c"} & set(p.epilogue))
         return run(p, A, B, bias=input if takes else None)
@@ -224,7 +259,7 @@ def linear(x, weight, bias=None, *, dtype: str, gpu: str | Target = "h100", plan
     (M, K), (N, K2) = _dims(x, 2, "x"), _dims(weight, 2, "weight")
     if K != K2:
         raise _mismatch((M, K), (K2, N))
-    p = plan or _plan_of("linear", M, N, K, gpu=gpu, a_dtype=dtype, bias=bias is not None)
+    p = _fits(plan, "linear", M, N, K, gpu=gpu, a_dtype=dtype, bias=bias is not None)
     wt = weight.t() if _is_torch(weight) else (weight.T if hasattr(weight, "T") else np.asarray(weight).T)
     return run(p, x, wt, bias=bias)
 
@@ -236,7 +271,7 @@ def bmm(A, B, *, dtype: str, out_dtype: str | None = None, gpu: str | Target = "
         raise TcsmtError(f"torch refuses this call: batch1 and batch2 must have the same number of batches ({nb} vs {nb2})")
     if K != K2:
         raise _mismatch((M, K), (K2, N))
-    p = plan or _plan_of("bmm", M, N, K, gpu=gpu, a_dtype=dtype, out_dtype=out_dtype, batch=nb)
+    p = _fits(plan, "bmm", M, N, K, gpu=gpu, a_dtype=dtype, out_dtype=out_dtype, batch=nb)
     outs = [run(p, A[i], B[i]) for i in range(nb)]
     return (array_module(outs[0]) if outs else np).stack(outs)
 
@@ -261,7 +296,6 @@ def scaled_mm(A, B, scale_a, scale_b, *, a_dtype: str, b_dtype: str | None = Non
     else:
         raise TcsmtError(f"torch refuses this call: scales must be one value each (per tensor) or of shapes "
                          f"({M}, 1) and (1, {N}) (row-wise); got {np.shape(scale_a)} and {np.shape(scale_b)}")
-    p = plan or _plan_of("scaled_mm", M, N, K, gpu=gpu, a_dtype=a_dtype, b_dtype=b_dtype,
-                                  out_dtype=out_dtype,
-                                  bias=bias is not None, scale=kind, fast_accum=use_fast_accum)
+    p = _fits(plan, "scaled_mm", M, N, K, gpu=gpu, a_dtype=a_dtype, b_dtype=b_dtype, out_dtype=out_dtype,
+              bias=bias is not None, scale=kind, fast_accum=use_fast_accum)
     return run(p, A, B, bias=bias, scale_a=scale_a, scale_b=scale_b)

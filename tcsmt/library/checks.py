@@ -7,12 +7,22 @@ refuses this call:`` so the user knows the GPU would not run it either.
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 
 from tcsmt.errors import TcsmtError
+from tcsmt.io.limits import LIBRARY_BATCH, LIBRARY_DIM, as_flag, as_size, shown
 from tcsmt.library.plans import FP8, OPS, SCALES, Call, torch_dtype
 from tcsmt.library.settings import DEFAULT
 
 _HALF = ("float16", "bfloat16")
+
+
+def _dim(v: object, name: str, limit: int = LIBRARY_DIM) -> int:
+    """A size of the call: a positive Python or numpy integer up to its limit."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or int(v) < 1:
+        raise TcsmtError(f"{name} must be a positive integer, not {shown(v)}")
+    return as_size(v, name, limit, why="the largest library call tcsmt models")
 
 
 def _torch_refuses(msg: str) -> TcsmtError:
@@ -28,9 +38,7 @@ def make_call(op: str, M: int, N: int, K: int, *, a_dtype: str, b_dtype: str | N
     :func:`tcsmt.library.settings.settings_key`."""
     call = _make_call(op, M, N, K, a_dtype=a_dtype, b_dtype=b_dtype, out_dtype=out_dtype, batch=batch, alpha=alpha,
                       beta=beta, bias=bias, tf32=tf32, scale=scale, fast_accum=fast_accum)
-    for name, v in (("a_t", a_t), ("b_t", b_t)):
-        if not isinstance(v, bool):
-            raise TcsmtError(f"{name} must be True or False, not {v!r}")
+    a_t, b_t = as_flag(a_t, "a_t"), as_flag(b_t, "b_t")
     if (a_t or b_t) and op in ("linear", "scaled_mm"):
         raise TcsmtError(f"{op} takes the (N, K) weight as it is: its layout is the op's (a_t and b_t apply to "
                          "mm, addmm and bmm)")
@@ -42,21 +50,23 @@ def make_call(op: str, M: int, N: int, K: int, *, a_dtype: str, b_dtype: str | N
 def _make_call(op: str, M: int, N: int, K: int, *, a_dtype: str, b_dtype: str | None = None,
                out_dtype: str | None = None, batch: int = 1, alpha: float = 1.0, beta: float = 0.0,
                bias: bool = False, tf32: bool = False, scale: str | None = None, fast_accum: bool = False) -> Call:
-    if op not in OPS:
-        raise TcsmtError(f"unknown op {op!r} (known: {', '.join(OPS)})")
-    for name, v in (("M", M), ("N", N), ("K", K), ("batch", batch)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise TcsmtError(f"{name} must be a positive integer, not {v!r}")
+    if not isinstance(op, str) or op not in OPS:
+        raise TcsmtError(f"unknown op {shown(op)} (known: {', '.join(OPS)})")
+    M, N, K = (_dim(v, name) for name, v in (("M", M), ("N", N), ("K", K)))
+    batch = _dim(batch, "batch", LIBRARY_BATCH)
+    bias, tf32, fast_accum = as_flag(bias, "bias"), as_flag(tf32, "tf32"), as_flag(fast_accum, "fast_accum")
     if op != "bmm" and batch != 1:
         raise TcsmtError(f"batch = {batch} needs op bmm ({op} multiplies one pair of matrices)")
     a = torch_dtype(a_dtype, "a_dtype")
+    if a is None:
+        raise TcsmtError("a_dtype is required: a dtype as torch names it, such as 'bfloat16'")
     b = torch_dtype(b_dtype, "b_dtype") or a
     if scale not in SCALES:
         raise TcsmtError(f"unknown scale {scale!r} (known: None, 'tensor', 'row')")
-    try:
-        alpha, beta = float(alpha), float(beta)
-    except (TypeError, ValueError):
-        raise TcsmtError(f"alpha and beta must be numbers, not {alpha!r}, {beta!r}") from None
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if isinstance(v, (bool, str, bytes)) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
+            raise TcsmtError(f"{name} must be a finite number, not {shown(v)}")
+    alpha, beta = float(alpha), float(beta)
     if op == "scaled_mm":
         if a not in FP8 or b not in FP8:
             raise _torch_refuses(f"_scaled_mm takes float8 matrices, got {a} and {b}")

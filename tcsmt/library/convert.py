@@ -57,6 +57,7 @@ from typing import Any
 import click
 
 from tcsmt.errors import TcsmtError
+from tcsmt.io import load
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.plans import load_table, plans_dir
@@ -129,10 +130,7 @@ def _toml(v: Any) -> str:
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise TcsmtError(f"cannot read {path}: {exc}") from None
+    data = load.read_json(path, what)
     if not isinstance(data, dict):
         raise TcsmtError(f"{path}: not a {what} (a JSON object expected)")
     return data

@@ -33,14 +33,16 @@ from typing import Any
 import numpy as np
 
 from tcsmt.arith.formats import FP32, Format
+from tcsmt.arith.params import MAX_K
 from tcsmt.arith.registry import find_arch, resolve
 from tcsmt.arith.semantics import REDUCTIONS
 from tcsmt.errors import TcsmtError
+from tcsmt.io.limits import LIBRARY_BATCH, LIBRARY_DIM, SPLIT_K, parse_int, shown
 from tcsmt.library.api import run
 from tcsmt.library.checks import make_call
 from tcsmt.library.evaluate import fmt_of
 from tcsmt.library.lookup import lookup
-from tcsmt.library.plans import EPILOGUE_STEPS, IN_ROUNDS, REMAINDERS, SLICES, Call, Plan, _check_plan
+from tcsmt.library.plans import EPILOGUE_STEPS, IN_ROUNDS, K_TILE, REMAINDERS, SLICES, Call, Plan, _check_plan
 
 PLAN_FIELDS = {
     "split_k": "S, the number of split-K slices (>= 1)",
@@ -65,15 +67,18 @@ def parse_call(text: str) -> Call:
         raise TcsmtError(f"a library call is OP:MxNxK:DTYPE[:key=value,...] (e.g. mm:64x64x4096:bfloat16), "
                          f"not {text!r}")
     op, shape, dtype = parts[0], parts[1], parts[2]
-    try:
-        M, N, K = (int(x) for x in shape.lower().split("x"))
-    except ValueError:
-        raise TcsmtError(f"the shape of a library call is MxNxK (e.g. 64x64x4096), not {shape!r}") from None
+    dims = shape.lower().split("x")
+    if len(dims) != 3:
+        raise TcsmtError(f"the shape of a library call is MxNxK (e.g. 64x64x4096), not {shown(shape)}")
+    M, N, K = (parse_int(x, name, LIBRARY_DIM, 1, "the largest library call tcsmt models")
+               for name, x in zip("MNK", dims))
     kw: dict[str, Any] = {}
     for item in filter(None, (x.strip() for x in (parts[3] if len(parts) == 4 else "").split(","))):
         key, eq, value = item.partition("=")
         if key not in CALL_KEYS:
-            raise TcsmtError(f"unknown call key {key!r} (known: {', '.join(CALL_KEYS)})")
+            raise TcsmtError(f"unknown call key {shown(key)} (known: {', '.join(CALL_KEYS)})")
+        if CALL_KEYS[key] in kw:
+            raise TcsmtError(f"the call key {key} is given twice in {shown(text)}")
         if not eq:
             value = "true"
         name = CALL_KEYS[key]
@@ -82,22 +87,19 @@ def parse_call(text: str) -> Call:
                 raise TcsmtError(f"{key} is true or false, not {value!r}")
             kw[name] = value.lower() in ("true", "1")
         elif name == "batch":
-            kw[name] = _int(value, key)
+            kw[name] = parse_int(value, key, LIBRARY_BATCH, 1)
         elif name in ("alpha", "beta"):
             try:
-                kw[name] = float(value)
+                kw[name] = float(value) if len(value) <= 100 else float("nan")
             except ValueError:
-                raise TcsmtError(f"{key} is a number, not {value!r}") from None
+                raise TcsmtError(f"{key} is a number, not {shown(value)}") from None
         else:
             kw[name] = value
     return make_call(op, M, N, K, a_dtype=dtype, **kw)
 
 
-def _int(value: str, key: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise TcsmtError(f"{key} is an integer, not {value!r}") from None
+PLAN_LIMITS = {"split_k": (1, SPLIT_K), "grain": (0, LIBRARY_DIM), "k_tile": (0, K_TILE), "promote": (0, MAX_K)}
+"""The range of each integer plan field (``promote`` is the chain's ``instr_k``)."""
 
 
 def default_plan(call: Call, gpu: str) -> Plan:
@@ -127,17 +129,24 @@ def plan_with(base: Plan, changes: str) -> Plan:
     """``base`` with ``field=value,...`` changes (:data:`PLAN_FIELDS`); a TcsmtError names a bad field or value."""
     fields: dict[str, Any] = {}
     chain_over: dict[str, str] = {}
+    given: set[str] = set()
     for item in filter(None, (x.strip() for x in str(changes).split(","))):
         key, eq, value = item.partition("=")
         key, value = key.strip(), value.strip()
         if not eq or not value:
-            raise TcsmtError(f"a plan change is FIELD=VALUE, not {item!r} (fields: {', '.join(PLAN_FIELDS)})")
+            raise TcsmtError(f"a plan change is FIELD=VALUE, not {shown(item)} (fields: {', '.join(PLAN_FIELDS)})")
+        if key in given or (key == "promote" and "chain.instr_k" in given) or (key == "chain.instr_k" and "promote" in given):
+            raise TcsmtError(f"the plan field {shown(key)} is given twice in {shown(changes)}")
+        given.add(key)
         if key.startswith("chain."):
             chain_over[key[6:]] = value
-        elif key == "promote":
-            chain_over["instr_k"] = value
-        elif key in ("split_k", "grain", "k_tile"):
-            fields[key] = _int(value, key)
+        elif key in PLAN_LIMITS:
+            lo, hi = PLAN_LIMITS[key]
+            n = parse_int(value, key, hi, lo)
+            if key == "promote":
+                chain_over["instr_k"] = str(n)
+            else:
+                fields[key] = n
         elif key == "epilogue":
             fields[key] = () if value == "none" else tuple(value.split("+"))
         elif key == "in_round":
@@ -148,7 +157,11 @@ def plan_with(base: Plan, changes: str) -> Plan:
             raise TcsmtError(f"unknown plan field {key!r} (known: {', '.join(PLAN_FIELDS)})")
     plan = dataclasses.replace(base, **fields)
     if chain_over:
-        chain = base.chain.with_overrides(chain_over)
+        try:
+            chain = base.chain.with_overrides(chain_over)
+        except TcsmtError as exc:
+            field = "promote" if "promote" in given and "instr_k" in str(exc) else "chain." + ", chain.".join(chain_over)
+            raise TcsmtError(f"plan {shown(changes)}: {field}: {exc}") from None
         spec = base.chain_spec + " with " + ",".join(f"{k}={v}" for k, v in chain_over.items())
         plan = dataclasses.replace(plan, chain=dataclasses.replace(chain, name=spec), chain_spec=spec)
     if plan.split_k > 1 and plan.grain < 1:

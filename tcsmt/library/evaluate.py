@@ -326,4 +326,4 @@ def checked_bits(x, fmt: Format, what: str) -> np.ndarray:
         if x.dtype.kind == "u" and x.dtype.itemsize == fmt.dtype.itemsize and not fmt.pad_bits:
             return x.view(fmt.dtype)
         return xp.asarray(to_bits(xp.asnumpy(x), fmt, what))
-    return to_bits(np.asarray(x), fmt, what)
+    return to_bits(x, fmt, what)  # (masked arrays are refused there unless nothing is masked)

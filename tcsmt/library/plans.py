@@ -44,6 +44,7 @@ from tcsmt.arith.params import ModelParams
 from tcsmt.arith.registry import models_dir, resolve
 from tcsmt.arith.semantics import REDUCTIONS
 from tcsmt.errors import TcsmtError
+from tcsmt.io.limits import LIBRARY_DIM, SPLIT_K
 
 OPS = ("mm", "addmm", "linear", "bmm", "scaled_mm")
 TORCH_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32",
@@ -52,6 +53,9 @@ FP8 = ("float8_e4m3fn", "float8_e5m2")
 SCALES = (None, "tensor", "row")
 SLICES = ("contiguous", "interleaved")
 REMAINDERS = ("last", "spread")
+K_TILE = 4096
+"""The largest residue-first K tile of a plan (CUTLASS's K tiles are 32 to 256 k's; each slice is padded
+to whole tiles, so split_k x k_tile bounds the products of one output)."""
 IN_ROUNDS = ("", "rne", "rna", "rz")
 """Input conversions of a plan: none recorded (inputs must fit the chain's format), or rounded with RNE, RNA, RZ."""
 EPILOGUE_STEPS = {
@@ -279,9 +283,10 @@ def call_from_entry(raw: dict[str, Any], shape: list[int], where: str) -> Call:
 def _check_plan(p: Plan, where: str) -> Plan:
     problems = [
         (p.call.op in OPS, f"op must be one of {OPS}"),
-        (p.split_k >= 1, "split_k must be >= 1"),
+        (1 <= p.split_k <= SPLIT_K, f"split_k must be 1..{SPLIT_K:,} (its limit)"),
+        (0 <= p.grain <= LIBRARY_DIM, f"grain must be 0..{LIBRARY_DIM:,} (its limit)"),
         (p.in_round in IN_ROUNDS, f"in_round must be one of {IN_ROUNDS}"),
-        (p.k_tile >= 0, "k_tile must be >= 0"),
+        (0 <= p.k_tile <= K_TILE, f"k_tile must be 0..{K_TILE:,} (its limit)"),
         (not p.in_round or p.call.tf32, "in_round applies to float32 calls with tf32 (fp32 -> tf32)"),
         (p.split_k == 1 or p.grain >= 1, "split-K plans need grain >= 1"),
         (p.slices in SLICES, f"slices must be one of {SLICES}"),

@@ -22,7 +22,9 @@ import click
 import numpy as np
 
 from tcsmt.errors import TcsmtError
-from tcsmt.io.options import POSITIVE_INT
+from tcsmt.io import load
+from tcsmt.io.limits import LIBRARY_SAMPLES
+from tcsmt.io.options import bounded_int
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.api import plan as plan_of
 from tcsmt.library.api import run_pairs
@@ -105,10 +107,7 @@ def replay_call(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Plan,
 def replay_file(path: Path, make_inputs: Callable[[dict, int], dict], *, gpu: str = "h100",
                 plans: dict[int, Plan] | None = None, max_samples: int | None = None) -> list[CallReplay]:
     """Replay every call of a validation file; a call without a plan is reported with its error."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise TcsmtError(f"cannot read {path}: {exc}") from None
+    data = _validation(path)
     out = []
     for n, call in enumerate(data.get("calls", [])):
         try:
@@ -118,6 +117,27 @@ def replay_file(path: Path, make_inputs: Callable[[dict, int], dict], *, gpu: st
             continue
         out.append(replay_call(call, make_inputs(call, int(call["seed"])), plan, max_samples))
     return out
+
+
+def _validation(path: Path) -> dict[str, Any]:
+    """A validation file read through the loader: a JSON object whose ``calls`` is a list of objects, each
+    with a seed and samples (the fields :func:`replay_call` and :func:`tcsmt.library.api.plan` read are
+    checked there; a missing one is a one-line error naming the call)."""
+    doc = load.document(path, "validation file")
+    calls = doc.get("calls")
+    for node in calls.as_list() if calls is not None else []:
+        node.as_dict()
+        node["seed"].as_int(0, (1 << 64) - 1)
+        for s in node["samples"].as_list():
+            items = s.as_list(4, 3)
+            for x in items[:-1]:
+                x.as_int(0, 1 << 40)
+            items[-1].as_hex(64)
+        for key in ("op", "a_dtype"):
+            node[key].as_str(40)
+        for key in ("M", "N", "K"):
+            node[key].as_int(1, 1 << 20)
+    return doc.value
 
 
 def kind_of(call: dict[str, Any]) -> str:
@@ -148,7 +168,7 @@ def _suspect(call: dict[str, Any], r: CallReplay) -> str:
 def report(path: Path, results: list[CallReplay], tables: list[str], gpu: str = "h100") -> dict[str, Any]:
     """The replay summary (counts per call group, calls without a plan, the findings) as a JSON object;
     ``gpu``: the GPU whose plan tables were used (named in ``what`` and ``command`` where it is not the H100)."""
-    data = json.loads(Path(path).read_text())
+    data = _validation(path)
     calls = data.get("calls", [])
     groups: dict[str, dict[str, int]] = {}
     findings, no_plan = [], []
@@ -194,7 +214,7 @@ def _label(call: dict[str, Any]) -> str:
                     "bit, 2 on errors.  --json writes the summary (counts per call group, the findings).")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--gpu", default="h100", show_default=True, help="the GPU whose plan tables replay the calls")
-@click.option("--max-samples", type=POSITIVE_INT, default=None, help="samples per call (default: all)")
+@click.option("--max-samples", type=bounded_int(LIBRARY_SAMPLES), default=None, help="samples per call (default: all)")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write the summary here")
 @click.option("--force", is_flag=True, help="replace the --json file")

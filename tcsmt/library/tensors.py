@@ -26,6 +26,8 @@ def import_torch():
 
 def dtype_name(t: Any) -> str:
     """torch's name of a tensor's dtype (``"bfloat16"``); TcsmtError for dtypes no plan takes."""
+    if not hasattr(t, "dtype") or type(t).__module__.split(".")[0] != "torch":
+        raise TcsmtError(f"expected a torch.Tensor, got {type(t).__name__}")
     name = str(t.dtype).removeprefix("torch.")
     if name not in TORCH_DTYPES:
         raise TcsmtError(f"unsupported dtype {t.dtype} (known: {', '.join(TORCH_DTYPES)})")

@@ -19,7 +19,6 @@ when a disagreement is left, 2 on a bad argument or when MMA-Sim cannot be impor
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import sys
 import time
 import zlib
@@ -35,8 +34,9 @@ from tcsmt.arith.params import ModelParams
 from tcsmt.arith.registry import resolve
 from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.check import git_commit
-from tcsmt.io import files
-from tcsmt.io.options import NON_NEGATIVE_INT, POSITIVE_INT
+from tcsmt.io import files, load
+from tcsmt.io.limits import RANDOM_N, SHOW
+from tcsmt.io.options import SEED, bounded_int
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.peers.mmasim_paths import MMASIM_READINGS, Counterpart, MmaSimPath, counterpart, enumerate_paths
 from tcsmt.peers.rows import KINDS, Rows, make_rows
@@ -230,10 +230,10 @@ def table_lines(entries: list[dict[str, Any]]) -> list[str]:
 @click.option("--mmasim", type=click.Path(path_type=Path), default=None,
               help="directory holding MMA-Sim's package mmasim/")
 @click.option("--mmasim-commit", default="", help="the MMA-Sim commit (read with git where DIR is a checkout)")
-@click.option("--rows", type=POSITIVE_INT, default=20_000, show_default=True, help="rows per path")
-@click.option("--seed", type=NON_NEGATIVE_INT, default=0, show_default=True)
+@click.option("--rows", type=bounded_int(RANDOM_N), default=20_000, show_default=True, help="rows per path")
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--only", default="", help="only the paths whose label contains this text")
-@click.option("--examples", type=NON_NEGATIVE_INT, default=16, show_default=True,
+@click.option("--examples", type=bounded_int(SHOW, lower=0), default=16, show_default=True,
               help="disagreeing rows per path kept for --vectors")
 @click.option("--list", "list_", is_flag=True, help="print the paths and their counterparts; run nothing")
 @click.option("--json", "json_", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -248,9 +248,9 @@ def peer_mmasim_cmd(**kw: Any) -> int:
     args.list, args.json = kw["list_"], kw["json_"]
     if args.table:
         try:
-            doc = json.loads(args.table.read_text())
+            doc = load.read_json(args.table, "result file")
             lines = table_lines(doc["paths"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise TcsmtError(f"--table {args.table}: not a result of this tool ({type(exc).__name__}: {exc})") from None
         print("\n".join(lines))
         return 0

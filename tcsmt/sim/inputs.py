@@ -29,9 +29,6 @@ Input files hold the same arrays: ``a``, ``b``, ``c`` in an .npz archive
 """
 from __future__ import annotations
 
-import json
-import zipfile
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -41,80 +38,18 @@ from tcsmt.arith import semantics as sem
 from tcsmt.arith.formats import BF16, E4M3, E5M2, FP16, FP32, FP64, TF32, Format
 from tcsmt.backends.numpy import NumpyBackend
 from tcsmt.errors import TcsmtError
+from tcsmt.io import load
+from tcsmt.io.limits import shown
 
 _B = NumpyBackend()
 CONVERT_CHUNK = 1 << 16
 """Elements converted per pass when a value format differs from the model's (bounded temporaries)."""
 
-_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
-_NPY_MAGIC = b"\x93NUMPY"
-
 
 # ------------------------------------------------------------------ files
-def _regular_file(path: str | Path) -> Path:
-    p = Path(path)
-    if not p.exists():
-        raise TcsmtError(f"no such file: {path}")
-    if not p.is_file():
-        raise TcsmtError(f"{path}: not a regular file")
-    return p
-
-
-def read_npz(path: str | Path, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
-    """Every array of the .npz archive at ``path`` (``required`` names must be present).
-
-    The archive is read completely here (a truncated member fails now, not
-    later), without unpickling: object arrays are refused.
-    """
-    p = _regular_file(path)
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(8)
-    except OSError as exc:
-        raise TcsmtError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not head:
-        raise TcsmtError(f"{path}: empty file, not an .npz archive")
-    if head.startswith(_NPY_MAGIC):
-        raise TcsmtError(f"{path}: a single .npy array, not an .npz archive (save a, b, c with numpy.savez)")
-    if not head.startswith(_ZIP_MAGIC):
-        raise TcsmtError(f"{path}: not an .npz archive (no zip header; save a, b, c with numpy.savez)")
-    out: dict[str, np.ndarray] = {}
-    try:
-        with np.load(p, allow_pickle=False) as z:
-            missing = [k for k in required if k not in z.files]
-            if missing:
-                raise TcsmtError(f"{path}: lacks array(s) {', '.join(missing)} (needs {', '.join(required)})")
-            for k in z.files:
-                out[k] = z[k]
-    except TcsmtError:
-        raise
-    except ValueError as exc:
-        if "allow_pickle" in str(exc) or "pickle" in str(exc).lower():
-            raise TcsmtError(f"{path}: holds object (pickled) arrays; store numeric arrays") from None
-        raise TcsmtError(f"{path}: damaged .npz archive ({_short(exc)})") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError, RuntimeError) as exc:
-        raise TcsmtError(f"{path}: damaged or truncated .npz archive ({_short(exc)})") from None
-    return out
-
-
-def read_json(path: str | Path) -> Any:
-    """The JSON document at ``path`` (UTF-8)."""
-    p = _regular_file(path)
-    try:
-        text = p.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise TcsmtError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise TcsmtError(f"{path}: not a UTF-8 text file (byte {exc.start})") from None
-    if not text.strip():
-        raise TcsmtError(f"{path}: empty file, not JSON")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TcsmtError(f"{path}: not a readable JSON file ({exc.msg} at line {exc.lineno}, "
-                         f"column {exc.colno})") from None
-    except RecursionError:
-        raise TcsmtError(f"{path}: JSON nested too deeply") from None
+# read through the one loader (tcsmt.io.load): regular files only, .npy headers checked before reading
+read_npz = load.read_npz
+read_json = load.read_json
 
 
 def _short(exc: BaseException) -> str:
@@ -124,9 +59,17 @@ def _short(exc: BaseException) -> str:
 
 # ----------------------------------------------------------------- arrays
 def _as_array(x: Any, what: str) -> np.ndarray:
+    """``x`` as a numpy array: a masked array only when nothing is masked (its mask would be lost)."""
+    if isinstance(x, np.ma.MaskedArray):
+        if np.ma.is_masked(x):
+            raise TcsmtError(f"{what}: a masked array with {int(np.ma.count_masked(x))} masked element(s); "
+                             "tcsmt computes every element: fill them (numpy.ma.filled) or drop the mask")
+        x = np.ma.getdata(x)
+    if isinstance(x, (str, bytes, bytearray, memoryview)):
+        raise TcsmtError(f"{what}: expected an array of numbers, not {shown(x)}")
     try:
         arr = np.asarray(x)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise TcsmtError(f"{what}: not a numeric array ({_short(exc)})") from None
     return arr
 

@@ -211,12 +211,13 @@ def _outputs(doc: dict[str, Any], q: Question, pad: bool) -> list[tuple[int, int
         a[0, :K] = [int(x, 16) for x in item["a"]]
         b[0, :K] = [int(x, 16) for x in item["b"]]
         c = np.array([int(item["c"], 16)], dtype=fc.dtype)
-        scales = {}
+        scales: dict[str, np.ndarray] = {}
         if "sa" in item:  # a block-scaled path: K is whole instructions (QUESTIONS), so no scale block is padded
             if Kp != K:
                 raise TcsmtError(f"{q.command()}: a block-scaled question needs K a multiple of {step}")
             scales = {k: np.array([[int(x, 16) for x in item[k]]], dtype=np.uint8) for k in ("sa", "sb")}
-        p, h = (int(simulate_params(resolve(s, q.in_fmt, q.out_fmt, q.instr), a, b, c, bits=True, **scales)[0])
+        p, h = (int(simulate_params(resolve(s, q.in_fmt, q.out_fmt, q.instr), a, b, c, bits=True,
+                                    sa=scales.get("sa"), sb=scales.get("sb"))[0])
                 for s in (q.primary, q.hypothesis))
         out.append((p, h))
     return out

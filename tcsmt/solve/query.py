@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +22,8 @@ from pysmt.shortcuts import BV, BVUGT, BVULE, And, BVExtract, Equals
 from tcsmt.arith.formats import get_format
 from tcsmt.arith.registry import check_instr, instructions, models_dir
 from tcsmt.errors import InternalError, TcsmtError
+from tcsmt.io import load
+from tcsmt.io.limits import SMT_K, shown
 from tcsmt.solve.discriminate import Outcome, choose_path, discriminate, resolve_for, simulate_case
 from tcsmt.solve.encode import domain, inputs_for, output_term
 from tcsmt.solve.solvers import solve
@@ -54,24 +56,53 @@ def list_queries() -> list[QuerySpec]:
     return [load_query(p) for p in sorted(queries_dir().glob("*.toml"))]
 
 
+HYPOTHESES = 64
+"""Hypotheses of one query file (each neighbouring pair is one solver query)."""
+
+
 def load_query(name_or_file: str | Path) -> QuerySpec:
+    """A named query (``queries/NAME.toml``) or a query file, every field checked (types, ranges: ``k`` is
+    1..:data:`tcsmt.io.limits.SMT_K`, ``minimize`` true or false); a one-line TcsmtError names the file and
+    the field."""
+    if not isinstance(name_or_file, (str, Path)) or not str(name_or_file) or "\0" in str(name_or_file):
+        raise TcsmtError(f"a query is a name or a .toml file, not {shown(str(name_or_file))}")
     path = Path(name_or_file)
     if not path.suffix:
         path = queries_dir() / f"{name_or_file}.toml"
-    if not path.is_file():
+    if not os.path.lexists(path):
         known = ", ".join(q.stem for q in sorted(queries_dir().glob("*.toml")))
-        raise TcsmtError(f"no query {name_or_file!r} (known: {known}; or give a .toml file)")
-    try:
-        data = tomllib.loads(path.read_text())
-        q = QuerySpec(**data)
-    except (tomllib.TOMLDecodeError, TypeError) as exc:
-        raise TcsmtError(f"malformed query file {path}: {exc}") from exc
+        raise TcsmtError(f"no query {shown(str(name_or_file), 240)} (known: {known}; or give a .toml file)")
+    doc = load.toml_document(path, "query file")
+    doc.only({f.name for f in dataclasses.fields(QuerySpec)})
+
+    def text(key: str, default: str | None = None, max_len: int = 2000) -> str:
+        node = doc.get(key)
+        if node is None:
+            if default is None:
+                raise doc.error(f"lacks the field {key!r}")
+            return default
+        return node.as_str(max_len)
+
+    k, instr, minimize, hyps = doc.get("k"), doc.get("instr"), doc.get("minimize"), doc.get("hypotheses")
+    q = QuerySpec(name=text("name", max_len=1000), title=text("title"), question=text("question"),
+                  source=text("source"), kind=text("kind", "feature", 40), model=text("model", "volta", 1000),
+                  in_fmt=text("in_fmt", "fp16", 40), out_fmt=text("out_fmt", "fp32", 40),
+                  instr=instr.as_str(200) if instr is not None else None,
+                  k=k.as_int(1, SMT_K) if k is not None else None, where=text("where", "", 20_000),
+                  minimize=minimize.as_bool() if minimize is not None else True,
+                  hypotheses=hyps.as_str_list(HYPOTHESES, 0, 1000) if hyps is not None else [])
     if q.kind not in ("feature", "monotonicity"):
-        raise TcsmtError(f"{path}: kind must be feature or monotonicity")
-    if q.instr is not None and not isinstance(q.instr, str):
-        raise TcsmtError(f"{path}: instr must be a string such as mma or wgmma")
+        raise doc.error(f"kind: {shown(q.kind, 40)} is not one of feature, monotonicity")
     if q.kind == "feature" and len(q.hypotheses) < 2:
-        raise TcsmtError(f"{path}: a feature query needs at least two hypotheses")
+        raise doc.error("hypotheses: a feature query needs at least two hypotheses")
+    for key in ("in_fmt", "out_fmt"):  # names the file's field (a model given with --model is checked at run time)
+        try:
+            get_format(getattr(q, key))
+        except TcsmtError as exc:
+            raise doc[key].error(str(exc)) from None
+    for i, h in enumerate(q.hypotheses):
+        if "=" not in h and ":" in h:
+            raise doc["hypotheses"].error(f"[{i}]: {shown(h, 60)} is not a parameter override such as carry_bits=2")
     return q
 
 

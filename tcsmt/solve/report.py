@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from fractions import Fraction
 
 import numpy as np
@@ -163,10 +162,10 @@ def format_outcome(o: Outcome, explain: bool = True) -> str:
 
 def default_name(specs: list[str], in_fmt: str, out_fmt: str) -> str:
     """``M1-vs-M2-IN-OUT.json``: the file name of a discrimination (known before the solver runs)."""
-    def clean(s: str) -> str:
-        return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_")
+    from tcsmt.io.files import safe_name
 
-    return f"{clean(specs[0])}-vs-{clean(specs[1])}-{in_fmt}-{out_fmt}.json"
+    return (f"{safe_name(specs[0], 'model')}-vs-{safe_name(specs[1], 'model')}-{safe_name(in_fmt)}-"
+            f"{safe_name(out_fmt)}.json")
 
 
 def _scale_record(o: Outcome, c: Case) -> dict:

@@ -32,7 +32,7 @@ from tcsmt.verify.results import BoundResult, CompareResult, Query, Witness, Wor
 from tcsmt.verify.schemes import ALGOS
 from tcsmt.verify.search import check_eps, prove_bound, search_worst
 from tcsmt.verify.smt import SB, SmtProblem, error_terms, exceeds, fp32_on_grid, make_problem, output_pattern, scheme_term
-from tcsmt.verify.stats import Stats, stats, write_plot
+from tcsmt.verify.stats import Stats, plot_available, stats, write_plot
 
 DEFAULT_K = 2
 COMPARE_RANGES = ("2^-36..2^-14", "2^-14..2^14", "1..2")
@@ -41,6 +41,6 @@ __all__ = [
     "ALGOS", "COMPARE_RANGES", "DEFAULT_K", "DEFAULT_RANGE", "NB", "SB", "BoundResult", "CompareResult", "Domain",
     "Query", "SmtProblem", "Stats", "Witness", "WorstResult", "abs_products", "check_eps", "compare", "error_of",
     "error_terms", "errors_fp64", "exact_dot", "exceeds", "fp16_paths", "fp32_on_grid", "make_problem", "model_for",
-    "output_pattern", "params_for", "parse_range", "prove_bound", "random_inputs", "replay", "scheme_term",
-    "search_worst", "simulate_scheme", "stats", "write_plot",
+    "output_pattern", "params_for", "parse_range", "plot_available", "prove_bound", "random_inputs", "replay",
+    "scheme_term", "search_worst", "simulate_scheme", "stats", "write_plot",
 ]

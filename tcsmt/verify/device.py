@@ -29,7 +29,8 @@ from tcsmt.arith.values import format_value
 from tcsmt.backends.numpy import NumpyBackend
 from tcsmt.errors import TcsmtError
 from tcsmt.io import files
-from tcsmt.io.options import NON_NEGATIVE_INT, POSITIVE_INT, k_option
+from tcsmt.io.limits import GPU_K, RANDOM_N
+from tcsmt.io.options import SEED, bounded_int, k_option
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.verify import Domain, error_of, parse_range, random_inputs, simulate_scheme
 from tcsmt.verify import schemes as VS
@@ -98,12 +99,12 @@ def _parse_witness(text: str) -> tuple[list[int], list[int]]:
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 @click.option("--arch", default="hopper", show_default=True)
 @click.option("--algos", default="markidis,ootomo", show_default=True)
-@click.option("--n", type=POSITIVE_INT, default=100_000, show_default=True, help="random rows per range")
-@k_option("dot-product length", default=16)
+@click.option("--n", type=bounded_int(RANDOM_N), default=100_000, show_default=True, help="random rows per range")
+@k_option("dot-product length", default=16, limit=GPU_K)
 @click.option("--ranges", default="2^-14..2^14,2^-36..2^-14,1..2", show_default=True)
 @click.option("--witness", "witnesses", multiple=True, help="hex fp32 patterns 'a0,a1,...;b0,b1,...' (repeatable)")
 @click.option("--device", "device_name", default="cuda", show_default=True)
-@click.option("--seed", type=NON_NEGATIVE_INT, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--out", "out_file", default="")
 @click.option("--force", is_flag=True, help="overwrite --out (a regular file only)")
 def verify_device_cmd(arch: str, algos: str, n: int, k: int, ranges: str, witnesses: tuple[str, ...],

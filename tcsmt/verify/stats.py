@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from tcsmt.errors import TcsmtError
 from tcsmt.io import files
+from tcsmt.io.limits import STATS_K, STATS_N, as_size, require_memory
 from tcsmt.verify.domain import Domain
 from tcsmt.verify.evaluate import errors_fp64, params_for, random_inputs, simulate_scheme
 from tcsmt.verify.schemes import scheme_key
@@ -28,25 +28,51 @@ class Stats:
     seconds: float
 
 
+STATS_CHUNK = 1 << 22
+"""Entries (rows x K) of the random inputs generated and simulated at once: memory stays bounded, and a run of
+at most this many entries draws its inputs exactly as one (n, K) draw (the same numbers for a seed)."""
+ENTRY_BYTES = 96
+"""Memory per input entry of one chunk (float64 magnitudes and products, patterns, int64 columns)."""
+
+
 def stats(arch: str, algos: Sequence[str], K: int, n: int, dom: Domain, dist: str = "loguniform",
-          relative: bool = True, seed: int = 0) -> list[Stats]:
-    """Errors of each algorithm on the same n random dot products of length K (simulator)."""
-    if n < 1:
-        raise TcsmtError("--n must be at least 1")
-    if K < 1:
-        raise TcsmtError("--k must be at least 1")
+          relative: bool = True, seed: int = 0, progress: Callable[[str], None] | None = None) -> list[Stats]:
+    """Errors of each algorithm on the same n random dot products of length K (simulator).
+
+    The inputs are drawn and simulated in chunks of :data:`STATS_CHUNK` entries (rows x K); the errors of
+    every row are kept (n fp64 values per algorithm), and a run that would not fit the memory available
+    is refused before it starts.  ``progress`` gets a line per chunk and scheme on runs of a quarter chunk
+    or more.
+    """
+    as_size(n, "--n", STATS_N, why="dot products of one statistics run")
+    as_size(K, "--k", STATS_K, why="products per dot product")
+    keys = [scheme_key(a) for a in algos]
+    params = {a: params_for(a, arch) for a in keys}
+    rows = max(1, STATS_CHUNK // K)
+    require_memory(n * 8 * (len(keys) + 1) + min(rows, n) * K * ENTRY_BYTES,
+                   f"verify --stats with --n {n:,} and --k {K:,}", "lower --n or --k")
     rng = np.random.default_rng(seed)
-    a, b = random_inputs(rng, n, K, dom, dist)
-    out = []
-    for algo in algos:
-        algo = scheme_key(algo)
-        p = params_for(algo, arch)
-        t0 = time.perf_counter()
-        d = simulate_scheme(algo, p, a, b)
-        errs = errors_fp64(d, a, b, relative)
-        out.append(Stats(algo, arch, n, float(np.median(errs)), float(np.percentile(errs, 95)),
-                         float(np.max(errs)), errs, time.perf_counter() - t0))
-    return out
+    errs = {a: np.empty(n) for a in keys}
+    secs = dict.fromkeys(keys, 0.0)
+    for s in range(0, n, rows):
+        e = min(n, s + rows)
+        a, b = random_inputs(rng, e - s, K, dom, dist)
+        for algo in keys:
+            t0 = time.perf_counter()
+            d = simulate_scheme(algo, params[algo], a, b)
+            errs[algo][s:e] = errors_fp64(d, a, b, relative)
+            secs[algo] += time.perf_counter() - t0
+            if progress is not None and n * K >= STATS_CHUNK // 4:
+                progress(f"{arch}: {algo} on dot products {s + 1:,}..{e:,} of {n:,}")
+    return [Stats(algo, arch, n, float(np.median(errs[algo])), float(np.percentile(errs[algo], 95)),
+                  float(np.max(errs[algo])), errs[algo], secs[algo]) for algo in keys]
+
+
+def plot_available() -> bool:
+    """Whether matplotlib can be imported (``--plot`` needs it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def write_plot(results: Sequence[Stats], path: str | files.Output, relative: bool, force: bool = False) -> str:
