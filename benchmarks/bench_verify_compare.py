@@ -6,7 +6,7 @@ every cell's answer (found, proven impossible, timeout), which must be the same 
     python benchmarks/bench_verify_compare.py --pairs all --runs 1      # every pair of schemes on every architecture
 
 A pair runs on every architecture that has both schemes' paths.  The machine (CPU count, load average before
-and after) is written with the table.  Target (issue 23): every cell answered, under 60 s per architecture.
+and after) is written with the table.  Target: every cell answered, under 60 s per architecture.
 """
 from __future__ import annotations
 

@@ -34,12 +34,15 @@ def runner():
 
 @pytest.fixture
 def catalogs_only(monkeypatch):
-    """Lookups through the catalogs alone: the shipped plan tables (53,000 plans, tens of seconds to load on a busy
-    2-core machine) are left out; test_library*.py test them and their precedence."""
+    """Lookups through the recorded catalogs alone: the shipped plan tables (53,000 plans, tens of seconds to load on
+    a busy 2-core machine) and the shipped catalogs are left out; test_library*.py test them and their precedence."""
+    from pathlib import Path
+
     from tcsmt.library import lookup
 
     monkeypatch.setattr(lookup, "table_lookup", lambda call, gpu: (None, ""))
     monkeypatch.setattr(lookup, "gpus", lambda: [])
+    monkeypatch.setattr(lookup, "plans_dir", lambda: Path("/nonexistent-shipped-plans"))
 
 
 # ------------------------------------------------------------------ call specs

@@ -29,6 +29,9 @@ library version:
 
 Plans are recorded per GPU and library version in a plan table; a call no
 recorded plan covers is an error, never a guess (pass ``plan=`` explicitly).
+
+Over 400 lines: the plan format (Call, Plan and its slice rule), its checks and the table loader are one contract,
+read together by the converter, the catalogs and the evaluation.
 """
 from __future__ import annotations
 
