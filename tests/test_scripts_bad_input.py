@@ -140,6 +140,7 @@ BENCHMARKS = {
     "bench_verify": ["--runs", "0"],
     "bench_verify_proofs": ["--timeout", "0"],
     "bench_verify_composed": ["--algos", "markidis,nosuch"],
+    "bench_verify_compare": ["--pairs", "markidis:nosuch"],
 }
 
 

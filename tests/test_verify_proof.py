@@ -80,7 +80,7 @@ def test_block_shape_bounds_every_block(arch):
                 cs = (rng.integers(0, 2, rows) << 31) | (ce << 23) | rng.integers(0, 1 << 23, rows)
                 cs[rng.random(rows) < 0.1] = 0
             d = sem.block_fma(NB, p, xs, ys, cs.astype(np.int64), FP32)
-            for r in range(rows):
+            for r in range(rows if spread != "wrap" else 64):  # the wrap rows differ only in C's last bits
                 dv = FP32.to_fraction(int(np.asarray(d)[r]))
                 assert isinstance(dv, Fraction)
                 cv, ce_r = _value(int(cs[r]), FP32, p.subnormal_c)

@@ -141,7 +141,7 @@ def _run_worst(algo: str, archs: list[str], K: int, dom: V.Domain, relative: boo
             bk = (f"the largest K with a proven bound below 1/2 is {r.bounded_k[0]} (<= {_num(r.bounded_k[1])} "
                   f"{_pow2(r.bounded_k[1])})" if r.bounded_k else "no smaller K has a proven bound below 1/2"
                   + (" (LO = 0: a relative bound needs LO > 0)" if dom.lo == 0 else ""))
-            click.echo(f"{r.arch}: unbounded at K = {K}: an input below loses half of A.B or more; {bk}")
+            click.echo(f"{r.arch}: unbounded at K = {K}: the input below has relative error >= 1/2; {bk}")
     for r in rows:
         if r.witness is not None:
             click.echo(f"\n{r.arch}: worst input found")
