@@ -22,23 +22,9 @@ from types import SimpleNamespace
 import click
 
 from tcsmt.hwcheck.library_calls import CALL_FIELDS
+from tcsmt.hwcheck.plan_capture import kernel_name
 from tcsmt.io.options import NON_NEGATIVE_INT
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
-
-
-def kernel_name(k: str) -> str:
-    """The profiler's demangled kernel name without ``void`` and without its parameter list."""
-    if k.startswith("void "):
-        k = k[5:]
-    depth = 0
-    for i, ch in enumerate(k):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif ch == "(" and depth == 0:
-            return k[:i]
-    return k
 
 
 def lt_text(a: str) -> str:
