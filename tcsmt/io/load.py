@@ -333,9 +333,15 @@ class Node:
         return TcsmtError(f"{self.where()}: {message}")
 
     def _child(self, key: str | int, value: Any) -> Node:
+        # self.file is already a message name (name_of is idempotent): set it as it is, not again through
+        # name_of, which would scan the name once per field of a document of 10^5 fields
+        child = Node.__new__(Node)
+        child.value, child.file = value, self.file
         if isinstance(key, int):
-            return Node(value, self.file, f"{self.path}[{key}]")
-        return Node(value, self.file, f"{self.path}.{key}" if self.path else str(key))
+            child.path = f"{self.path}[{key}]"
+        else:
+            child.path = f"{self.path}.{key}" if self.path else str(key)
+        return child
 
     def _expect(self, what: str) -> TcsmtError:
         return self.error(f"expected {what}, got {_type_word(self.value)}"
