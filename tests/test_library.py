@@ -8,6 +8,7 @@ y = FFMA(acc, alpha, +0); IEEE 754 round-to-nearest-even computed exactly with F
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import shutil
 from fractions import Fraction
@@ -25,7 +26,7 @@ from tcsmt.arith.formats import get_format
 from tcsmt.cli import main
 from tcsmt.library.convert import convert_file
 from tcsmt.library.convert import main as import_main
-from tcsmt.library.plans import Call, Plan, load_table, tables
+from tcsmt.library.plans import Call, Plan, load_table, read_table_text, tables
 from tcsmt.library.replay import replay_call, replay_file
 
 FP32 = get_format("fp32")
@@ -312,10 +313,13 @@ def models_tmp(tmp_path, monkeypatch):
 
 
 def test_converter_makes_plans_and_names_what_is_unknown(tmp_path, models_tmp):
-    raw = tmp_path / "h100_cublas_plans.json"
-    raw.write_text(json.dumps(RAW))
+    """The recorded plan file gzipped, as evidence/ keeps them: the table names it by its JSON name."""
+    raw = tmp_path / "h100_cublas_plans.json.gz"
+    raw.write_bytes(gzip.compress(json.dumps(RAW).encode(), mtime=0))
     out = convert_file(raw)
     assert out == models_tmp / "library" / "h100_cublas13_recorded.toml.gz"
+    text = read_table_text(out)
+    assert "h100_cublas_plans.json" in text and "h100_cublas_plans.json.gz" not in text
     table = load_table(out)
     assert len(table.plans) == 2 and len(table.unknown) == 3
     p = L.plan("mm", 64, 64, 4096, a_dtype="bfloat16", out_dtype="float32")
