@@ -170,27 +170,15 @@ def _check_identified(spec: str, path: str, tmp_path, **kw):
     return res
 
 
-VOLTA_RING1 = {"radius": 1, "candidates": 1, "quick_timeout": 4, "timeout": 30}
-
-
-@pytest.fixture(scope="module")
-def volta_ring1(tmp_path_factory):
-    """Volta f16 -> f32 identified on ring 1 (the run of test_identify_volta[1]), its log in the returned folder;
-    shared with test_toml_entry_loads_as_model (both are in the xdist group ``volta_ring1``: one run per CI)."""
-    tmp = tmp_path_factory.mktemp("volta-ring1")
-    return _check_identified("volta", "f16.f32", tmp, **VOLTA_RING1), tmp
-
-
-@pytest.mark.xdist_group("volta_ring1")
 @pytest.mark.parametrize("radius", [1, pytest.param(2, marks=pytest.mark.slow)])
-def test_identify_volta(radius, tmp_path, request):
+def test_identify_volta(radius, tmp_path, monkeypatch):
     """Volta f16 -> f32 identified from a virtual device: ring 1 in CI (about 10 s on 2 cores), ring 2 (the
     CLI default, 2,000+ hypotheses, minutes) with the slow tests.  Expected values: Volta's published
-    parameters (Fasi, Higham, Mikaitis, Pranesh 2020, sec. 3.1; 3 carry bits: Valpey et al.; models/volta.toml)."""
-    if radius == 1:
-        res, tmp_path = request.getfixturevalue("volta_ring1")
-    else:
-        res = _check_identified("volta", "f16.f32", tmp_path)
+    parameters (Fasi, Higham, Mikaitis, Pranesh 2020, sec. 3.1; 3 carry bits: Valpey et al.; models/volta.toml).
+    The result's [[paths]] TOML entry loads as a model with the identified parameters (_check_toml_entry:
+    the check of the former test_toml_entry_loads_as_model, which ran a ring-1 identification of its own)."""
+    kw = {} if radius == 2 else {"radius": 1, "candidates": 1, "quick_timeout": 4, "timeout": 30}
+    res = _check_identified("volta", "f16.f32", tmp_path, **kw)
     p = res.best.params
     assert (p.block_k, p.extra_bits, p.carry_bits, p.align, p.block_round) == (4, 0, 3, "trunc", "rz")
     table = "\n".join(feature_table(res))
@@ -200,6 +188,7 @@ def test_identify_volta(radius, tmp_path, request):
     assert again.status == "identified" and again.best.key == res.best.key
     # and each experiment's survivor counts, recomputed in log order
     assert [(e.before, e.after) for e in again.experiments] == [(e.before, e.after) for e in res.experiments]
+    _check_toml_entry(res, tmp_path, monkeypatch)
 
 
 # every built-in model's instruction path that identify can run as a virtual device
@@ -243,11 +232,8 @@ def test_space_too_small_gives_counterexample(tmp_path):
 
 
 # ------------------------------------------------------------------ TOML entry
-@pytest.mark.xdist_group("volta_ring1")
-def test_toml_entry_loads_as_model(volta_ring1, tmp_path, monkeypatch):
-    """The [[paths]] entry of an identify result (Volta, ring 1: test_identify_volta[1]'s run) loads as a model
-    with the identified parameters."""
-    res, _ = volta_ring1
+def _check_toml_entry(res, tmp_path, monkeypatch) -> None:
+    """The [[paths]] entry of an identify result loads as a model with the identified parameters."""
     entry = toml_entry(res)
     d = tmp_path / "models"
     d.mkdir()
