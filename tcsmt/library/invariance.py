@@ -298,7 +298,8 @@ def study(call: Call, gpu: str, lo: int, hi: int, *, plans_dirs: tuple[str, ...]
 def _source_names(ans: Answer) -> list[str]:
     if ans.kind == "recorded table":
         return [f"plan table {ans.plan.table}"]
-    return [f"plan catalog {e.split('recorded in ', 1)[-1].split(':', 1)[0]}" for e in ans.evidence]
+    return [f"plan catalog {re.split('recorded in |predicted from ', e, maxsplit=1)[-1].split(':', 1)[0]}"
+            for e in ans.evidence]
 
 
 def witness(st: Study, i: int, j: int, *, seed: int = 0) -> Witness | None:
