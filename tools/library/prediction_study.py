@@ -7,7 +7,7 @@
 catalog built from *fresh* recordings beyond the recorded token counts (``tools/device/record_plans.py`` with an
 M range above 16,384, converted by ``python -m tcsmt.library.catalog_build`` with the shipped catalog's flags) and
 counts the calls predicted, and those whose recorded arithmetic differs (a fresh call tcsmt refuses counts as
-differing wherever a prediction was made).
+differing wherever a prediction was made, unless the refusal says the recorder failed: :data:`RECORDING_FAILURES`).
 
 The plan catalogs (``models/library/<gpu>_cublas13_catalog.sqlite``) hold every recorded call's plan.  What
 decides the output bits is the plan's *arithmetic* (:meth:`tcsmt.library.plans.Plan.arithmetic`: split-K count S,
@@ -266,6 +266,17 @@ def _call_of(family: list[Any], vary: str, d1: int, d2: int, t: int) -> Call:
                 b_t=b_t, settings=settings)
 
 
+RECORDING_FAILURES = ("OutOfMemoryError", "not recorded:")
+"""Refusals in a fresh catalog that say the recorder failed (device memory ran out while capturing, the call
+could not be made), not what cuBLAS does: such calls are counted as not recorded, not as differing."""
+
+
+def _not_recorded(cat: Any, pid: int) -> bool:
+    row = cat.db.execute("SELECT fields FROM plans WHERE id = ?", (pid,)).fetchone()
+    why = str(json.loads(zlib.decompress(row[0])).get("why", ""))
+    return any(w in why for w in RECORDING_FAILURES)
+
+
 def check(gpu: str, fresh: Path) -> dict[str, Any]:
     """Every run of ``fresh`` (vary M) asked of the shipped catalogs at its first count, each prediction
     compared with the fresh recording over the whole run (the rule's answer is one arithmetic per layer)."""
@@ -287,6 +298,9 @@ def check(gpu: str, fresh: Path) -> dict[str, Any]:
             counts["recorded"] += n
             continue
         got = cat.plan_of(pid)
+        if got is None and _not_recorded(cat, pid):
+            counts["not_recorded"] += n
+            continue
         counts["predicted"] += n
         if got is None or got.arithmetic() != ans.plan.arithmetic():
             counts["differ"] += n
@@ -294,7 +308,7 @@ def check(gpu: str, fresh: Path) -> dict[str, Any]:
                 shown.append({"call": call.label(), "run": [lo, hi, step], "predicted_split_k": ans.plan.split_k,
                               "recorded": "refused" if got is None else f"S = {got.split_k}"})
     return {"gpu": gpu, "fresh": fresh.name, "fresh_sources": cat.sources, "fresh_stamp": cat.stamp,
-            **{k: counts[k] for k in ("calls", "predicted", "differ", "recorded", "refused")},
+            **{k: counts[k] for k in ("calls", "predicted", "differ", "recorded", "refused", "not_recorded")},
             "differ_examples": shown}
 
 
@@ -331,7 +345,8 @@ def check_cmd(gpu: str, fresh: str, json_out: str | None) -> None:
     """Compare the library's predictions with fresh recordings beyond the recorded token counts."""
     r = check(gpu, Path(fresh))
     print(f"{gpu}: {r['calls']:,} fresh calls: {r['predicted']:,} predicted, {r['differ']:,} of them differ; "
-          f"{r['recorded']:,} answered from the recordings, {r['refused']:,} refused")
+          f"{r['recorded']:,} answered from the recordings, {r['refused']:,} refused, {r['not_recorded']:,} not "
+          f"recorded (the recorder failed)")
     if json_out:
         Path(json_out).write_text(json.dumps({"method": (__doc__ or "").strip(), **r}, indent=1) + "\n")
 
