@@ -121,6 +121,26 @@ def test_a_disagreeing_recording_is_refused(tmp_path):
         build([(SAMPLE.name, rec), (path.name, read_recording(path))], ctx, tmp_path / "x.sqlite", [])
 
 
+def test_the_recorders_out_of_memory_is_not_torchs_answer(tmp_path):
+    """A call whose capture ran out of device memory in the recorder's workers (what happened to the wide
+    layers of evidence/library/recordings/h100_layers_16bit_beyond.json.gz) is 'not recorded', never 'torch
+    refuses this call'."""
+    rec = read_recording(SAMPLE)
+    oom = json.loads(json.dumps(rec))
+    oom["tables"]["errors"] = [*oom["tables"].get("errors", []), "OutOfMemoryError: CUDA out of memory."]
+    err = len(oom["tables"]["errors"]) - 1
+    oom["tables"]["plans"] = [[*p[:8], err, None] for p in oom["tables"]["plans"]]
+    path = tmp_path / "oom.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(oom, f)
+    raw = json.loads((EVIDENCE / "h100_cublas_plans.json").read_text())
+    ctx = ConvertContext.make(raw, "h100_cublas_plans.json")
+    build([(path.name, read_recording(path))], ctx, tmp_path / "oom.sqlite", [])
+    db = sqlite3.connect(tmp_path / "oom.sqlite")
+    whys = {json.loads(zlib.decompress(b))["why"] for (b,) in db.execute("SELECT fields FROM plans")}
+    assert whys and all(w.startswith("not recorded: the recorder ran out of device memory") for w in whys)
+
+
 def check_catalog(cat: Catalog) -> None:
     db = sqlite3.connect(f"file:{cat.path}?mode=ro", uri=True)
     plans = {pid: zlib.decompress(blob) for pid, blob in db.execute("SELECT id, fields FROM plans")}

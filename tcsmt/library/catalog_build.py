@@ -212,6 +212,8 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
     c = raw_call(tmpl, vary, t, plan, tables)
     if c.get("torch_error") and "make_fn:" in str(c["torch_error"]):  # the recorder's own failure
         return {"why": f"{NOT_RECORDED}: the recorder could not make the call ({str(c['torch_error'])[:200]})"}
+    if c.get("torch_error") and "OutOfMemoryError" in str(c["torch_error"]):  # the recorder's buffers, not torch
+        return {"why": f"{NOT_RECORDED}: the recorder ran out of device memory ({str(c['torch_error'])[:120]})"}
     if c.get("torch_error"):
         try:  # a call the library's own checks refuse first needs no catalog entry
             make_call(c["op"], c["M"], c["N"], c["K"], a_dtype=c["a_dtype"], b_dtype=c["b_dtype"],
