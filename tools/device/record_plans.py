@@ -469,7 +469,9 @@ def make_fn(torch, c: dict, bufs: Buffers):
             mm.allow_tf32 = tf32
             return torch.matmul(A, B)
     elif op == "scaled_mm":
-        if c["scale"] == "row":
+        if c["scale"] == "row":  # one fp32 scale per row of A and per column of B (N reaches vocabulary widths)
+            if bufs.scales.numel() < max(M, N):
+                bufs.scales = torch.ones(max(M, N), device="cuda", dtype=torch.float32)
             sa = bufs.scales[:M].view(M, 1)
             sb = bufs.scales[:N].view(1, N)
         else:
