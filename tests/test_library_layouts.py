@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tcsmt.errors import TcsmtError
-from tcsmt.library.catalog_build import plan_runs
+from tcsmt.library.catalog_runs import plan_runs
 from tcsmt.library.checks import make_call
 from tcsmt.library.gemm_replay import call_of
 from tcsmt.library.layouts import BATCH_BROADCAST, ROWS_INTERLEAVED, VARIANTS_FILE, covered, operand_layout

@@ -1,8 +1,13 @@
-"""What torch offers for deterministic / batch-invariant matmuls (device probe; prints JSON)."""
-import inspect
+"""What torch offers for deterministic / batch-invariant matmuls: a device probe (torch only) that prints JSON.
+
+    python3 tools/device/torch_settings_probe.py > PROBE.json
+
+Reads ``torch.backends.cuda.matmul``'s values and ``torch.backends.cuda``'s names, the deterministic switches,
+every mention of batch invariance in torch's Python tree, libtorch_cuda's strings about split-K, workspaces and
+reduced precision, runs a bf16 ``mm`` in deterministic mode without ``CUBLAS_WORKSPACE_CONFIG`` and reads the
+(reduced precision, split-K) pair back (``evidence/library/h100_torch_settings_probe.json``)."""
 import json
 import os
-import pkgutil
 import re
 import sys
 

@@ -22,7 +22,8 @@ import click
 
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
-from tcsmt.library.catalog_build import progressions, setting_of, token_counts
+from tcsmt.library.catalog_build import setting_of, token_counts
+from tcsmt.library.catalog_runs import progressions
 from tcsmt.library.layouts import VARIANTS
 
 REPO = Path(__file__).resolve().parents[2]
