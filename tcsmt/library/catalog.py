@@ -43,10 +43,11 @@ CREATE TABLE runs (family INTEGER NOT NULL, vary TEXT NOT NULL, d1 INTEGER NOT N
                    lo INTEGER NOT NULL, hi INTEGER NOT NULL, step INTEGER NOT NULL, plan INTEGER NOT NULL,
                    PRIMARY KEY (family, vary, d1, d2, lo)) WITHOUT ROWID;
 """
-VARIES = ("M", "K", "MN", "MK")
+VARIES = ("M", "K", "MN", "MK", "N")
 """What a run varies: M (forward and input-gradient products: (d1, d2) = (N, K)), K (weight gradients, the
-reduction over the tokens: (d1, d2) = (M, N)), or a sequence length in two dimensions at once (attention's
-batched products: M = N = S with d1 = K, or M = K = S with d1 = N; d2 = 0)."""
+reduction over the tokens: (d1, d2) = (M, N)), a sequence length in two dimensions at once (attention's
+batched products: M = N = S with d1 = K, or M = K = S with d1 = N; d2 = 0), or N alone (a decode step's
+scores q K^T over the KV length, and the rotary embedding's product over the positions: (d1, d2) = (M, K))."""
 
 
 def fixed_dims(call: Call, vary: str) -> tuple[int, int]:

@@ -126,8 +126,10 @@ def k_tiled(kernels: Sequence[str]) -> bool:
     return any(CUTLASS_K_TILE.search(k) for k in kernels)
 
 
-UNREAD_K_ORDER = re.compile(r"^(gemv|gemmSN|gemmk1|dot_kernel)")
-"""CUDA-core matrix-vector kernels whose own K order no probe read: one K-chain is not their arithmetic."""
+UNREAD_K_ORDER = re.compile(r"(?:^|::)((?:gemv|gemmSN|gemmk1|dot_kernel)\w*)")
+"""CUDA-core matrix-vector kernels whose own K order no probe read: one K-chain is not their arithmetic.  Searched
+anywhere after a scope (the demangled ``internal::gemvx::kernel`` comes after its return type,
+``std::enable_if<true, void>::type``); group 1 names the kernel."""
 
 
 def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int], kernels: Sequence[str], gpu: str,
@@ -150,7 +152,8 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
             known = sorted(t for f, t in probed if f == fam)
             return {**ident, "why": f"slice rule of layout {', '.join(unread)} not read: family {fam} was probed on "
                                     f"layouts {', '.join(known) or 'none'} (a layout probe reads it)"}
-    gemv = sorted({k.split("<")[0] for k in kernels if UNREAD_K_ORDER.match(k)})
+    gemv = sorted({m.group(1) for k in kernels for m in [UNREAD_K_ORDER.search(k.split("<")[0]) or
+                                                         UNREAD_K_ORDER.search(k)] if m})
     if gemv and plan.call.K > 1:
         return {**ident, "why": f"K order of the {', '.join(gemv)} kernel not read (GPT-2's LM head at M = 1 on the H100 "
                                 "splits K at 384 inside gemv2T_kernel_val: evidence/h100_invariance_witnesses.json)"}
