@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from tcsmt.library.families import grain_of, reduction_of
+from tcsmt.library.families import ELEM_BYTES, grain_of, reduction_of, rule_key, slice_rule_fields
 
 KEEP_RAW = 4
 """(partials, output) pairs of the reduction probe kept per probe in the committed file (the device keeps 32); the
@@ -44,9 +44,36 @@ def chunk_starts(K: int, S: int, G: int) -> list[int]:
     return [i * chunk for i in range(S) if i * chunk < K]
 
 
-def rule_starts(fam: dict[str, Any], K: int, S: int) -> list[int]:
-    """Slice starts of the family's rule at S (its grain for this K)."""
-    return chunk_starts(K, S, grain_of(fam, K, "family"))
+def floored_starts(K: int, S: int, G: int, k_floor: int) -> list[int]:
+    """Slice starts of chunk = ceil(ceil(K'/G)/S)*G on K' = K floored to a multiple of k_floor (0: K' = K), empty
+    slices dropped (the tail [K', K) joins the last slice: no start of its own)."""
+    Kf = K - K % k_floor if k_floor else K
+    return chunk_starts(Kf, S, G) if Kf else [0]
+
+
+def rule_starts(fam: dict[str, Any], K: int, S: int, rule: dict[str, Any] | None = None,
+                a_dtype: str = "bfloat16") -> list[int]:
+    """Slice starts at S under a variant's slice rule (None: the family's own rule, its grain for this K;
+    :func:`tcsmt.library.families.slice_rule_fields`)."""
+    f = slice_rule_fields(fam, rule, K, a_dtype, "family")
+    return floored_starts(K, S, f["grain"], f["k_floor"])
+
+
+REFINED_RULE_TEXT = ("sm80 CUTLASS kernels cut K in chunks of 128 bytes of the input type where K fills whole chunks "
+                     "and the kernel is nn or tn, else of 16 bytes; nvjet kernels apply their family's grain to K "
+                     "floored to a multiple of 8, the tail in the last slice")
+"""The slice rule fitted to the 508 readable probes of the first layout-probe runs (evidence/library_plans.md,
+"Layouts"), before fresh probes tested it."""
+
+
+def refined_rule(family: str, layout: str) -> dict[str, Any] | None:
+    """The refined rule (:data:`REFINED_RULE_TEXT`) of one variant as a slice rule (data:
+    :func:`tcsmt.library.families.slice_rule_fields`), None where it names none (other families)."""
+    if family.startswith("cutlass_sm80_"):
+        return {"grain_bytes": [128, 16] if layout in ("nn", "tn") else [16, 16]}
+    if family.startswith("nvjet_sm90_"):
+        return {"k_floor": 8}
+    return None
 
 
 def chunk_rules(K: int, starts: list[int]) -> list[str]:
