@@ -104,8 +104,10 @@ def _scheme(trace: list[str] | None) -> str | None:
     return m[0] if m else None
 
 
-def judge(p: dict[str, Any], families: dict[str, Any]) -> tuple[bool, list[str], dict[str, Any]]:
-    """(agrees, why not, what the bits read) of one probe against its family's rule (module docstring)."""
+def judge(p: dict[str, Any], families: dict[str, Any],
+          rule: dict[str, Any] | None = None) -> tuple[bool, list[str], dict[str, Any]]:
+    """(agrees, why not, what the bits read) of one probe against its family's rule, or against the variant's
+    slice rule ``rule`` (:func:`rule_starts`) where given (module docstring)."""
     fam_name = p["config"].split(" | ")[0]
     fam = families[fam_name]
     rec = p["recorded"]
@@ -125,7 +127,7 @@ def judge(p: dict[str, Any], families: dict[str, Any]) -> tuple[bool, list[str],
     if scheme != rec.get("reduction_scheme"):
         why.append(f"traced reductionScheme {scheme} != recorded {rec.get('reduction_scheme')}")
     starts = p.get("starts")
-    want = rule_starts(fam, K, S)
+    want = rule_starts(fam, K, S, rule, p["a_dtype"])
     red = p.get("reduce2") or {}
     cols = int(red.get("columns") or 0)
     agree = red.get("agree") or {}
@@ -134,7 +136,8 @@ def judge(p: dict[str, Any], families: dict[str, Any]) -> tuple[bool, list[str],
             "reduction_columns": cols,
             "reductions_on_every_column": sorted(h for h, v in agree.items() if cols and v == cols)}
     if starts != want:
-        why.append(f"slice starts {starts} != the family's rule {want} (fitting: {read['chunk_rules_fitting']})")
+        which = f"the slice rule {rule_key(rule)}" if rule else "the family's rule"
+        why.append(f"slice starts {starts} != {which} {want} (fitting: {read['chunk_rules_fitting']})")
     if p.get("n_anomalies") or p.get("noncontiguous_groups"):
         why.append(f"anomalies {p.get('n_anomalies')}, noncontiguous groups {(p.get('noncontiguous_groups') or [])[:4]}")
     name, no = reduction_of(fam, p["out_dtype"])
@@ -149,16 +152,25 @@ def judge(p: dict[str, Any], families: dict[str, Any]) -> tuple[bool, list[str],
 
 
 def summarize(gpu: str, raw: list[dict[str, Any]], families: dict[str, Any], stats: dict, grid: set,
-              header: dict[str, Any]) -> dict[str, Any]:
+              header: dict[str, Any], refined: bool = False) -> dict[str, Any]:
     """The committed file: header, one entry per variant of the GPU's recordings (verdict from the probes), and
-    the probes with their readings."""
+    the probes with their readings.  ``refined``: each probe is judged against its variant's refined rule
+    (:func:`refined_rule`; the variant's ``slice_rule``, its ``verdict``) and against the family's own rule
+    (``agrees_family_rule``, the variant's ``family_rule_verdict``)."""
     per: dict[tuple[str, str], list] = collections.defaultdict(list)
+    fam_ok: dict[tuple[str, str], list[bool]] = collections.defaultdict(list)
     probes = []
     for p in raw:
         fam, tag = p["config"].split(" | ")
-        ok, why, read = judge(p, families)
+        rule = refined_rule(fam, tag) if refined else None
+        ok, why, read = judge(p, families, rule)
         per[(fam, tag)].append((p, ok, why, read))
         entry = {**p, "agrees": ok, "why_not": why, "read": read}
+        if refined:
+            ok_f, why_f, _ = judge(p, families)
+            fam_ok[(fam, tag)].append(ok_f)
+            entry.update(slice_rule=rule, agrees_family_rule=ok_f, why_not_family_rule=why_f)
+            ok = ok and ok_f
         if "raw" in (p.get("reduce2") or {}):  # the device keeps 32 (partials, output) pairs; 4 are committed
             entry["reduce2"] = {**p["reduce2"], "raw": p["reduce2"]["raw"][:KEEP_RAW]}
         if ok:  # the per-16-k patterns only where the starts they give are not the rule's
@@ -174,6 +186,12 @@ def summarize(gpu: str, raw: list[dict[str, Any]], families: dict[str, Any], sta
                              "split_k": sorted({int(p["recorded"]["split_k"]) for p, *_ in ps}),
                              "probes": len(ps), "agree": n_ok,
                              "probed_on_the_grid_before": key in grid}
+        if refined:
+            e["slice_rule"] = refined_rule(*key)
+            e["slice_rule_text"] = REFINED_RULE_TEXT
+            oks = fam_ok.get(key, [])
+            e["family_rule_verdict"] = ("not probed" if not oks else "confirmed" if all(oks) else "refuted")
+            e["agree_family_rule"] = sum(oks)
         if not ps:
             e["verdict"] = "not probed"
         elif n_ok == len(ps):
