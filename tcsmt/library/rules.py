@@ -190,7 +190,7 @@ def _variant_slices(entry: dict[str, Any], plan: Plan, fam: str, tags: list[str]
     K, a_dtype = plan.call.K, "float32" if plan.call.tf32 else plan.call.a_dtype
     rules = [(t, key, probed[(fam, t)][key]) for t in tags for key in sorted(probed[(fam, t)], key=lambda k: k == "family")]
     fields = [(t, key, slice_rule_fields({}, rule, K, a_dtype, where)) for t, key, rule in rules]
-    slices = {tuple(map(tuple, dataclasses.replace(plan, **f).slice_ranges())) for _t, _k, f in fields}
+    slices = {tuple(map(tuple, dataclasses.replace(plan, grain=f["grain"], k_floor=f["k_floor"]).slice_ranges())) for _t, _k, f in fields}
     if len(slices) > 1:
         return entry, (f"the slice rules read for family {fam} in layout {', '.join(tags)} "
                        f"({'; '.join(k for _t, k, _f in fields)}) cut K = {K} differently")

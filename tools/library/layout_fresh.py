@@ -31,8 +31,19 @@ from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.families import family_of
 from tools.device import recordings as R
 from tools.library.layout_judge import alternative_starts, dump, refined_rule, rule_starts, summarize
-from tools.library.layout_probes import (GRID_PROBES, MAX_COST, RECORDINGS, REPO, _families, _pickable,
-                                         grid_tags, k_class, layout_tag, probe_cost, scan)
+from tools.library.layout_probes import (
+    GRID_PROBES,
+    MAX_COST,
+    RECORDINGS,
+    REPO,
+    _families,
+    _pickable,
+    grid_tags,
+    k_class,
+    layout_tag,
+    probe_cost,
+    scan,
+)
 
 EARLIER = [REPO / "evidence" / "library" / f"{g}_layout_probes.json" for g in ("h100", "h200")]
 CAP = 8

@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from tcsmt.library.families import ELEM_BYTES, grain_of, reduction_of, rule_key, slice_rule_fields
+from tcsmt.library.families import grain_of, reduction_of, rule_key, slice_rule_fields
 
 KEEP_RAW = 4
 """(partials, output) pairs of the reduction probe kept per probe in the committed file (the device keeps 32); the
