@@ -40,7 +40,7 @@ from tcsmt.library.catalog_runs import plan_runs, progressions  # noqa: F401 (pr
 from tcsmt.library.checks import make_call
 from tcsmt.library.families import SAME_KEYS, class_of
 from tcsmt.library.plans import OPS, Call
-from tcsmt.library.rules import RULES_NAME, checked_entry, classed, k_tiled, make_context
+from tcsmt.library.rules import RULES_NAME, VariantRules, checked_entry, classed, k_tiled, make_context
 from tcsmt.library.settings import settings_key
 
 CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
@@ -197,7 +197,7 @@ def kernel_class(call: dict[str, Any], ctx: ConvertContext) -> str:
 
 
 def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str, t: int, plan: list[Any],
-                tables: dict[str, list], probed: set[tuple[str, str]] | None = None) -> dict[str, Any] | None:
+                tables: dict[str, list], probed: VariantRules | None = None) -> dict[str, Any] | None:
     """The catalog entry of one recorded call: its plan fields (kernels as their class, sources naming the
     recording and the rules), or {'why': ...}; None for a call torch refuses that the library refuses itself."""
     c = raw_call(tmpl, vary, t, plan, tables)
@@ -228,12 +228,12 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
 
 
 def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext, out: Path,
-          sources: Sequence[str], probed: set[tuple[str, str]] | None = None,
+          sources: Sequence[str], probed: VariantRules | None = None,
           progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Write the catalog of ``recordings`` to ``out`` (a new file); return its counts.  Neighbouring runs of one
     call family whose entries are equal are merged; a run over K is cut where its entry changes (a K-dependent
-    grain).  With ``probed`` (:func:`probed_variants`), a split-K plan whose kernels' layout was not probed for its
-    family is refused."""
+    grain).  With ``probed`` (:func:`tcsmt.library.rules.variant_rules`), a split-K plan takes the slice rule read
+    for its kernels' layout, and one whose layout no rule was read for is refused."""
     stamp: dict[str, Any] | None = None
     for name, rec in recordings:
         s = stamp_of(rec, name)

@@ -379,7 +379,7 @@ def plan_difference(p: Plan, q: Plan) -> str:
         out.append(f"S {p.split_k} -> {q.split_k}")
     if (p.split_k > 1 or q.split_k > 1) and _lengths(p) != _lengths(q):
         out.append(f"slices {_lengths(p)} -> {_lengths(q)}")
-    for name in ("grain", "slices", "remainder", "reduce"):
+    for name in ("grain", "k_floor", "slices", "remainder", "reduce"):
         a, b = getattr(p, name), getattr(q, name)
         if p.split_k > 1 and q.split_k > 1 and a != b:
             out.append(f"{name} {a} -> {b}")
