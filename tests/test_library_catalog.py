@@ -123,7 +123,7 @@ def test_a_disagreeing_recording_is_refused(tmp_path):
 
 def test_the_recorders_out_of_memory_is_not_torchs_answer(tmp_path):
     """A call whose capture ran out of device memory in the recorder's workers (what happened to the wide
-    layers of evidence/library/recordings/h100_layers_16bit_beyond.json.gz) is 'not recorded', never 'torch
+    layers of evidence/library/recordings/h100_check_beyond_16384.json.gz) is 'not recorded', never 'torch
     refuses this call'."""
     rec = read_recording(SAMPLE)
     oom = json.loads(json.dumps(rec))
