@@ -23,14 +23,19 @@ from __future__ import annotations
 import time
 from fractions import Fraction
 
+from pysmt.shortcuts import And
+
 from tcsmt.arith import semantics as sem
 from tcsmt.arith.formats import FP32, get_format
 from tcsmt.arith.params import ModelParams
 from tcsmt.errors import TcsmtError
+from tcsmt.solve.solvers import solve
 from tcsmt.verify.domain import Domain
+from tcsmt.verify.lemmas import _domain_symbol
 from tcsmt.verify.pieces import ChainScheme, chain_scheme, piece_abs_lemma
 from tcsmt.verify.proof import CACHE, Proof, _block_const, _BlockConst, _rn32_const
 from tcsmt.verify.schemes import OOTOMO_SCALE_LOG2, kblocks, scheme_key
+from tcsmt.verify.stages import SB, StageLemma, add_zero_lemma, align_exact_lemma, align_shrink_lemma, align_unit
 
 
 def _pow2_at_most(x: Fraction) -> Fraction:
@@ -41,6 +46,63 @@ def _pow2_at_most(x: Fraction) -> Fraction:
     while Fraction(2) ** (e + 1) <= x:
         e += 1
     return Fraction(2) ** e
+
+
+def _pow2_below(x: Fraction) -> Fraction:
+    """The largest power of two strictly below x (0 for x <= 0)."""
+    if x <= 0:
+        return Fraction(0)
+    q = _pow2_at_most(x)
+    return q / 2 if q == x else q
+
+
+def _stage(key: tuple, make, proof: Proof) -> bool:
+    """A stage lemma proven once per run (cached with the others), listed among the proof's lemmas; whether it
+    holds (UNSAT)."""
+    if key not in CACHE.aligns:
+        CACHE.aligns[key] = (make(), Fraction(0))
+    lem: StageLemma = CACHE.aligns[key][0]
+    if not any(x is lem for x in proof.lemmas):
+        proof.lemmas.append(lem)
+    return lem.status == "unsat"
+
+
+def _head_bound(cs: ChainScheme, keep: bool, dom: Domain, hi: Fraction, timeout: float, proof: Proof
+                ) -> Fraction | None:
+    """HI where ``fmt`` holds HI exactly and the head lemma holds: |P_0(x)| <= HI for every fp32 x in the
+    domain, the piece as the model reads it (one query on one free input: P_0 = fmt(x) rounds to nearest and
+    HI is a value of fmt, so it never passes HI); None otherwise (the bound HI + r_0 stands)."""
+    if cs.scales and cs.scales[0]:
+        return None
+    try:
+        hi_pattern = cs.fmt.from_fraction(hi)
+    except TcsmtError:  # HI is not a value of fmt
+        return None
+    key = ("head", cs.fmt.name, cs.n, cs.scales, keep, dom.lo_pattern, dom.hi_pattern)
+
+    def make() -> StageLemma:
+        x, sym, cons = _domain_symbol(dom, "x")
+        d = sem.decode(SB, cs.fmt, cs.cut(SB, x)[0], keep)
+        q = sem.decode(SB, cs.fmt, SB.const(hi_pattern), keep)
+        above = SB.or_(SB.gt(d.e, q.e), SB.and_(SB.eq(d.e, q.e), SB.gt(d.sig, q.sig)))
+        t0 = time.perf_counter()
+        ans = solve(And(cons, SB.or_(SB.or_(d.nan, d.inf), above)), {"x": sym}, "auto", timeout)
+        return StageLemma(f"head[{cs.fmt.name}]", f"|P_0(x)| <= {float(hi):g} for fp32 x, {dom.describe()}",
+                          ans.status, time.perf_counter() - t0)
+
+    return hi if _stage(key, make, proof) else None
+
+
+def _shrinks(p: ModelParams, timeout: float, proof: Proof) -> bool:
+    """Whether every alignment of the block truncates magnitudes (so |v| <= the sum of the addends'
+    magnitudes before the rounding), by the align-shrink lemma."""
+    F = p.window_frac_bits
+    if F is None or p.align != "trunc" or (p.c_mode == "after_sum" and p.late_align != "trunc"):
+        return False
+    if p.c_mode not in ("aligned", "after_sum"):
+        return False
+    bits = max(F, p.sum_frac_bits or 0)
+    return _stage(("align-shrink", bits), lambda: align_shrink_lemma(bits, 1, 64, -(bits + 64), timeout), proof)
 
 
 def _residuals(cs: ChainScheme, p: ModelParams, dom: Domain, timeout: float, proof: Proof) -> list[Fraction] | None:
@@ -70,10 +132,12 @@ class _Chain:
         self.err, self.mag = Fraction(0), Fraction(0)
         self.flush_c = Fraction(0) if p.subnormal_c else Fraction(2) ** get_format(p.c_fmt).emin
         self.first = True  # the first block's C is +0
+        self.c_lam, self.c_exact = _c_share(p, timeout, proof)
+        self.shrink = _shrinks(p, timeout, proof)
 
     def add(self, i: int, j: int, n: int) -> bool:
         """acc = BLK(n products P_i(a_k) P_j(b_k), C = acc) for one block; False where the block has no constants."""
-        bc = _block_const(self.p, n, self.timeout, self.proof.lemmas, self.factor_top)
+        bc = _block_const(self.p, n, self.timeout, self.proof.lemmas, self.factor_top, band=True)
         if isinstance(bc, str):
             self.proof.missing = bc
             return False
@@ -81,10 +145,47 @@ class _Chain:
         c = self.mag + self.err
         two_t = max(self.exps[i] * self.exps[j], c, Fraction(2) ** FP32.emin, bc.extra)
         loss = (bc.wrap0 if self.first else bc.wrap) * (x + bc.up * two_t)  # where the carry bits can bind
-        self.err += (1 + bc.u) * (bc.lam * two_t + loss) + bc.u * (x + c) + bc.a + self.flush_c * (1 + bc.u)
+        if self.c_lam is None:  # C's share of lambda is not known apart: every addend charged alike
+            align = bc.lam * two_t
+        elif self.first:  # C = +0 lies on every grid (align-exact lemma)
+            align = (bc.lam - self.c_lam) * two_t
+        elif self.c_exact:  # C exact unless a product sets T: 2^T <= max(2^e(P_i) 2^e(P_j), 2^extra_top)
+            align = (bc.lam - self.c_lam) * two_t + self.c_lam * max(self.exps[i] * self.exps[j], bc.extra)
+        else:
+            align = bc.lam * two_t
+        if bc.band:  # |v| <= V; the rounding charged at the largest power of two below V
+            v_top = x + c if self.shrink and loss == 0 else x + c + align + loss
+            self.err += align + loss + bc.u * _pow2_below(v_top) + bc.a + self.flush_c * (1 + bc.u)
+        else:
+            self.err += (1 + bc.u) * (align + loss) + bc.u * (x + c) + bc.a + self.flush_c * (1 + bc.u)
         self.mag += x
         self.first = False
         return True
+
+
+def _c_share(p: ModelParams, timeout: float, proof: Proof) -> tuple[Fraction | None, bool]:
+    """(C's share of a block's lambda, whether C lies on the grid wherever it sets T), from the block's shape.
+
+    With ``c_mode`` "aligned" C is one addend of the one alignment (unit 2^-F); "after_sum" aligns C last, alone,
+    with F fraction bits.  C is an accumulator value with f = frac_bits(c_fmt) fraction bits, so its LSB is
+    2^(e(C) - f); in the one alignment of "aligned" the grid is 2^(T - F) with T the largest alignment exponent of
+    the block's inputs, hence where F >= f and e(C) = T, C lies on the grid; where e(C) < T, T is a product's
+    exponent or extra_top.  Both facts need the align-exact lemma (an addend on the grid, or zero, is placed
+    exactly).  (None, False) for an exact block (no alignment) or where the lemma is not proven."""
+    F = p.window_frac_bits
+    if F is None or p.c_mode not in ("aligned", "after_sum"):
+        return None, False
+    mode = p.align if p.c_mode == "aligned" else p.late_align
+    key = ("align-exact", mode, F)
+    if key not in CACHE.aligns:
+        lem = align_exact_lemma(mode, F, 1, get_format(p.c_fmt).frac_bits + 1 + F + 2, timeout)
+        CACHE.aligns[key] = (lem, align_unit(mode))
+    lem, unit = CACHE.aligns[key]
+    if not any(x is lem for x in proof.lemmas):
+        proof.lemmas.append(lem)
+    if lem.status != "unsat":
+        return None, False
+    return unit / (1 << F), p.c_mode == "aligned" and F >= get_format(p.c_fmt).frac_bits
 
 
 def _chain(p: ModelParams, K: int, pairs: list[tuple[int, int]], pieces: list[Fraction], exps: list[Fraction],
@@ -120,7 +221,8 @@ def compose_abs(algo: str, arch: str, p: ModelParams, K: int, dom: Domain, timeo
     if r is None:
         proof.seconds = time.perf_counter() - t0
         return proof
-    piece = [hi + r[0]] + [r[i - 1] + r[i] for i in range(1, cs.n)]
+    head = _head_bound(cs, p.subnormal_in, dom, hi, timeout, proof)
+    piece = [head if head is not None else hi + r[0]] + [r[i - 1] + r[i] for i in range(1, cs.n)]
     dropped = [(i, j) for i in range(cs.n) for j in range(cs.n) if (i, j) not in cs.pairs]
     per_k = sum((piece[i] * piece[j] for i, j in dropped), Fraction(0)) + (hi + r[-1]) * r[-1] + r[-1] * hi
     proof.split_part = K * per_k
@@ -149,6 +251,11 @@ def compose_abs(algo: str, arch: str, p: ModelParams, K: int, dom: Domain, timeo
     return proof
 
 
+def _add_zero(timeout: float, proof: Proof) -> bool:
+    """Whether ``rn32_sum(+0, y) = y`` is proven (:func:`tcsmt.verify.stages.add_zero_lemma`, once per run)."""
+    return _stage(("add-zero",), lambda: add_zero_lemma(timeout), proof)
+
+
 def _ootomo(p: ModelParams, K: int, seen: list[Fraction], exps: list[Fraction], factor_top: Fraction,
             timeout: float, proof: Proof) -> tuple[Fraction, Fraction] | None:
     """(error, magnitude) of Ootomo-Yokota over magnitudes (the chains of :func:`tcsmt.verify.proof._ootomo_chains`)."""
@@ -156,12 +263,14 @@ def _ootomo(p: ModelParams, K: int, seen: list[Fraction], exps: list[Fraction], 
     fin = _rn32_const(timeout, proof, -OOTOMO_SCALE_LOG2)
     if add is None or fin is None:
         return None
+    zero = _add_zero(timeout, proof)
     em, am = Fraction(0), Fraction(0)
-    for kb in kblocks(K, p):
+    for n_kb, kb in enumerate(kblocks(K, p)):
         tmp = _chain(p, K, [(0, 0)], seen, exps, factor_top, timeout, proof, [kb])
         if tmp is None:
             return None
-        em += tmp.err + _rn32(add, am + em, tmp.mag + tmp.err)
+        # the first RN32(main + tmp) adds tmp to main = +0: exact where the add-zero lemma holds
+        em += tmp.err + (0 if n_kb == 0 and zero else _rn32(add, am + em, tmp.mag + tmp.err))
         am += tmp.mag
     corr = _chain(p, K, [(1, 0), (0, 1)], seen, exps, factor_top, timeout, proof)
     if corr is None:
