@@ -35,7 +35,7 @@ from tcsmt.verify.lemmas import _domain_symbol
 from tcsmt.verify.pieces import ChainScheme, chain_scheme, piece_abs_lemma
 from tcsmt.verify.proof import CACHE, Proof, _block_const, _BlockConst, _rn32_const
 from tcsmt.verify.schemes import OOTOMO_SCALE_LOG2, kblocks, scheme_key
-from tcsmt.verify.stages import SB, StageLemma, add_zero_lemma, align_exact_lemma, align_shrink_lemma, align_unit
+from tcsmt.verify.stages import SB, StageLemma, add_zero_lemma, align_exact_lemma, align_shrink_lemma
 
 
 def _pow2_at_most(x: Fraction) -> Fraction:
@@ -132,7 +132,6 @@ class _Chain:
         self.err, self.mag = Fraction(0), Fraction(0)
         self.flush_c = Fraction(0) if p.subnormal_c else Fraction(2) ** get_format(p.c_fmt).emin
         self.first = True  # the first block's C is +0
-        self.c_lam, self.c_exact = _c_share(p, timeout, proof)
         self.shrink = _shrinks(p, timeout, proof)
 
     def add(self, i: int, j: int, n: int) -> bool:
@@ -145,14 +144,7 @@ class _Chain:
         c = self.mag + self.err
         two_t = max(self.exps[i] * self.exps[j], c, Fraction(2) ** FP32.emin, bc.extra)
         loss = (bc.wrap0 if self.first else bc.wrap) * (x + bc.up * two_t)  # where the carry bits can bind
-        if self.c_lam is None:  # C's share of lambda is not known apart: every addend charged alike
-            align = bc.lam * two_t
-        elif self.first:  # C = +0 lies on every grid (align-exact lemma)
-            align = (bc.lam - self.c_lam) * two_t
-        elif self.c_exact:  # C exact unless a product sets T: 2^T <= max(2^e(P_i) 2^e(P_j), 2^extra_top)
-            align = (bc.lam - self.c_lam) * two_t + self.c_lam * max(self.exps[i] * self.exps[j], bc.extra)
-        else:
-            align = bc.lam * two_t
+        align = self._align(bc, i, j, two_t)
         if bc.band:  # |v| <= V; the rounding charged at the largest power of two below V
             v_top = x + c if self.shrink and loss == 0 else x + c + align + loss
             self.err += align + loss + bc.u * _pow2_below(v_top) + bc.a + self.flush_c * (1 + bc.u)
@@ -162,30 +154,34 @@ class _Chain:
         self.first = False
         return True
 
+    def _align(self, bc: _BlockConst, i: int, j: int, two_t: Fraction) -> Fraction:
+        """What the block's alignments lose, at most: per level (:class:`tcsmt.arith.semantics.Alignment`) each
+        addend less than unit 2^(E - frac_bits), E <= T; a products-only level's E is at most the largest product
+        exponent (or extra_top); C = +0 loses nothing, and an accumulator C (f = frac_bits(c_fmt) fraction bits,
+        LSB 2^(e(C) - f)) on a level with frac_bits >= f loses nothing where e(C) = E, and otherwise E is set by
+        a product or extra_top (the align-exact lemma for the level's mode)."""
+        if not bc.alignments:  # no levels known: every addend charged at 2^T
+            return bc.lam * two_t
+        top_p = max(self.exps[i] * self.exps[j], bc.extra)
+        f_c = get_format(self.p.c_fmt).frac_bits
+        total = Fraction(0)
+        for al, unit in zip(bc.alignments, bc.units):
+            each = unit / (1 << al.frac_bits)
+            others = al.addends - (1 if al.holds_c else 0)
+            total += others * each * (top_p if al.products_only else two_t)
+            if not al.holds_c:
+                continue
+            exact = _align_exact(al.mode, al.frac_bits, f_c, self.timeout, self.proof)
+            if exact and self.first:
+                continue  # C = +0
+            total += each * (top_p if exact and al.frac_bits >= f_c else two_t)
+        return total
 
-def _c_share(p: ModelParams, timeout: float, proof: Proof) -> tuple[Fraction | None, bool]:
-    """(C's share of a block's lambda, whether C lies on the grid wherever it sets T), from the block's shape.
 
-    With ``c_mode`` "aligned" C is one addend of the one alignment (unit 2^-F); "after_sum" aligns C last, alone,
-    with F fraction bits.  C is an accumulator value with f = frac_bits(c_fmt) fraction bits, so its LSB is
-    2^(e(C) - f); in the one alignment of "aligned" the grid is 2^(T - F) with T the largest alignment exponent of
-    the block's inputs, hence where F >= f and e(C) = T, C lies on the grid; where e(C) < T, T is a product's
-    exponent or extra_top.  Both facts need the align-exact lemma (an addend on the grid, or zero, is placed
-    exactly).  (None, False) for an exact block (no alignment) or where the lemma is not proven."""
-    F = p.window_frac_bits
-    if F is None or p.c_mode not in ("aligned", "after_sum"):
-        return None, False
-    mode = p.align if p.c_mode == "aligned" else p.late_align
-    key = ("align-exact", mode, F)
-    if key not in CACHE.aligns:
-        lem = align_exact_lemma(mode, F, 1, get_format(p.c_fmt).frac_bits + 1 + F + 2, timeout)
-        CACHE.aligns[key] = (lem, align_unit(mode))
-    lem, unit = CACHE.aligns[key]
-    if not any(x is lem for x in proof.lemmas):
-        proof.lemmas.append(lem)
-    if lem.status != "unsat":
-        return None, False
-    return unit / (1 << F), p.c_mode == "aligned" and F >= get_format(p.c_fmt).frac_bits
+def _align_exact(mode: str, frac_bits: int, c_frac: int, timeout: float, proof: Proof) -> bool:
+    """Whether the align-exact lemma holds for this level (an addend on the grid, or zero, placed exactly)."""
+    return _stage(("align-exact", mode, frac_bits),
+                  lambda: align_exact_lemma(mode, frac_bits, 1, c_frac + 1 + frac_bits + 2, timeout), proof)
 
 
 def _chain(p: ModelParams, K: int, pairs: list[tuple[int, int]], pieces: list[Fraction], exps: list[Fraction],

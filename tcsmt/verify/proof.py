@@ -98,6 +98,8 @@ class _BlockConst:
     wrap0: Fraction = Fraction(0)
     up: Fraction = Fraction(0)
     band: bool = False  # the per-binade rounding lemma holds: |round(v) - v| <= u 2^(ceil(log2 |v|) - 1) + a
+    alignments: tuple[sem.Alignment, ...] = ()  # the block's alignment levels (BlockShape), each with its unit
+    units: tuple[Fraction, ...] = ()
 
 
 def _block_terms(p: ModelParams, n: int) -> tuple[list[sem.Term], sem.Term]:
@@ -154,6 +156,7 @@ def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top:
     except TcsmtError as exc:
         return str(exc)
     lam = Fraction(0)
+    units: list[Fraction] = []
     terms = [*pterms, c_term]
     F = p.window_frac_bits
     widest = max([al.frac_bits for al in shape.alignments] or [0])
@@ -169,6 +172,7 @@ def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top:
         if lem.status != "unsat":
             return f"{lem.name}: solver {lem.status}"
         lam += al.addends * unit / (1 << al.frac_bits)
+        units.append(unit)
     acc = get_format(p.acc_fmt)
     lsb_max: int | None = None
     if F is None:  # the exact sum (sem.block_sum): its width, on the fixed grid of the finest addend
@@ -197,13 +201,13 @@ def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top:
         z = Fraction(2) ** shape.zero_product
         extra = max(extra, z * z, z * factor_top)
     if shape.carry_cap is None:
-        return _BlockConst(u, lam, a, extra, band=banded)
+        return _BlockConst(u, lam, a, extra, band=banded, alignments=shape.alignments, units=tuple(units))
     # the wrap loses w * (aligned product magnitudes) at most: |X| / 2^L, plus one unit each where they round up
     top = Fraction(1 << shape.carry_cap)
     w = top / (top - shape.c_units)
     w0 = Fraction(0) if shape.p_units < top else w
     up = Fraction(n if p.align != "trunc" else 0, 1 << (F or 0))
-    return _BlockConst(u, lam, a, extra, w, w0, up, banded)
+    return _BlockConst(u, lam, a, extra, w, w0, up, banded, shape.alignments, tuple(units))
 
 
 def _piece_bounds(cs: ChainScheme, p: ModelParams, dom: Domain, lo: Fraction, timeout: float,
