@@ -239,7 +239,7 @@ def band_round_lemma(fmt: Format, frac_bits: int, mode: str, keep: bool, mag_bit
     rounded).  So for |v| <= V the error is at most u P(V) + a, P(V) the largest power of two below V.
 
     Two queries, by the regime of v, as in :func:`round_lemma`: at or above 2^emin |D - v| <= u 2^(lsb + msb(mag -
-    1)) for mag >= 2 and D = v for mag = 1; below, |D - v| <= a."""
+    1)) for mag >= 2 and D = v for mag <= 1; below, |D - v| <= a."""
     qbits, a_exp = round_constants(fmt, frac_bits, mode, keep)
     u, a = Fraction(1, 1 << qbits), Fraction(2) ** a_exp
     lsb_hi = fmt.emax if lsb_max is None else lsb_max
@@ -269,7 +269,7 @@ def band_round_lemma(fmt: Format, frac_bits: int, mode: str, keep: bool, mag_bit
     m1 = SB.msb(SB.fit(SB.sub(mag_s, 1), mag_bits + 1), mag_bits)
     band = SB.shl(1, SB.add(SB.sub(lsb, base), m1), smax + mag_bits, smax + mag_bits + 1)
     band_bad = Or(And(SB.ge(mag_s, 2), SB.gt(SB.mul_const(err, 1 << qbits), SB.fit(band, w + qbits + 2))),
-                  And(SB.eq(mag_s, 1), SB.ne(err, 0)))
+                  And(SB.le(mag_s, 1), SB.ne(err, 0)))
     q_normal = And(lsb_ok, SB.lt(top, fmt.emax), SB.ge(top, fmt.emin), Or(d.nan, d.inf, band_bad))
     sub_lsb = fmt.emin - fmt.frac_bits
     grid = min(sub_lsb, a_exp)
