@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any
 
 import numpy as np
 
@@ -256,6 +257,8 @@ def pairs_of_patterns(params: ModelParams, a_bits: np.ndarray, b_rows: np.ndarra
     fin, fin_b, fout = get_format(params.in_fmt), get_format(params.b_format), get_format(params.out_fmt)
     g = _load_numba()
     from tcsmt.kernels import cpu_rows
+
+    kernel: Any = cpu_rows.pairs_rows  # a numba dispatcher: its types are numba's, not its Python signature's
     cfg = _config(params, a_bits.shape[1], g)
     # two compiled versions only (16- and 32-bit operands; the output as fp32-wide patterns): 8-bit operands widen
     a_bits = np.ascontiguousarray(a_bits, dtype=np.uint16 if a_bits.dtype.itemsize < 2 else None)
@@ -263,18 +266,17 @@ def pairs_of_patterns(params: ModelParams, a_bits: np.ndarray, b_rows: np.ndarra
     c_bits = np.ascontiguousarray(cvec, dtype=np.uint32)
     out = np.empty(a_bits.shape[0], dtype=np.uint32)
     n = out.size
-    args = (a_bits, _fmt_vector(fin), b_bits, _fmt_vector(fin_b), params.subnormal_in, cfg, c_bits, out)
+    args: tuple[Any, ...] = (a_bits, _fmt_vector(fin), b_bits, _fmt_vector(fin_b), params.subnormal_in, cfg, c_bits, out)
     workers = min(_threads(threads), -(-n // PAIR_SLICE))
     if workers <= 1:
         if n:
-            cpu_rows.pairs_rows(*args, 0, n)
+            kernel(*args, 0, n)
         return out.astype(fout.dtype, copy=False)
     from concurrent.futures import ThreadPoolExecutor
 
     cuts = [n * t // workers for t in range(workers + 1)]
     with ThreadPoolExecutor(workers) as pool:  # the kernel releases the GIL
-        for f in [pool.submit(cpu_rows.pairs_rows, *args, cuts[t], cuts[t + 1]) for t in range(workers)]:
-            f.result()
+        list(pool.map(lambda t: kernel(*args, cuts[t], cuts[t + 1]), range(workers)))
     return out.astype(fout.dtype, copy=False)
 
 

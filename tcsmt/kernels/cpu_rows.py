@@ -58,10 +58,8 @@ from tcsmt.kernels.cpu_numba import (
     add_rounded,
 )
 
-_OPTS = {"cache": True, "nogil": True, "boundscheck": False, "error_model": "numpy"}
 
-
-@njit(inline="always", **_OPTS)
+@njit(inline="always", cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def _decode(x, fmt, keep_sub):
     """:func:`tcsmt.arith.semantics.decode` of one pattern for the flags: (significand, sign, special) with the
     special 1 for inf, 2 for NaN.  ``fmt``: (pad, exp_bits, frac_bits, bias, fn specials)."""
@@ -88,7 +86,7 @@ def _decode(x, fmt, keep_sub):
     return m, neg, 2 if nan else (1 if inf else 0)
 
 
-@njit(inline="always", **_OPTS)
+@njit(inline="always", cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def _pass1(ar, br, te, tm, tn, apad, aexp, afrac, abias, afn, bpad, bexp, bfracb, bbias, bfn, keep_sub, trunc):
     """Pass 1 of a block (see the module docstring) over the block's patterns ``ar``, ``br``: each product's
     exponent sum (:data:`ZERO_E` twice for a zero product), significand (signed for the floor) and sign into
@@ -143,13 +141,13 @@ ROWS = 64
 """Rows per chunk: the chunk's products (three int64 per product of a block) and per-row values stay in L1."""
 
 
-@njit(inline="always", **_OPTS)
+@njit(inline="always", cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def _round_block(S, L, anynz, alln, bfrac, bround, sub_out, ovf_inf, zero_rule):
     """The block sum S * 2^L rounded to fp32 with ``bfrac`` fraction bits (:func:`_round_acc` and the zero-sign
     rules of :func:`tcsmt.arith.semantics.sum_and_round`), branch-free so that rows vectorise."""
     neg = S < 0
     mag = -S if neg else S
-    m = 63 - np.int64(leading_zeros(np.uint64(mag)))
+    m = 63 - np.int64(leading_zeros(np.uint64(mag)))  # type: ignore[call-arg]  # a numba intrinsic: typed by numba, not by its Python signature
     e_eff = max(L + m, np.int64(ACC_EMIN))
     sh = e_eff - bfrac - L
     shl = min(max(-sh, np.int64(0)), np.int64(63))
@@ -184,7 +182,7 @@ def _round_block(S, L, anynz, alln, bfrac, bround, sub_out, ovf_inf, zero_rule):
     return zbits if S == 0 else bits
 
 
-@njit(**_OPTS)
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def pairs_rows(a_bits, a_fmt, b_bits, b_fmt, keep_sub, cfg, cvec, out, r0, r1):
     """out[i] = the chain of row i of A with row i of B (B's column i) and C = cvec[i] (fp32 patterns), in the
     output format's patterns, for rows r0 <= i < r1.  ``a_fmt``/``b_fmt``: (pad, exp_bits, frac_bits, bias,
@@ -295,7 +293,7 @@ def pairs_rows(a_bits, a_fmt, b_bits, b_fmt, keep_sub, cfg, cvec, out, r0, r1):
             out[c0 + j] = _to_output(cur[j], cfg)
 
 
-@njit(**_OPTS)
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def _block_flags(a_bits, b_bits, i, k0, k1, a_fmt, b_fmt, keep_sub, c, bits):
     """The block's result after :func:`tcsmt.arith.semantics.merge_flags` and
     :func:`~tcsmt.arith.semantics.apply_flags`: NaN from a NaN operand or inf x 0, inf of the products'
