@@ -7,7 +7,7 @@ The same calls as :func:`tcsmt.sim.simulator.simulate_params` / :func:`~tcsmt.si
 accepts the model, C is fp32 and no block scales are given, and the call holds enough products: at least
 :data:`MIN_PRODUCTS` once the kernel has run in this process, :data:`MIN_PRODUCTS_COLD` before (the first call
 imports numba and loads the kernel from numba's cache, about 0.3 s of CPU; the first call on a new machine or
-after a change of the kernel compiles it, about 5 s).  Otherwise, and without numba, the numpy semantics
+after a change of the kernel compiles it, about 6 s of CPU).  Otherwise, and without numba, the numpy semantics
 (:mod:`tcsmt.sim.simulator`) computes it: it stays the reference, and ``tests/test_gemm_kernel.py`` ties the
 two together bit for bit on every supported path.
 """
