@@ -194,7 +194,7 @@ def test_record_from_recording_then_lookup_through_env(runner, tmp_path, monkeyp
         return
     shown = runner.invoke(main, ["explain", "linear", "77", "4096", "11008", "--dtype", "bfloat16", "--gpu", "h200"])
     assert shown.exit_code == 0 and "recorded catalog" in shown.output and "S = 2" in shown.output
-    assert f"recorded in {CATALOG}: the run M = 65..152" in " ".join(shown.output.split())
+    assert f"recorded in {CATALOG}: the run M = 17..151 step 2" in " ".join(shown.output.split())
 
 
 def test_mismatched_stamp_is_refused_by_name(tmp_path, catalogs_only):
