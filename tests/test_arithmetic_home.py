@@ -108,6 +108,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tcsmt/verify/proof.py", "compose"): _PROOF,
     ("tcsmt/verify/proof.py", "_ootomo_chains"): _PROOF,
     ("tcsmt/verify/stages.py", "round_lemma"): _PROOF,
+    ("tcsmt/verify/stages.py", "band_round_lemma"): _PROOF,
+    ("tcsmt/verify/absolute.py", "_Chain._align"): _PROOF,
     ("tcsmt/verify/lemmas.py", "instr_lemma"): _PROOF,
     ("tcsmt/verify/lemmas.py", "lo_within"): _PROOF,
     ("tcsmt/verify/lemmas.py", "short_dyadic"): _PROOF,
