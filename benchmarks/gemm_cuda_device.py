@@ -9,7 +9,7 @@ python benchmarks/gemm_cuda_device.py OUT.json
    small cases) compared bit for bit with tcsmt.sim.simulator.simulate_params.
 2. Speed: the bf16 -> fp32 cuBLAS path at 4096^3, 8192x8192x1024 and 1024^3 (medians of CUDA-event
    timings), with torch.mm(out_dtype=float32) of the same call, and the emulated bits compared
-   with torch.mm's on every output (these shapes are split-free on the H100: evidence/h100_cublas_plans.json).
+   with torch.mm's on every output (these shapes are split-free on the H100: evidence/h100_cublas_plans.json.gz).
 """
 from __future__ import annotations
 

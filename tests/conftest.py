@@ -1,9 +1,12 @@
 """Shared helpers for the Core test suite: exact values, one-row simulation, exact rounding."""
 from __future__ import annotations
 
+import functools
+import json
 import sys
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,6 +14,7 @@ import pytest
 from tcsmt import resolve, simulate
 from tcsmt.arith.formats import get_format
 from tcsmt.arith.values import parse_value
+from tcsmt.io.load import json_bytes
 
 REPO = Path(__file__).resolve().parent.parent
 # the scalar model lives in benchmarks/ (it doubles as the benchmark's baseline)
@@ -21,6 +25,19 @@ sys.path.insert(0, str(REPO))
 
 # the real-GPU vectors (BSD-2, see LICENSE there), committed so that a fresh clone checks them
 HW_DIR = REPO / "tests" / "data" / "hardware_vectors"
+EVIDENCE = REPO / "evidence"
+
+
+@functools.cache
+def _evidence_bytes(name: str) -> bytes:
+    return json_bytes(EVIDENCE / name, "evidence file")
+
+
+def evidence_json(name: str) -> Any:
+    """The committed result file ``evidence/NAME`` (``.json``, or ``.json.gz`` through the package's loader), parsed
+    anew on every call (a test may change what it gets); its text is read and decompressed once per worker (the
+    two recorded plan files are 10.5 MB of JSON each, read by a dozen tests)."""
+    return json.loads(_evidence_bytes(name))
 
 
 def V(text: str) -> Fraction:

@@ -5,6 +5,7 @@ silently accepted value); the CLI tests check the exact exit status 2 and one ``
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -443,3 +444,31 @@ def test_exponents_too_long_for_a_float_are_refused(text):
 def test_powers_of_zero_and_one_with_huge_exponents():
     assert parse_value("1^" + "9" * 500) == 1 and parse_value("0^" + "9" * 500) == 0
     assert parse_value("2*-1^" + "9" * 500) == -2 and parse_value("2*-1^" + "9" * 499 + "8") == 2
+
+
+def test_gzipped_json_is_read_within_the_json_limit(tmp_path):
+    """A gzip-compressed JSON file (evidence/*_cublas_plans.json.gz) reads as the same document; its decompressed
+    size has the JSON limit, checked while it inflates (a gzip bomb stops one byte past the limit); a damaged or
+    truncated one is a one-line error naming the file."""
+    import gzip
+
+    from tcsmt.io.load import document, document_name, read_json
+
+    doc = {"calls": [{"M": 1, "seed": 3}], "gpu": "NVIDIA H100"}
+    plain, packed = tmp_path / "plans.json", tmp_path / "plans.json.gz"
+    plain.write_text(json.dumps(doc))
+    packed.write_bytes(gzip.compress(plain.read_bytes(), mtime=0))
+    assert read_json(packed) == read_json(plain) == doc
+    assert document(packed)["calls"].as_list()[0]["seed"].as_int() == 3
+    assert (document_name(packed), document_name(plain)) == ("plans.json", "plans.json")
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b"[" + b" " * (1 << 20) + b"]"))  # 1 MiB of JSON in about 1 kB
+    assert bomb.stat().st_size < 4096
+    assert read_json(bomb, limit=(1 << 20) + 2) == []
+    with pytest.raises(TcsmtError, match=r"bomb.json.gz: decompresses to more than 1,048,576 bytes; a JSON file"):
+        read_json(bomb, limit=1 << 20)
+    for name, data in (("cut.json.gz", packed.read_bytes()[:-9]), ("bad.json.gz", b"\x1f\x8b" + b"\x00" * 30)):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(TcsmtError) as err:
+            read_json(tmp_path / name)
+        assert f"{name}: a damaged gzip file" in str(err.value) and "\n" not in str(err.value)

@@ -10,6 +10,7 @@ import pytest
 
 from tcsmt.arith.registry import gpu_of_device
 from tcsmt.errors import TcsmtError
+from tcsmt.io.load import read_json
 from tcsmt.library.catalog_build import build_catalog, read_recording
 from tcsmt.library.rules import probed_variants, read_rules, rules_path
 from tools.library import conversion_rules
@@ -23,8 +24,8 @@ def test_shipped_rules_equal_the_evidence():
     assert shipped == conversion_rules.text(conversion_rules.rules()), \
         "models/library/h100_cublas13_rules.json is stale: python -m tools.library.conversion_rules --force"
     rules = json.loads(shipped)
-    plans = json.loads(conversion_rules.PLANS.read_text())
-    decisions = json.loads(conversion_rules.DECISIONS.read_text())
+    plans = read_json(conversion_rules.PLANS)  # evidence/h100_cublas_plans.json.gz
+    decisions = read_json(conversion_rules.DECISIONS)
     assert rules["families"] == plans["families"]
     assert {tuple(v) for v in rules["probed_layouts"]} == probed_variants(plans, plans["families"]) != set()
     assert rules["decisions"] == decisions
@@ -32,6 +33,12 @@ def test_shipped_rules_equal_the_evidence():
     raw, fam_name, dec, dec_name = read_rules()
     assert (fam_name, dec_name) == ("h100_cublas_plans.json", "h100_library_decisions.json")
     assert raw["families"] == plans["families"] and dec == decisions
+    # the recorded plan file standing in for the rules goes by the same name, gzipped as it is kept
+    assert read_rules(conversion_rules.PLANS)[1] == "h100_cublas_plans.json"
+    # its JSON text is the one the rules file names by SHA-256 (the same bytes as before it was gzipped)
+    assert rules["sources"]["families"] == {"file": "evidence/h100_cublas_plans.json.gz", "sha256":
+                                            "2160ecce7a67a2f1b9cb781579c36d4c77bd7f267af037232a02a2fff7ad65c4",
+                                            "key": "families; probed_layouts from calls"}
 
 
 def _tables(path: Path) -> list:

@@ -340,7 +340,9 @@ def test_concurrent_discriminate_runs_get_distinct_files(tmp_path):
 
 
 # ------------------------------------------------------------------ identify
-QUICK_IDENTIFY = ["identify", "--model", "volta", "--path", "f16.f32", "--radius", "0"]  # about 3 s
+# ring 0, 4 s quick queries and one candidate a round: about 3 s of work (the runs test the files, not the search)
+QUICK_IDENTIFY = ["identify", "--model", "volta", "--path", "f16.f32", "--radius", "0", "--quick-timeout", "4",
+                  "--candidates", "1"]
 
 
 def test_concurrent_identify_runs_get_distinct_log_directories(tmp_path):

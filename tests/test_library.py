@@ -8,6 +8,7 @@ y = FFMA(acc, alpha, +0); IEEE 754 round-to-nearest-even computed exactly with F
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import shutil
 from fractions import Fraction
@@ -25,7 +26,7 @@ from tcsmt.arith.formats import get_format
 from tcsmt.cli import main
 from tcsmt.library.convert import convert_file
 from tcsmt.library.convert import main as import_main
-from tcsmt.library.plans import Call, Plan, load_table, tables
+from tcsmt.library.plans import Call, Plan, load_table, read_table_text, tables
 from tcsmt.library.replay import replay_call, replay_file
 
 FP32 = get_format("fp32")
@@ -312,10 +313,13 @@ def models_tmp(tmp_path, monkeypatch):
 
 
 def test_converter_makes_plans_and_names_what_is_unknown(tmp_path, models_tmp):
-    raw = tmp_path / "h100_cublas_plans.json"
-    raw.write_text(json.dumps(RAW))
+    """The recorded plan file gzipped, as evidence/ keeps them: the table names it by its JSON name."""
+    raw = tmp_path / "h100_cublas_plans.json.gz"
+    raw.write_bytes(gzip.compress(json.dumps(RAW).encode(), mtime=0))
     out = convert_file(raw)
     assert out == models_tmp / "library" / "h100_cublas13_recorded.toml.gz"
+    text = read_table_text(out)
+    assert "h100_cublas_plans.json" in text and "h100_cublas_plans.json.gz" not in text
     table = load_table(out)
     assert len(table.plans) == 2 and len(table.unknown) == 3
     p = L.plan("mm", 64, 64, 4096, a_dtype="bfloat16", out_dtype="float32")
@@ -563,28 +567,81 @@ def test_torch_facade_without_torch_is_a_one_line_error(monkeypatch):
         tt.mm(object(), object())
 
 
-def test_recorded_h100_validation_replays_bit_exact():
-    """The device's validation file (evidence/h100_library_validation.json) against the committed replay
-    summary (evidence/h100_library_replay.json, python -m tcsmt.library.replay ... --json): exactly the
-    committed calls have no plan; every other call reproduces its first sampled outputs bit for bit, except the
-    calls of the committed findings, which give exactly the committed mismatches on every sample."""
-    path = REPO / "evidence" / "h100_library_validation.json"
-    summary = json.loads((REPO / "evidence" / "h100_library_replay.json").read_text())
+def _replay_h100_validation(picked: list[int] | None, tmp_path) -> tuple[list[int], list]:
+    """(the calls replayed, their replays): the calls ``picked`` of evidence/h100_library_validation.json (all
+    where None), through :func:`replay_file` on a validation file holding those calls, first 4 samples each."""
     library_calls = pytest.importorskip("tcsmt.hwcheck.library_calls")
-    results = replay_file(path, library_calls.make_inputs, max_samples=4)
-    without = [n for n, r in enumerate(results) if r.error or r.run_error]
-    assert without == [e["call"] for e in summary["no_plan"]]
+    path = REPO / "evidence" / "h100_library_validation.json"
+    if picked is None:
+        return list(range(len(json.loads(path.read_text())["calls"]))), replay_file(path, library_calls.make_inputs,
+                                                                                     max_samples=4)
+    doc = json.loads(path.read_text())
+    sub = tmp_path / "h100_library_validation_sample.json"
+    sub.write_text(json.dumps({**doc, "calls": [doc["calls"][n] for n in picked]}))
+    return picked, replay_file(sub, library_calls.make_inputs, max_samples=4)
+
+
+def _check_h100_replay(picked: list[int], results: list) -> None:
+    """Each replayed call against the committed replay summary (evidence/h100_library_replay.json, python -m
+    tcsmt.library.replay ... --json): a call has no plan exactly where the summary says so; every other call
+    reproduces its first sampled outputs bit for bit, except the calls of the committed findings, which give
+    exactly the committed mismatches on every sample."""
+    from tcsmt.hwcheck.library_calls import make_inputs
+
+    summary = json.loads((REPO / "evidence" / "h100_library_replay.json").read_text())
+    no_plan = {e["call"] for e in summary["no_plan"]}
+    assert [n for n, r in zip(picked, results) if r.error or r.run_error] == [n for n in picked if n in no_plan]
     findings = {f["call"]: f for f in summary["findings"]}
-    bad = [(n, r.label, r.mismatches[:2]) for n, r in enumerate(results) if r.mismatches and n not in findings]
+    bad = [(n, r.label, r.mismatches[:2]) for n, r in zip(picked, results) if r.mismatches and n not in findings]
     assert not bad, bad
-    calls = json.loads(path.read_text())["calls"]
-    for n, f in findings.items():
-        r = replay_call(calls[n], library_calls.make_inputs(calls[n], int(calls[n]["seed"])), results[n].plan)
-        assert [list(m) for m in r.mismatches] == f["mismatches"], n
-    assert summary["totals"]["replayed"] == len(results) - len(without) == 306
+    calls = json.loads((REPO / "evidence" / "h100_library_validation.json").read_text())["calls"]
+    for n, r0 in zip(picked, results):
+        if n in findings:
+            r = replay_call(calls[n], make_inputs(calls[n], int(calls[n]["seed"])), r0.plan)
+            assert [list(m) for m in r.mismatches] == findings[n]["mismatches"], n
     # no plan: 2 fp32 calls without tf32 whose kernels have no decided chain or slice rule (sm80 xmma
     # execute_split_k_kernel, gemmSN_NN_kernel); the e4m3 x e5m2 and SIMT-FFMA calls have one
-    assert [calls[n]["kernels"][0].split("_")[0] for n in without] == ["sm80", "gemmSN"]
+    assert sorted(calls[n]["kernels"][0].split("_")[0] for n in no_plan) == ["gemmSN", "sm80"]
+    assert summary["totals"]["replayed"] == len(calls) - len(no_plan) == 306
+
+
+def h100_validation_sample() -> list[int]:
+    """The calls the default run replays: every call whose inputs hold at most 2^20 values (184 of 308, 7 % of
+    the 1.3 * 10^9 values make_inputs draws for all of them), the smallest call of every plan group
+    (:func:`tcsmt.library.replay.kind_of`: 26 groups, 4 of them only in larger calls), the calls without a plan
+    and those of committed findings, and 8 more drawn with random.Random(2026): 196 calls, 15 % of the values."""
+    import random
+
+    from tcsmt.library.replay import kind_of
+
+    calls = json.loads((REPO / "evidence" / "h100_library_validation.json").read_text())["calls"]
+    summary = json.loads((REPO / "evidence" / "h100_library_replay.json").read_text())
+    size = [(c["M"] * c["K"] + c["K"] * c["N"]) * c.get("batch", 1) for c in calls]
+    picked = {n for n in range(len(calls)) if size[n] <= 1 << 20}
+    smallest: dict[str, int] = {}
+    for n in sorted(range(len(calls)), key=lambda n: size[n]):
+        smallest.setdefault(kind_of(calls[n]), n)
+    picked |= set(smallest.values()) | {e["call"] for e in summary["no_plan"]} | {f["call"] for f in summary["findings"]}
+    rest = sorted(set(range(len(calls))) - picked)
+    return sorted(picked | set(random.Random(2026).sample(rest, 8)))
+
+
+def test_recorded_h100_validation_sample_replays_bit_exact(tmp_path):
+    """The device's validation file (evidence/h100_library_validation.json), a seeded sample of its calls
+    (:func:`h100_validation_sample`: every plan group, the small calls, the calls without a plan), against the
+    committed replay summary (:func:`_check_h100_replay`).  The replay of all 308 calls is
+    test_recorded_h100_validation_replays_bit_exact (slow: make_inputs draws 1.3 * 10^9 random values)."""
+    picked = h100_validation_sample()
+    assert len(picked) == 196 and {100, 110} <= set(picked)
+    _check_h100_replay(*_replay_h100_validation(picked, tmp_path))
+
+
+@pytest.mark.slow
+def test_recorded_h100_validation_replays_bit_exact(tmp_path):
+    """The device's validation file (evidence/h100_library_validation.json) replayed whole against the committed
+    replay summary (:func:`_check_h100_replay`): every call, 4 samples each.  Slow (about 45 s of make_inputs on
+    one core); the default run replays the sample of test_recorded_h100_validation_sample_replays_bit_exact."""
+    _check_h100_replay(*_replay_h100_validation(None, tmp_path))
 
 
 def test_simt_ffma_chain_is_a_serial_fma_chain():

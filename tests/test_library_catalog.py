@@ -16,12 +16,13 @@ import zlib
 from pathlib import Path
 
 import pytest
+from conftest import evidence_json
 
 from tcsmt.errors import TcsmtError
+from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.catalog import Catalog, catalogs_in, family_text
 from tcsmt.library.catalog_build import build, progressions, read_recording, recorded_calls, token_counts
 from tcsmt.library.checks import make_call
-from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.lookup import answer
 from tcsmt.library.plans import call_from_entry, plan_fields, plans_dir
 
@@ -32,8 +33,7 @@ EVIDENCE = REPO / "evidence"
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory) -> Catalog:
-    raw = json.loads((EVIDENCE / "h100_cublas_plans.json").read_text())
-    dec = json.loads((EVIDENCE / "h100_library_decisions.json").read_text())
+    raw, dec = evidence_json("h100_cublas_plans.json.gz"), evidence_json("h100_library_decisions.json")
     ctx = ConvertContext.make(raw, "h100_cublas_plans.json", None, (), dec, "h100_library_decisions.json")
     out = tmp_path_factory.mktemp("plans") / "h100_sample.sqlite"
     build([(SAMPLE.name, read_recording(SAMPLE))], ctx, out, ["test sample"])
@@ -115,7 +115,7 @@ def test_a_disagreeing_recording_is_refused(tmp_path):
     path = tmp_path / "other.json.gz"
     with gzip.open(path, "wt") as f:
         json.dump(other, f)
-    raw = json.loads((EVIDENCE / "h100_cublas_plans.json").read_text())
+    raw = evidence_json("h100_cublas_plans.json.gz")
     ctx = ConvertContext.make(raw, "h100_cublas_plans.json")
     with pytest.raises(TcsmtError, match="disagree"):
         build([(SAMPLE.name, rec), (path.name, read_recording(path))], ctx, tmp_path / "x.sqlite", [])
@@ -133,7 +133,7 @@ def test_the_recorders_out_of_memory_is_not_torchs_answer(tmp_path):
     path = tmp_path / "oom.json.gz"
     with gzip.open(path, "wt") as f:
         json.dump(oom, f)
-    raw = json.loads((EVIDENCE / "h100_cublas_plans.json").read_text())
+    raw = evidence_json("h100_cublas_plans.json.gz")
     ctx = ConvertContext.make(raw, "h100_cublas_plans.json")
     build([(path.name, read_recording(path))], ctx, tmp_path / "oom.sqlite", [])
     db = sqlite3.connect(tmp_path / "oom.sqlite")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import evidence_json
 
 from tcsmt.hwcheck import library_calls as LC
 
@@ -33,7 +34,7 @@ def _check_call(c: dict) -> None:
 
 
 def test_plan_file_follows_the_contract() -> None:
-    plans = _load("h100_cublas_plans.json")
+    plans = evidence_json("h100_cublas_plans.json.gz")
     for k in ("gpu", "torch", "cuda", "cublas", "cublaslt", "workspace_bytes", "method", "calls", "families"):
         assert k in plans, k
     assert plans["gpu"] == "NVIDIA H100 80GB HBM3"

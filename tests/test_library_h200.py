@@ -4,16 +4,14 @@ files carry their versions and the whole grid; the call-by-call comparison with 
 plan files; the h200 plan table gives a plan only where the H200 recorded the H100's plan, and a one-line error
 elsewhere.
 
-Expected values: the recorded files evidence/h200_cublas_plans.json and h100_cublas_plans.json (cuBLAS
+Expected values: the recorded files evidence/h200_cublas_plans.json.gz and h100_cublas_plans.json.gz (cuBLAS
 13.1.0 through torch 2.11.0+cu130 on each GPU); e.g. ``mm`` bf16 1x512x16384 traced numSplitsK=11 on the H200
 and 9 on the H100, ``mm`` bf16 1024x1024x1024 the same kernel and no split on both.
 """
 from __future__ import annotations
 
-import json
-
 import pytest
-from conftest import REPO
+from conftest import REPO, evidence_json
 
 from tcsmt import TcsmtError
 from tcsmt import library as L
@@ -25,11 +23,11 @@ RESULTS = REPO / "evidence"
 
 
 def _load(name: str) -> dict:
-    return json.loads((RESULTS / name).read_text())
+    return evidence_json(name)
 
 
 def test_h200_files_carry_versions_and_the_grid() -> None:
-    plans, val = _load("h200_cublas_plans.json"), _load("h200_library_validation.json")
+    plans, val = _load("h200_cublas_plans.json.gz"), _load("h200_library_validation.json")
     for d in (plans, val):
         assert d["gpu"] == "NVIDIA H200"
         assert (d["torch"], d["cuda"], d["cublas"], d["cublaslt"]) == ("2.11.0+cu130", "13.0", "130100", "130100")
@@ -43,7 +41,7 @@ def test_h200_files_carry_versions_and_the_grid() -> None:
 
 
 def test_comparison_file_is_recomputed_from_the_plan_files() -> None:
-    a, b = _load("h200_cublas_plans.json"), _load("h100_cublas_plans.json")
+    a, b = _load("h200_cublas_plans.json.gz"), _load("h100_cublas_plans.json.gz")
     mine = CMP.compare_tables(CMP.views(a["calls"], a["lt_algos"]), CMP.views(b["calls"], b["lt_algos"]), "h200", "h100")
     committed = _load("h200_vs_h100_plans.json")["plans"]
     for k in ("calls_in_both", "plan_same", "plan_differs", "same_per_aspect", "differs_in"):
@@ -60,7 +58,8 @@ def test_h200_table_is_the_converters_output() -> None:
     on the H200 (--confirmed h200_library_confirm.json); nothing edited by hand."""
     names = ("h200_cublas_plans.json", "h200_library_validation.json", "h100_library_decisions.json",
              "h100_cublas_plans.json", "h100_library_validation.json", "h200_library_confirm.json")
-    raw, val, dec, p100, v100, conf = (_load(n) for n in names)
+    # the plan files are kept gzipped; the table names every file by its JSON name
+    raw, val, dec, p100, v100, conf = (_load(n + ".gz" if "cublas_plans" in n else n) for n in names)
     text = convert(raw, names[0], "h200", [(names[1], val)], dec, names[2], [(names[3], p100), (names[4], v100)],
                    (names[5], conf))
     assert text == read_table_text(REPO / "models" / "library" / "h200_cublas13_recorded.toml.gz")
@@ -74,8 +73,8 @@ def test_h200_confirmations_are_recomputed_from_the_device_files() -> None:
     from tools.library import h200_confirm as HC
 
     committed = _load("h200_library_confirm.json")
-    mine = HC.summary(_load(HC.SAMPLES), _load(HC.PROBES), _load("h200_cublas_plans.json"),
-                      _load("h100_cublas_plans.json"), _load("h100_library_decisions.json"))
+    mine = HC.summary(_load(HC.SAMPLES), _load(HC.PROBES), _load(HC.PLANS_H200), _load(HC.PLANS_H100),
+                      _load("h100_library_decisions.json"))
     assert mine["classes"] == committed["classes"]
     assert (committed["gpu"], committed["driver"], committed["cublas"]) == ("NVIDIA H200", "580.159.04", "130100")
     split = [c for name, c in committed["classes"].items() if name.startswith("family")]

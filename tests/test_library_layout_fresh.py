@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REPO
+from conftest import REPO, evidence_json
 
 from tcsmt.library.families import slice_rule_fields
 from tcsmt.library.plans import Call, Plan
@@ -25,7 +25,7 @@ LIB = REPO / "evidence" / "library"
 
 @pytest.fixture(scope="module")
 def plans() -> dict:
-    return json.loads((REPO / "evidence" / "h100_cublas_plans.json").read_text())
+    return evidence_json("h100_cublas_plans.json.gz")
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])

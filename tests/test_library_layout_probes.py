@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REPO
+from conftest import REPO, evidence_json
 
 from tools.library import layout_judge as J
 from tools.library.layout_probes import k_class, layout_tag
@@ -21,7 +21,7 @@ LIB = REPO / "evidence" / "library"
 
 @pytest.fixture(scope="module")
 def families() -> dict:
-    return json.loads((REPO / "evidence" / "h100_cublas_plans.json").read_text())["families"]
+    return evidence_json("h100_cublas_plans.json.gz")["families"]
 
 
 def test_layout_tags_and_k_classes() -> None:

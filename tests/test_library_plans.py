@@ -6,7 +6,7 @@ Expected values: IEEE 754-2019 section 4.3.1 (roundTiesToEven, roundTiesToAway) 
 Fractions (conftest.round_fraction); the CUTLASS 2.x residue-first K iteration (the first tile of a K range
 holds its K mod tile_k leading elements, PredicatedTileAccessIterator, NVIDIA/cutlass include/cutlass/
 transform/threadblock/predicated_tile_access_iterator.h) written out by hand; the family summaries of
-evidence/h100_cublas_plans.json; the decisions of evidence/h100_library_decisions.json.
+evidence/h100_cublas_plans.json.gz; the decisions of evidence/h100_library_decisions.json.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import REPO, round_fraction
+from conftest import REPO, evidence_json, round_fraction
 
 from tcsmt import TcsmtError, resolve
 from tcsmt import library as L
@@ -137,7 +137,7 @@ def test_scale_b_then_a_epilogue():
 
 # ------------------------------------------------------------------ converter
 def test_grain_rule_and_family_reductions_as_recorded():
-    fams = json.loads((RESULTS / "h100_cublas_plans.json").read_text())["families"]
+    fams = evidence_json("h100_cublas_plans.json.gz")["families"]
     cut = fams["cutlass_sm80_16bit_splitK_output_type"]
     assert (grain_of(cut, 1024, "t"), grain_of(cut, 1000, "t")) == (32, 8)
     assert grain_of(fams["cutlass_sm80_fp32_splitK"], 1000, "t") == 4
@@ -273,9 +273,8 @@ def test_hwcheck_library_confirms_and_refutes_with_a_simulated_device(tmp_path):
 def test_recorded_table_is_the_converters_output():
     """models/library/h100_cublas13_recorded.toml.gz is exactly what the converter makes from the committed recorded
     files (plans, validation calls, decisions): nothing in it is edited by hand."""
-    raw = json.loads((RESULTS / "h100_cublas_plans.json").read_text())
-    val = json.loads((RESULTS / "h100_library_validation.json").read_text())
-    dec = json.loads((RESULTS / "h100_library_decisions.json").read_text())
+    raw, val = evidence_json("h100_cublas_plans.json.gz"), evidence_json("h100_library_validation.json")
+    dec = evidence_json("h100_library_decisions.json")
     text = convert(raw, "h100_cublas_plans.json", None, [("h100_library_validation.json", val)], dec,
                    "h100_library_decisions.json")
     assert text == read_table_text(REPO / "models" / "library" / "h100_cublas13_recorded.toml.gz")
@@ -286,7 +285,6 @@ def test_decisions_are_reproduced_from_the_recorded_outputs():
     """evidence/h100_library_decisions.json is what library_decide computes (about 10 minutes on 2 cores)."""
     from tools.library.decide import decide
 
-    raw = json.loads((RESULTS / "h100_cublas_plans.json").read_text())
-    val = json.loads((RESULTS / "h100_library_validation.json").read_text())
+    raw, val = evidence_json("h100_cublas_plans.json.gz"), evidence_json("h100_library_validation.json")
     out = decide(raw, val, "h100_library_validation.json", log=lambda *_: None)
     assert json.loads(json.dumps(out)) == json.loads((RESULTS / "h100_library_decisions.json").read_text())

@@ -42,11 +42,14 @@ def _fp16(rng: np.random.Generator, rows: int, center: np.ndarray, spread: int) 
     return (sign << 15) | (expf << 10) | frac
 
 
-def _value(bits: int, fmt, keep: bool) -> tuple[Fraction, int]:
-    d = sem.decode(NB, fmt, np.array([bits], dtype=np.int64), keep)
-    sig, e = int(np.asarray(d.sig)[0]), int(np.asarray(d.e)[0])
-    v = Fraction(sig) * Fraction(2) ** (e - fmt.frac_bits)
-    return (-v if int(np.asarray(d.neg)[0]) else v), e
+def _values(bits: np.ndarray, fmt, keep: bool) -> list[tuple[Fraction, int]]:
+    """(value, exponent) of every pattern of ``bits``, decoded by the semantics (one vectorised decode)."""
+    d = sem.decode(NB, fmt, np.asarray(bits, dtype=np.int64), keep)
+    out = []
+    for sig, e, neg in zip(np.asarray(d.sig).tolist(), np.asarray(d.e).tolist(), np.asarray(d.neg).tolist()):
+        v = Fraction(sig) * Fraction(2) ** (e - fmt.frac_bits)
+        out.append(((-v if neg else v), e))
+    return out
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -80,14 +83,16 @@ def test_block_shape_bounds_every_block(arch):
                 cs = (rng.integers(0, 2, rows) << 31) | (ce << 23) | rng.integers(0, 1 << 23, rows)
                 cs[rng.random(rows) < 0.1] = 0
             d = sem.block_fma(NB, p, xs, ys, cs.astype(np.int64), FP32)
+            cvals = _values(cs, FP32, p.subnormal_c)
+            xvals = [_values(x, FP16, p.subnormal_in) for x in xs]
+            yvals = [_values(y, FP16, p.subnormal_in) for y in ys]
             for r in range(rows if spread != "wrap" else 64):  # the wrap rows differ only in C's last bits
                 dv = FP32.to_fraction(int(np.asarray(d)[r]))
                 assert isinstance(dv, Fraction)
-                cv, ce_r = _value(int(cs[r]), FP32, p.subnormal_c)
+                cv, ce_r = cvals[r]
                 exact, tops, prods = cv, [ce_r] if cv else [], Fraction(0)
                 for i in range(n):
-                    (xv, ex), (yv, ey) = _value(int(xs[i][r]), FP16, p.subnormal_in), _value(int(ys[i][r]), FP16,
-                                                                                           p.subnormal_in)
+                    (xv, ex), (yv, ey) = xvals[i][r], yvals[i][r]
                     exact += xv * yv
                     prods += abs(xv * yv)
                     if xv * yv:

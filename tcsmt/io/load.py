@@ -7,7 +7,9 @@ field validated, each problem one line naming the file and the field.
 * **Regular files only.**  A file is opened without blocking (``O_NONBLOCK``: a FIFO cannot hang the
   open) and ``fstat``-ed; a FIFO, a device (``/dev/zero``, ``/dev/null``), a directory or a socket, or a
   symbolic link to one, is refused before a byte is read.
-* **Sizes before reading.**  A text file (JSON, TOML) over its kind's limit is refused from its size;
+* **Sizes before reading.**  A text file (JSON, TOML) over its kind's limit is refused from its size; a
+  gzip-compressed JSON file (``.json.gz``, told by its first bytes) is decompressed up to one byte past the
+  same limit and refused there, so a small file that inflates without end (a gzip bomb) costs no more;
   an ``.npz`` archive's arrays are checked from their ``.npy`` headers: shape and dtype against the
   bytes the archive member holds, and their total against the memory this process can allocate
   (:func:`tcsmt.io.limits.available_memory`); nothing is allocated for a header that lies.
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gzip
+import io
 import json
 import math
 import os
@@ -29,6 +33,7 @@ import tomllib
 import zipfile
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 import numpy as np
@@ -51,6 +56,7 @@ PARSED_FACTOR = 16
 """Memory of a parsed JSON document per byte of its text (Python objects), for the memory check."""
 
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+_GZIP_MAGIC = b"\x1f\x8b"
 _NPY_MAGIC = b"\x93NUMPY"
 
 
@@ -137,7 +143,39 @@ def read_bytes(path: str | os.PathLike[str], what: str = "file", limit: int = JS
 
 def read_text(path: str | os.PathLike[str], what: str = "text file", limit: int = JSON_BYTES) -> str:
     """A UTF-8 text file (no NUL bytes) of at most ``limit`` bytes."""
+    return _utf8(path, read_bytes(path, what, limit), what)
+
+
+def document_name(path: str | os.PathLike[str]) -> str:
+    """The name a JSON document goes by: its file name less a ``.gz`` suffix (``h100_cublas_plans.json`` for
+    ``evidence/h100_cublas_plans.json.gz``: compressing a file does not rename what it records)."""
+    name = Path(os.fspath(path)).name
+    return name[:-3] if name.endswith(".gz") else name
+
+
+def _gunzip(path: str | os.PathLike[str], data: bytes, what: str, limit: int) -> bytes:
+    """The decompressed bytes of a gzip file's ``data``, at most ``limit`` of them (never more than ``limit`` + 1
+    are inflated: a gzip bomb is refused after that much work)."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as gz:
+            out = gz.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        raise TcsmtError(f"{name_of(path)}: a damaged gzip file ({str(exc).splitlines()[0][:120] or 'truncated'}), "
+                         f"so not {_a(what)}") from None
+    if len(out) > limit:
+        raise TcsmtError(f"{name_of(path)}: decompresses to more than {limit:,} bytes; {_a(what)} has at most "
+                         f"{limit:,} bytes (its limit)")
+    return out
+
+
+def json_bytes(path: str | os.PathLike[str], what: str = "JSON file", limit: int = JSON_BYTES) -> bytes:
+    """The bytes of a JSON file's text (at most ``limit``): the file's own, or decompressed where it is gzipped
+    (told by its first two bytes, which no JSON text begins with)."""
     data = read_bytes(path, what, limit)
+    return _gunzip(path, data, what, limit) if data[:2] == _GZIP_MAGIC else data
+
+
+def _utf8(path: str | os.PathLike[str], data: bytes, what: str) -> str:
     nul = data.find(b"\0")
     if nul >= 0:
         raise TcsmtError(f"{name_of(path)}: not a UTF-8 text file (a NUL byte at offset {nul:,}: binary data), "
@@ -159,7 +197,7 @@ def _int_hook(name: str):
 
 def read_json(path: str | os.PathLike[str], what: str = "JSON file", limit: int = JSON_BYTES) -> Any:
     """The JSON document of a regular file (UTF-8, at most ``limit`` bytes; integers of at most
-    :data:`INT_DIGITS` digits)."""
+    :data:`INT_DIGITS` digits), or of a gzip-compressed one (at most ``limit`` bytes decompressed)."""
     name = name_of(path)
     size = _size_of(path)
     if size is not None and size <= limit:
@@ -167,7 +205,13 @@ def read_json(path: str | os.PathLike[str], what: str = "JSON file", limit: int 
         if need > available_memory():
             raise TcsmtError(f"{name}: reading {size:,} bytes of JSON needs about {human(need)} of memory; "
                              f"{human(available_memory())} is available here")
-    text = read_text(path, what, limit)
+    data = json_bytes(path, what, limit)
+    if len(data) != size:  # decompressed: check the memory for what it became
+        need = len(data) * PARSED_FACTOR
+        if need > available_memory():
+            raise TcsmtError(f"{name}: reading {len(data):,} bytes of JSON needs about {human(need)} of memory; "
+                             f"{human(available_memory())} is available here")
+    text = _utf8(path, data, what)
     if not text.strip():
         raise TcsmtError(f"{name}: an empty file, not {_a(what)}")
     try:
@@ -333,9 +377,15 @@ class Node:
         return TcsmtError(f"{self.where()}: {message}")
 
     def _child(self, key: str | int, value: Any) -> Node:
+        # self.file is already a message name (name_of is idempotent): set it as it is, not again through
+        # name_of, which would scan the name once per field of a document of 10^5 fields
+        child = Node.__new__(Node)
+        child.value, child.file = value, self.file
         if isinstance(key, int):
-            return Node(value, self.file, f"{self.path}[{key}]")
-        return Node(value, self.file, f"{self.path}.{key}" if self.path else str(key))
+            child.path = f"{self.path}[{key}]"
+        else:
+            child.path = f"{self.path}.{key}" if self.path else str(key)
+        return child
 
     def _expect(self, what: str) -> TcsmtError:
         return self.error(f"expected {what}, got {_type_word(self.value)}"
@@ -457,5 +507,5 @@ def toml_document(path: str | os.PathLike[str], what: str = "TOML file", limit: 
 
 
 __all__ = ["HEX_DIGITS", "INT_DIGITS", "JSON_BYTES", "NPZ_MEMBERS", "TOML_BYTES", "Node", "document",
-           "is_directory", "name_of", "open_regular", "read_bytes", "read_json", "read_npz", "read_text",
-           "read_toml", "toml_document"]
+           "document_name", "is_directory", "json_bytes", "name_of", "open_regular", "read_bytes", "read_json",
+           "read_npz", "read_text", "read_toml", "toml_document"]

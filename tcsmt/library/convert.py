@@ -1,8 +1,9 @@
 """Convert a recorded cuBLAS plan file (raw GPU facts, JSON) into a plan table in ``models/library``.
 
-Usage: ``python -m tcsmt.library.convert evidence/h100_cublas_plans.json [-o OUT] [--gpu h100] [--force]``
+Usage: ``python -m tcsmt.library.convert evidence/h100_cublas_plans.json.gz [-o OUT] [--gpu h100] [--force]``
 
-The raw file (written on the device; format: evidence/library_plans.md, "Files") lists
+The raw file (written on the device; format: evidence/library_plans.md, "Files"; JSON, or gzip-compressed JSON
+as the recorded plan files are kept, named in the table's sources by their JSON name) lists
 calls with the kernels the profiler saw and the split-K count S, and kernel
 families with their slice rule (grain, contiguous/interleaved, remainder) and
 reduction.  Each call becomes a plan when everything its arithmetic needs is
@@ -141,15 +142,15 @@ def convert_file(raw_path: Path, out_path: Path | None = None, gpu: str | None =
                  confirmed: Path | None = None) -> Path:
     """Convert ``raw_path`` (with the calls of ``calls`` and the ``decisions`` file); write the table (refusing
     to overwrite unless ``force``) and check it loads."""
+    name = load.document_name  # h100_cublas_plans.json for evidence/h100_cublas_plans.json.gz
     raw = _read_json(raw_path, "recorded plan file")
-    more = [(Path(c).name, _read_json(c, "recorded call file")) for c in calls]
+    more = [(name(c), _read_json(c, "recorded call file")) for c in calls]
     dec = _read_json(decisions, "decision file") if decisions is not None else None
-    ref = [(Path(c).name, _read_json(c, "recorded plan or call file")) for c in same_as]
-    conf = (Path(confirmed).name, _read_json(confirmed, "confirmation file")) if confirmed is not None else None
+    ref = [(name(c), _read_json(c, "recorded plan or call file")) for c in same_as]
+    conf = (name(confirmed), _read_json(confirmed, "confirmation file")) if confirmed is not None else None
     if conf is not None and not same_as:
         raise TcsmtError("--confirmed widens a --same-as table: pass the other GPU's files with --same-as")
-    text = convert(raw, Path(raw_path).name, gpu, more, dec, Path(decisions).name if decisions is not None else "",
-                   ref, conf)
+    text = convert(raw, name(raw_path), gpu, more, dec, name(decisions) if decisions is not None else "", ref, conf)
     if out_path is None:
         m = re.search(r'^gpu = "([^"]+)"', text, re.M)
         assert m is not None  # convert() writes gpu = "<name>" for a name that find_arch accepted
@@ -195,7 +196,7 @@ _IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
                    "own plan differs get it where their class is confirmed on this GPU")
 def library_import_cmd(raw: Path, calls: tuple[Path, ...], decisions: Path | None, out: Path | None, gpu: str | None,
                        force: bool, same_as: tuple[Path, ...], confirmed: Path | None) -> int:
-    """RAW: the recorded plan file (JSON)."""
+    """RAW: the recorded plan file (JSON, or gzip-compressed JSON)."""
     path = convert_file(raw, out, gpu, force, list(calls), decisions, list(same_as), confirmed)
     t = load_table(path)
     print(f"wrote {path}: {len(t.plans)} plans, {len(t.unknown)} calls without a plan")

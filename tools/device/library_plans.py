@@ -6,7 +6,7 @@ it must run where tcsmt is not installed.)
 
     python3 tools/device/library_plans.py --out DIR [--stages info,grid,heur,probes,valid] [--quick]
 
-Writes into DIR: ``h100_cublas_plans.json`` and ``h100_library_validation.json`` (formats: evidence/library_plans.md,
+Writes into DIR: ``h100_cublas_plans.json.gz`` (gzipped) and ``h100_library_validation.json`` (formats: evidence/library_plans.md,
 "Files"), ``probes.json`` (raw slice and reduction probes), ``log.txt``.
 Stages:
   info    versions (torch, CUDA, cuBLAS, cuBLASLt), matmul settings, the workspace torch allocates

@@ -1,446 +1,49 @@
-"""What cuBLAS runs for one torch call, read two ways, for ``record_plans.py`` (shipped beside it).
+"""What cuBLAS runs for one torch call, read two ways, for ``record_plans.py`` (beside it): the package's own reader,
+:mod:`tcsmt.hwcheck.plan_capture` (stream capture read through the driver API, or the calls executed under
+``torch.profiler``) and :mod:`tcsmt.hwcheck.lt_trace` (cuBLASLt's trace of each call), which ``tcsmt record`` runs.
 
-* Capture: the calls are made under CUDA stream capture (``torch.cuda.CUDAGraph(keep_graph=True)``), so nothing
-  executes; the captured graph's nodes are read through the driver API (ctypes on ``libcuda.so.1``:
-  ``cuGraphGetNodes``, ``cuGraphGetEdges_v2``, ``cuGraphNodeGetType``, ``cuGraphKernelNodeGetParams_v2`` ->
-  ``cuFuncGetName``, the cluster-dimension launch attribute, ``cuGraphMemsetNodeGetParams``).  Several calls share
-  one capture: before each call a 4-byte ``cuMemsetD32Async`` on a marker buffer writes the call's index, and the
-  nodes between two markers (in the graph's order) belong to the call.
-* Executed: the calls run under ``torch.profiler``; each call's kernels come from the profiler's trace (launches
-  matched to ``record_function`` labels by correlation id), as ``hwcheck/library_plans_device.py`` did.
-
-Both read cuBLASLt's own trace of every call (``cublasLtLoggerSetCallback``, level 2), which fires when the host
-calls the library, under capture too.  Numpy-free, torch imported by the caller; stdlib only here.
-
-Over 400 lines on purpose: it is shipped to a bare GPU host beside ``record_plans.py`` and holds the whole driver
-API binding (ctypes) that reads a captured graph; split, the halves would be used only together.
+This file carried a copy of both until the package had them; it now imports them from the checkout it is part of,
+``tcsmt/`` at the first folder above this file that holds ``tcsmt/hwcheck/plan_capture.py`` (``tools/device/`` in
+the repository, or a copy of this folder such as ``.devcarry/`` at the checkout's root), so a bare GPU host needs
+nothing installed: both modules use the standard library only, and importing ``tcsmt`` needs numpy, which the
+recorder needs anyway (torch is passed in by the caller).
 """
 from __future__ import annotations
 
-import bisect
-import ctypes
-import json
 import os
-import re
-import tempfile
-
-# ------------------------------------------------------------------------------------------------ names
+import sys
 
 
-def kernel_name(k: str) -> str:
-    """A demangled kernel name without ``void`` and without its parameter list (the plan files' convention)."""
-    if k.startswith("void "):
-        k = k[5:]
-    depth = 0
-    for i, ch in enumerate(k):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif ch == "(" and depth == 0:
-            return k[:i]
-    return k
+def _checkout_root() -> str | None:
+    """The nearest folder above this file that holds the package's plan reader (None: no checkout around it)."""
+    d = os.path.dirname(os.path.abspath(__file__))
+    while True:
+        if os.path.isfile(os.path.join(d, "tcsmt", "hwcheck", "plan_capture.py")):
+            return d
+        up = os.path.dirname(d)
+        if up == d:
+            return None
+        d = up
 
 
-class Demangler:
-    """``abi::__cxa_demangle`` of libstdc++ through ctypes, cached."""
+_ROOT = _checkout_root()
+if _ROOT is not None and _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)  # this checkout's package, even where another tcsmt is installed
 
-    def __init__(self):
-        self.cache: dict[str, str] = {}
-        try:
-            lib = ctypes.CDLL("libstdc++.so.6")
-            self.f = getattr(lib, "__cxa_demangle")  # (a double-underscore name: no attribute syntax in a class)
-            self.f.restype = ctypes.c_void_p
-            self.f.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-            self.free = ctypes.CDLL(None).free
-            self.free.argtypes = [ctypes.c_void_p]
-        except (OSError, AttributeError):
-            self.f = None
+from tcsmt.hwcheck.lt_trace import LT_COMP, LT_LINE, LT_WS, PTR, LtTrace, lib_path, parse_lt  # noqa: E402
+from tcsmt.hwcheck.plan_capture import (  # noqa: E402
+    NODE_TYPES,
+    AttrValue,
+    Capturer,
+    Demangler,
+    GraphReader,
+    KernelParams,
+    MemsetParams,
+    graph_handle,
+    kernel_name,
+    record_executed,
+)
 
-    def __call__(self, mangled: str) -> str:
-        got = self.cache.get(mangled)
-        if got is not None:
-            return got
-        out = mangled
-        if self.f is not None and mangled.startswith("_Z"):
-            st = ctypes.c_int(0)
-            p = self.f(mangled.encode(), None, None, ctypes.byref(st))
-            if p and st.value == 0:
-                out = ctypes.string_at(p).decode(errors="replace")
-            if p:
-                self.free(p)
-        self.cache[mangled] = out
-        return out
-
-
-# ------------------------------------------------------------------------------------------------ cuBLASLt trace
-LT_LINE = re.compile(r"algo=\[([^\]]*)\]")
-LT_COMP = re.compile(r"computeDesc=\[([^\]]*)\]")
-LT_WS = re.compile(r"workSpaceSizeInBytes=(\d+)")
-PTR = re.compile(r"(Pointer)=0[xX][0-9a-fA-F]+")
-
-
-def lib_path(fragment: str) -> str | None:
-    """Path of the first mapped library whose path contains ``fragment``."""
-    with open("/proc/self/maps") as f:
-        for line in f:
-            p = line.split()[-1]
-            if fragment in p:
-                return p
-    return None
-
-
-class LtTrace:
-    """cuBLASLt's trace of each call (``cublasLtLoggerSetCallback``, level 2 = trace): raw lines per call."""
-
-    def __init__(self, path: str):
-        self.lib = ctypes.CDLL(path)
-        self.CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p)
-        self.cur: list | None = None
-
-        def cb(level, fn, msg):
-            if self.cur is not None:
-                self.cur.append((fn or b"", msg or b""))
-        self.cb = self.CB(cb)
-        self.lib.cublasLtLoggerSetCallback.argtypes = [self.CB]
-        self.lib.cublasLtLoggerSetLevel.argtypes = [ctypes.c_int]
-        st1 = self.lib.cublasLtLoggerSetCallback(self.cb)
-        st2 = self.lib.cublasLtLoggerSetLevel(2)
-        if st1 != 0 or st2 != 0:
-            raise RuntimeError(f"cublasLt logger: status {st1}, {st2}")
-        self.lib.cublasLtLoggerOpenFile.argtypes = [ctypes.c_char_p]
-        self.lib.cublasLtLoggerOpenFile(b"/dev/null")  # the trace also goes to a file (stdout by default)
-
-    def start(self):
-        self.cur = []
-
-    def stop(self) -> list:
-        got, self.cur = self.cur, None
-        return got or []
-
-
-def parse_lt(lines: list) -> tuple[int | None, str | None, list[str], list[int]]:
-    """(S, reduction scheme, summaries, workspace bytes) of one call's trace lines: one summary per traced matmul,
-    ``"<entry point>: <algo>; <compute descriptor>"`` with device addresses removed; S = numSplitsK of the last
-    matmul's algo (1 where its algo is traced without it: the trace omits defaults), None where no matmul was
-    traced; the reduction scheme likewise (None where the algo names none)."""
-    S, red, summ, ws = None, None, [], []
-    for fn, msg in lines:
-        fn = fn.decode(errors="replace") if isinstance(fn, bytes) else fn
-        if not fn.endswith("Matmul"):
-            continue
-        msg = msg.decode(errors="replace") if isinstance(msg, bytes) else msg
-        m = LT_LINE.search(msg)
-        if not m:
-            continue
-        algo = m.group(1)
-        k = re.search(r"numSplitsK=(\d+)", algo)
-        S = int(k.group(1)) if k else 1
-        r = re.search(r"reductionScheme=(\w+)", algo)
-        red = r.group(1) if r else None
-        comp = LT_COMP.search(msg)
-        w = LT_WS.search(msg)
-        summ.append(PTR.sub(r"\1", f"{fn}: {algo}; {comp.group(1) if comp else ''}"))
-        ws.append(int(w.group(1)) if w else -1)
-    return S, red, summ, ws
-
-
-# ------------------------------------------------------------------------------------------------ graph reading
-NODE_TYPES = {0: "kernel", 1: "memcpy", 2: "memset", 3: "host", 4: "graph", 5: "empty", 6: "wait_event",
-              7: "event_record", 8: "ext_sem_signal", 9: "ext_sem_wait", 10: "mem_alloc", 11: "mem_free",
-              12: "batch_mem_op", 13: "conditional"}
-
-
-class KernelParams(ctypes.Structure):
-    _fields_ = [("func", ctypes.c_void_p), ("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint),
-                ("gridDimZ", ctypes.c_uint), ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint),
-                ("blockDimZ", ctypes.c_uint), ("sharedMemBytes", ctypes.c_uint), ("kernelParams", ctypes.c_void_p),
-                ("extra", ctypes.c_void_p), ("kern", ctypes.c_void_p), ("ctx", ctypes.c_void_p),
-                ("_pad", ctypes.c_char * 64)]
-
-
-class MemsetParams(ctypes.Structure):
-    _fields_ = [("dst", ctypes.c_uint64), ("pitch", ctypes.c_size_t), ("value", ctypes.c_uint),
-                ("elementSize", ctypes.c_uint), ("width", ctypes.c_size_t), ("height", ctypes.c_size_t),
-                ("_pad", ctypes.c_char * 64)]
-
-
-class AttrValue(ctypes.Structure):
-    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint), ("_pad", ctypes.c_char * 116)]
-
-
-class GraphReader:
-    """The driver-API calls that read a captured graph (ctypes on libcuda)."""
-
-    def __init__(self):
-        cu = self.cu = ctypes.CDLL("libcuda.so.1")
-        vp, sz = ctypes.c_void_p, ctypes.c_size_t
-        cu.cuGraphGetNodes.argtypes = [vp, vp, ctypes.POINTER(sz)]
-        cu.cuGraphNodeGetType.argtypes = [vp, ctypes.POINTER(ctypes.c_int)]
-        self.get_edges = cu.cuGraphGetEdges_v2
-        self.get_edges.argtypes = [vp, vp, vp, vp, ctypes.POINTER(sz)]
-        self.kparams = getattr(cu, "cuGraphKernelNodeGetParams_v2", None) or cu.cuGraphKernelNodeGetParams
-        self.kparams.argtypes = [vp, ctypes.POINTER(KernelParams)]
-        cu.cuFuncGetName.argtypes = [ctypes.POINTER(ctypes.c_char_p), vp]
-        self.kernel_get_name = getattr(cu, "cuKernelGetName", None)
-        if self.kernel_get_name is not None:
-            self.kernel_get_name.argtypes = [ctypes.POINTER(ctypes.c_char_p), vp]
-        self.kattr = cu.cuGraphKernelNodeGetAttribute
-        self.kattr.argtypes = [vp, ctypes.c_int, ctypes.POINTER(AttrValue)]
-        cu.cuGraphMemsetNodeGetParams.argtypes = [vp, ctypes.POINTER(MemsetParams)]
-        cu.cuMemsetD32Async.argtypes = [ctypes.c_uint64, ctypes.c_uint, sz, vp]
-        self.demangle = Demangler()
-        self.names: dict[int, tuple[str, str]] = {}  # CUfunction -> (demangled, kernel_name)
-
-    def chk(self, st, what):
-        if st != 0:
-            raise RuntimeError(f"{what}: CUresult {st}")
-
-    def memset32(self, ptr: int, value: int, stream: int):
-        self.chk(self.cu.cuMemsetD32Async(ptr, value, 1, stream), "cuMemsetD32Async")
-
-    def ordered_nodes(self, graph: int) -> tuple[list[int], bool]:
-        """The graph's nodes in dependency order (Kahn's order, ties by the driver's node order) and whether the
-        graph is one chain (every node with at most one predecessor and one successor)."""
-        n = ctypes.c_size_t(0)
-        self.chk(self.cu.cuGraphGetNodes(ctypes.c_void_p(graph), None, ctypes.byref(n)), "cuGraphGetNodes")
-        arr = (ctypes.c_void_p * max(n.value, 1))()
-        self.chk(self.cu.cuGraphGetNodes(ctypes.c_void_p(graph), arr, ctypes.byref(n)), "cuGraphGetNodes")
-        nodes = [arr[i] for i in range(n.value)]
-        e = ctypes.c_size_t(0)
-        self.chk(self.get_edges(ctypes.c_void_p(graph), None, None, None, ctypes.byref(e)), "cuGraphGetEdges")
-        ne = e.value
-        fr = (ctypes.c_void_p * max(ne, 1))()
-        to = (ctypes.c_void_p * max(ne, 1))()
-        data = (ctypes.c_uint64 * max(ne, 1))()
-        if ne:
-            self.chk(self.get_edges(ctypes.c_void_p(graph), fr, to, data, ctypes.byref(e)), "cuGraphGetEdges")
-        pos = {v: i for i, v in enumerate(nodes)}
-        succ: dict[int, list[int]] = {i: [] for i in range(len(nodes))}
-        indeg = [0] * len(nodes)
-        for i in range(ne):
-            a, b = pos[fr[i]], pos[to[i]]
-            succ[a].append(b)
-            indeg[b] += 1
-        chain = all(d <= 1 for d in indeg) and all(len(s) <= 1 for s in succ.values())
-        import heapq
-        ready = [i for i in range(len(nodes)) if indeg[i] == 0]
-        heapq.heapify(ready)
-        order = []
-        while ready:
-            i = heapq.heappop(ready)
-            order.append(i)
-            for j in succ[i]:
-                indeg[j] -= 1
-                if indeg[j] == 0:
-                    heapq.heappush(ready, j)
-        return [nodes[i] for i in order], chain
-
-    def node_type(self, node: int) -> int:
-        t = ctypes.c_int(-1)
-        self.chk(self.cu.cuGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(t)), "cuGraphNodeGetType")
-        return t.value
-
-    def memset(self, node: int) -> MemsetParams:
-        p = MemsetParams()
-        self.chk(self.cu.cuGraphMemsetNodeGetParams(ctypes.c_void_p(node), ctypes.byref(p)), "memset params")
-        return p
-
-    def kernel(self, node: int) -> dict:
-        """Name (the plan files' convention), full demangled name, grid, block, cluster, dynamic shared memory."""
-        p = KernelParams()
-        self.chk(self.kparams(ctypes.c_void_p(node), ctypes.byref(p)), "cuGraphKernelNodeGetParams")
-        key = p.func or p.kern
-        got = self.names.get(key)
-        if got is None:
-            nm = ctypes.c_char_p()
-            if p.func:
-                self.chk(self.cu.cuFuncGetName(ctypes.byref(nm), ctypes.c_void_p(p.func)), "cuFuncGetName")
-            else:
-                self.chk(self.kernel_get_name(ctypes.byref(nm), ctypes.c_void_p(p.kern)), "cuKernelGetName")
-            full = self.demangle(nm.value.decode(errors="replace"))
-            got = self.names[key] = (full, kernel_name(full))
-        a = AttrValue()
-        cl = None
-        if self.kattr(ctypes.c_void_p(node), 4, ctypes.byref(a)) == 0 and a.x:  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            cl = [a.x, a.y, a.z]
-        return {"name": got[1], "full": got[0], "grid": [p.gridDimX, p.gridDimY, p.gridDimZ],
-                "block": [p.blockDimX, p.blockDimY, p.blockDimZ], "cluster": cl, "smem": p.sharedMemBytes}
-
-
-def graph_handle(h) -> int:
-    """The cudaGraph_t that ``CUDAGraph.raw_cuda_graph()`` returns, as an int (an int or a capsule)."""
-    if isinstance(h, int):
-        return h
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    return get(h, None)
-
-
-class Capturer:
-    """Records calls under stream capture, several to a graph, nothing executed."""
-
-    def __init__(self, torch, lt: LtTrace | None):
-        self.torch = torch
-        self.lt = lt
-        self.gr = GraphReader()
-        self.stream = torch.cuda.Stream()
-        self.marker = torch.zeros(4, dtype=torch.int32, device="cuda")
-        self.marker_ptr = self.marker.data_ptr()
-        self.not_chain = 0
-        self.begin_task(0)
-
-    def begin_task(self, seed_bytes: int):
-        """A fresh memory pool for the next captures; the first capture keeps the pool alive (torch releases a
-        pool when its last graph goes) and first allocates, then frees, ``seed_bytes`` in it, so that the
-        outputs of later calls are carved from that one block instead of new cudaMalloc calls."""
-        self.anchor = None
-        self.pool = self.torch.cuda.graph_pool_handle()
-        self.seed_bytes = seed_bytes
-
-    def end_task(self):
-        self.anchor = None
-        self.torch.cuda.empty_cache()
-
-    def _capture(self, fns: list) -> list[dict]:
-        torch = self.torch
-        res: list[dict] = [{"err": None, "lt": [], "nodes": []} for _ in fns]
-        g = torch.cuda.CUDAGraph(keep_graph=True)
-        with torch.cuda.stream(self.stream):
-            sh = self.stream.cuda_stream
-            g.capture_begin(pool=self.pool, capture_error_mode="thread_local")
-            try:
-                if self.anchor is None and self.seed_bytes:
-                    try:
-                        seed = torch.empty(self.seed_bytes, dtype=torch.uint8, device="cuda")
-                        del seed
-                    except torch.cuda.OutOfMemoryError:  # no seed: outputs are allocated one by one
-                        self.seed_bytes = 0
-                for i, fn in enumerate(fns):
-                    self.gr.memset32(self.marker_ptr, i, sh)
-                    if self.lt:
-                        self.lt.start()
-                    try:
-                        out = fn()
-                        del out
-                    except Exception as exc:  # torch's refusal (host-side check): nothing was launched
-                        res[i]["err"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-                    if self.lt:
-                        res[i]["lt"] = self.lt.stop()
-            finally:
-                g.capture_end()
-        graph = graph_handle(g.raw_cuda_graph())
-        nodes, chain = self.gr.ordered_nodes(graph)
-        if not chain:
-            self.not_chain += 1
-        cur = None
-        for nd in nodes:
-            t = self.gr.node_type(nd)
-            if t == 2:
-                p = self.gr.memset(nd)
-                if p.dst == self.marker_ptr and p.elementSize == 4 and p.width == 1:
-                    cur = p.value
-                    continue
-                if cur is not None:
-                    res[cur]["nodes"].append({"type": "memset", "bytes": p.width * p.height * p.elementSize})
-                continue
-            if cur is None:
-                continue
-            if t == 0:
-                res[cur]["nodes"].append(self.gr.kernel(nd))
-            else:
-                res[cur]["nodes"].append({"type": NODE_TYPES.get(t, str(t))})
-        if self.anchor is None:
-            self.anchor = g  # keeps the pool alive until end_task
-        else:
-            del g
-        return res
-
-    def record(self, fns: list) -> list[dict]:
-        """One result per zero-argument function (each makes one torch call): ``nodes`` (kernels with name, grid,
-        block, cluster; other nodes by type), ``lt`` (raw trace lines), ``err`` (torch's refusal).  A batch whose
-        capture fails is recorded again one call at a time; a call whose own capture fails gets ``capture_err``."""
-        try:
-            return self._capture(fns)
-        except Exception as exc:
-            first = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-            self._reset_pool()
-        out = []
-        for fn in fns:
-            try:
-                out.extend(self._capture([fn]))
-            except Exception as exc:
-                out.append({"err": None, "lt": [], "nodes": [],
-                            "capture_err": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]} "
-                                           f"(batch capture: {first})"})
-                self._reset_pool()
-        return out
-
-    def _reset_pool(self):
-        """After a failed capture: a pool whose first graph failed is gone; the next capture takes a new one."""
-        if self.anchor is None:
-            self.pool = self.torch.cuda.graph_pool_handle()
-        self.torch.cuda.synchronize()
-
-
-# ------------------------------------------------------------------------------------------------ executed way
-
-
-def record_executed(torch, fns: list, lt: LtTrace | None, prefix: str = "rp") -> list[dict]:
-    """The same results for calls that really run, read from one torch.profiler session (kernel names are the
-    profiler's demangled names, shortened by ``kernel_name``; ``full`` keeps the profiler's own)."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-    res: list[dict] = [{"err": None, "lt": [], "nodes": []} for _ in fns]
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for i, fn in enumerate(fns):
-            with record_function(f"{prefix}{i}"):
-                if lt:
-                    lt.start()
-                try:
-                    out = fn()
-                    del out
-                except Exception as exc:
-                    res[i]["err"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-                if lt:
-                    res[i]["lt"] = lt.stop()
-        torch.cuda.synchronize()
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    prof.export_chrome_trace(path)
-    with open(path) as f:
-        trace = json.load(f)
-    os.unlink(path)
-    ev = trace["traceEvents"] if isinstance(trace, dict) else trace
-    labels, launches, kernels = [], {}, {}
-    for e in ev:
-        cat = e.get("cat", "")
-        if cat == "user_annotation" and e.get("name", "").startswith(prefix) and e["name"][len(prefix):].isdigit():
-            labels.append((e["ts"], e["ts"] + e.get("dur", 0), int(e["name"][len(prefix):])))
-        elif cat in ("kernel", "gpu_memset", "gpu_memcpy"):
-            kernels.setdefault(e["args"].get("correlation"), []).append(e)
-        elif cat in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
-            launches[e["args"]["correlation"]] = e["ts"]
-    labels.sort()
-    starts = [lab[0] for lab in labels]
-    per: dict[int, list] = {i: [] for i in range(len(fns))}
-    for corr, ks in kernels.items():
-        ts = launches.get(corr)
-        if ts is None:
-            continue
-        pos = bisect.bisect_right(starts, ts) - 1
-        if pos < 0 or ts > labels[pos][1]:
-            continue
-        for k in ks:
-            per[labels[pos][2]].append(k)
-    for i, ks in per.items():
-        ks.sort(key=lambda k: k["ts"])
-        for k in ks:
-            a = k.get("args", {})
-            if k.get("cat") == "kernel":
-                res[i]["nodes"].append({"name": kernel_name(k["name"]), "full": k["name"], "grid": a.get("grid"),
-                                        "block": a.get("block"), "cluster": a.get("cluster"),
-                                        "smem": a.get("shared memory")})
-            else:
-                res[i]["nodes"].append({"type": "memset" if k["cat"] == "gpu_memset" else "memcpy"})
-    return res
+__all__ = ["LT_COMP", "LT_LINE", "LT_WS", "NODE_TYPES", "PTR", "AttrValue", "Capturer", "Demangler", "GraphReader",
+           "KernelParams", "LtTrace", "MemsetParams", "graph_handle", "kernel_name", "lib_path", "parse_lt",
+           "record_executed"]

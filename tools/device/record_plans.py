@@ -1,7 +1,8 @@
 """Record, at scale, which cuBLAS plan torch runs for each call: kernel names, grids, cuBLASLt's trace (numSplitsK,
 reductionScheme, algo), torch's refusals.  A device script: numpy, torch and the standard library only, with its
-sibling ``plan_capture.py`` (and ``models/library/model_layers.json`` of the same checkout for the model-layer lists); it runs where tcsmt is not
-installed, so its options are plain argparse.
+sibling ``plan_capture.py`` (which imports the package's reader, ``tcsmt/hwcheck/plan_capture.py``, from the checkout
+around it) and ``models/library/model_layers.json`` of the same checkout for the model-layer lists; it runs where
+tcsmt is not installed, so its options are plain argparse.
 
     python3 record_plans.py run --out DIR --name NAME --list LIST [--list LIST ...] [--setting SETTING]
                                 [--method capture|executed] [--workers W] [--deadline SECONDS] [--compare-exec]
@@ -13,7 +14,7 @@ provenance header (GPU, SM count, driver, torch, CUDA, cuBLAS and cuBLASLt versi
 command).  Each setting runs in fresh worker processes (environment variables such as CUBLAS_WORKSPACE_CONFIG act
 at process start).  Lists (``--list``, see ``LIST_HELP``) are made here from compact descriptions.
 
-Over 400 lines on purpose: it is shipped to a bare GPU host with its sibling ``plan_capture.py`` and run there as
+Over 400 lines on purpose: it is shipped to a bare GPU host in a checkout (with ``plan_capture.py``) and run there as
 a script (numpy, torch and the standard library only), so the call lists, the worker processes and the merge stay
 in one file.
 """

@@ -2,11 +2,13 @@
 executed calls, counts, rates, settings and GPUs compared, kernel names outside the split-K families.
 
     python3 tools/device/summarize_recordings.py --dir evidence/library/recordings \\
-        --plans h100=hwcheck/results/h100_cublas_plans.json --plans h200=hwcheck/results/h200_cublas_plans.json \\
+        --plans h100=evidence/h100_cublas_plans.json.gz --plans h200=evidence/h200_cublas_plans.json.gz \\
         --out evidence/library/recordings/summary.json
 
-Standard library only, plus ``tcsmt.library.families.family_of`` (the families' own matching rule) from the
-repository it runs in.
+Standard library only, plus ``tcsmt.library.families.family_of`` (the families' own matching rule) and the loader
+``tcsmt.io.load.read_json`` (the plan files are gzipped JSON) from the repository it runs in.  (The committed
+summary.json was made when the plan files were ``hwcheck/results/<gpu>_cublas_plans.json``: its command and
+``families_from`` name them so; evidence/README.md maps old paths.)
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 import recordings as R  # noqa: E402
 
+from tcsmt.io.load import read_json  # noqa: E402
 from tcsmt.library.families import family_of  # noqa: E402
 
 CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
@@ -235,7 +238,7 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     plans = dict(x.split("=", 1) for x in args.plans)
-    fam_src = json.load(open(plans["h100"]))
+    fam_src = read_json(plans["h100"], "recorded plan file")
     families = fam_src["families"]
     res: dict = {"families_from": plans["h100"], "families": {k: v.get("kernel_regex") for k, v in families.items()}}
     files = sorted(f for f in os.listdir(args.dir) if f.endswith(".json.gz"))
@@ -244,7 +247,7 @@ def main():
     kern_all: dict = collections.defaultdict(collections.Counter)
     nofam_all: dict = collections.defaultdict(collections.Counter)
     unseen_all: dict = collections.defaultdict(collections.Counter)
-    committed = {g: json.load(open(p)) for g, p in plans.items()}
+    committed = {g: read_json(p, "recorded plan file") for g, p in plans.items()}
     seen = {g: {k for c in committed[g]["calls"] for k in c.get("kernels") or []} for g in committed}
     for name, rec in recs.items():
         gpu = name.split("_")[0]

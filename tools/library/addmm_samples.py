@@ -40,6 +40,7 @@ import click
 import numpy as np
 
 from tcsmt.hwcheck.plan_capture import kernel_name
+from tcsmt.io import load
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.evaluate import finish_numpy, fmt_of, inputs_to_chain, slice_operands, to_fp32
 from tcsmt.library.families import family_of, grain_of
@@ -259,7 +260,7 @@ def verdicts_cmd(samples: Path, out: Path) -> int:
     from tcsmt.hwcheck.library_calls import make_inputs
     from tcsmt.library.replay import replay_call
     from tools.library.decide import _call_of, plans_for
-    raw = json.loads((REPO / "evidence" / "h100_cublas_plans.json").read_text())
+    raw = load.read_json(REPO / "evidence" / "h100_cublas_plans.json.gz", "recorded plan file")
     decisions = json.loads((REPO / "evidence" / "h100_library_decisions.json").read_text())["decisions"]
     with gzip.open(samples, "rt") as f:
         doc = json.load(f)

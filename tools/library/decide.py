@@ -2,7 +2,7 @@
 
     python -m tools.library.decide [--plans P] [--validation V] [-o evidence/h100_library_decisions.json]
 
-The plan file (``h100_cublas_plans.json``) records kernels, split-K counts and the families' slice and
+The plan file (``h100_cublas_plans.json.gz``) records kernels, split-K counts and the families' slice and
 reduction rules; it does not record the K-chain of the fp32 CUDA-core (SIMT) kernels, how float32 inputs of tf32 calls become tf32,
 how CUTLASS kernels iterate
 K inside a slice, or the epilogues of ``addmm``/``linear`` with bias, alpha and beta and of row-wise
@@ -226,7 +226,7 @@ _IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
-@click.option("--plans", type=_IN_FILE, default=RESULTS / "h100_cublas_plans.json", show_default=True)
+@click.option("--plans", type=_IN_FILE, default=RESULTS / "h100_cublas_plans.json.gz", show_default=True)
 @click.option("--validation", type=_IN_FILE, default=RESULTS / "h100_library_validation.json", show_default=True)
 @click.option("--more", type=_IN_FILE, default=None,
               help="sampled calls of the questions 'on' more (evidence/library/addmm_beta1.json.gz)")

@@ -5,7 +5,7 @@
     python -m tools.library.h200_confirm ingest RAW_DIR RAW_DIR2  # -> h200_library_confirm_{samples,probes}.json
     python -m tools.library.h200_confirm summary [-o evidence/h200_library_confirm.json]
 
-The H200 recorded (``h200_cublas_plans.json``) another plan than the H100 for 4,322 grid calls: other kernels,
+The H200 recorded (``h200_cublas_plans.json.gz``) another plan than the H100 for 4,322 grid calls: other kernels,
 another split-K count S, or another cuBLASLt reductionScheme.  Each such call falls in a **class**: a split-K
 family of the H100 plan file (``families``: kernel regex, reductionScheme, slice rule, reduction), found for the
 H200's own kernels and scheme, or, without split-K, the nvjet kernel kind of its dtypes (``no split: nvjet_sm90_tst``
@@ -39,12 +39,14 @@ import click
 
 from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.library_calls import CALL_FIELDS, make_inputs
+from tcsmt.io import load
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.families import class_of, grain_of, plan_signature, reduction_of
 
 RESULTS = Path(__file__).resolve().parents[2] / "evidence"
 SAMPLES = "h200_library_confirm_samples.json"
 PROBES = "h200_library_confirm_probes.json"
+PLANS_H200, PLANS_H100 = "h200_cublas_plans.json.gz", "h100_cublas_plans.json.gz"
 _SAME_KEYS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
               "scale", "fast_accum")
 def _key(c: dict[str, Any]) -> tuple:
@@ -280,7 +282,7 @@ def summary(val: dict[str, Any], probes_file: dict[str, Any], p200: dict[str, An
 
 
 def _load(name: str) -> Any:
-    return json.loads((RESULTS / name).read_text())
+    return load.read_json(RESULTS / name, "evidence file")
 
 
 @click.group(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
@@ -291,7 +293,7 @@ def confirm_cmd() -> None:
 @confirm_cmd.command("lists", help="write the probe and validation lists of the differing calls to OUT")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 def lists_cmd(out: Path) -> int:
-    p200, p100 = _load("h200_cublas_plans.json"), _load("h100_cublas_plans.json")
+    p200, p100 = _load(PLANS_H200), _load(PLANS_H100)
     probes, samples, counts = lists(p200, p100)
     out.mkdir(parents=True, exist_ok=True)
     (out / "probe_list.json").write_text(json.dumps(probes, indent=0))
@@ -319,11 +321,10 @@ def ingest_cmd(raw: tuple[Path, ...]) -> int:
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=RESULTS / "h200_library_confirm.json",
               show_default=True)
 def summary_cmd(out: Path) -> int:
-    p200, p100 = _load("h200_cublas_plans.json"), _load("h100_cublas_plans.json")
+    p200, p100 = _load(PLANS_H200), _load(PLANS_H100)
     doc = summary(_load(SAMPLES), _load(PROBES), p200, p100, _load("h100_library_decisions.json"))
     doc["command"] = "python -m tools.library.h200_confirm summary"
-    doc["files"] = [SAMPLES, PROBES, "h200_cublas_plans.json", "h100_cublas_plans.json",
-                    "h100_library_decisions.json"]
+    doc["files"] = [SAMPLES, PROBES, PLANS_H200, PLANS_H100, "h100_library_decisions.json"]
     _, _, counts = lists(p200, p100)
     doc["differing_calls_per_class"] = counts
     print(json.dumps({k: {x: v[x] for x in ("probes", "probes_agree", "samples", "outputs", "outputs_differ",

@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from tcsmt.hwcheck.library_calls import CALL_FIELDS, make_inputs
+from tcsmt.io.load import read_json
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.convert import convert
 from tcsmt.library.families import plan_signature
@@ -62,8 +63,10 @@ def own_plans(p100: dict[str, Any], v200: dict[str, Any], dec: dict[str, Any], i
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path),
               default=RESULTS / "h200_library_replay_own_plans.json", show_default=True)
 def own_plans_cmd(out: Path) -> None:
-    load = lambda name: json.loads((RESULTS / name).read_text())  # noqa: E731
-    p100, v100 = load("h100_cublas_plans.json"), load("h100_library_validation.json")
+    def load(name: str) -> Any:
+        return read_json(RESULTS / name, "evidence file")
+
+    p100, v100 = load("h100_cublas_plans.json.gz"), load("h100_library_validation.json")
     v200, dec = load("h200_library_validation.json"), load("h100_library_decisions.json")
     idx = differing(v200, v100)
     plans = own_plans(p100, v200, dec, idx)

@@ -208,7 +208,7 @@ def summarize(gpu: str, raw: list[dict[str, Any]], families: dict[str, Any], sta
                              "kernel_names": len(st["kernels"]),
                              "most_called_kernels": dict(st["kernels"].most_common(5))}
         variants.append(e)
-    return {**header, "gpu_key": gpu, "families_from": "evidence/h100_cublas_plans.json", "variants": variants,
+    return {**header, "gpu_key": gpu, "families_from": "evidence/h100_cublas_plans.json.gz", "variants": variants,
             "probes": probes}
 
 

@@ -4,7 +4,7 @@
     OUT=RAW bash tools/device/layout_probes.sh LIST [BUDGET_S]              # on the device (numpy and torch only)
     python -m tools.library.layout_probes ingest GPU RAW --command CMD      # -> evidence/library/GPU_layout_probes.json
 
-The families of ``evidence/h100_cublas_plans.json`` (kernel regex, reductionScheme, grain, slices, reduction) were
+The families of ``evidence/h100_cublas_plans.json.gz`` (kernel regex, reductionScheme, grain, slices, reduction) were
 read from output bits on the grid's layouts: ``torch.mm`` with both operands row-major and ``_scaled_mm``.  The
 recordings (evidence/library/recordings) hold split-K calls of other layouts (weight and input gradients, GPT-2
 Conv1D, ``linear``).  A **variant** is (family, layout tag): the family by :func:`tcsmt.library.families.family_of`
@@ -35,6 +35,7 @@ from typing import Any
 import click
 
 from tcsmt.errors import TcsmtError
+from tcsmt.io.load import read_json
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.families import family_of
 from tools.device import recordings as R
@@ -42,7 +43,7 @@ from tools.library.layout_judge import alternative_starts, dump, group_of, rule_
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDINGS = REPO / "evidence" / "library" / "recordings"
-PLANS = REPO / "evidence" / "h100_cublas_plans.json"
+PLANS = REPO / "evidence" / "h100_cublas_plans.json.gz"
 GRID_PROBES = {"h100": [REPO / "evidence" / "h100_library_probes.json"],
                "h200": [REPO / "evidence" / "h200_library_confirm_probes.json"]}
 OPS = ("mm", "linear", "addmm")
@@ -240,7 +241,7 @@ def grid_tags(gpu: str, families: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def _families() -> dict[str, Any]:
-    return json.loads(PLANS.read_text())["families"]
+    return read_json(PLANS, "recorded plan file")["families"]
 
 
 @click.group(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])

@@ -6,8 +6,9 @@ DEVICE_OUT_DIR holds what ``tools/device/library_plans.py --out`` wrote (``h100_
 ``probes.json``, ``h100_library_validation.json``).  This script adds nothing measured: it drops the
 profiler's parameter lists from kernel names (``void f<T>(Params)`` -> ``f<T>``), moves cuBLASLt's algorithm
 strings into one table, summarises the slice and reduction probes per kernel family (``families``), and
-writes ``h100_cublas_plans.json``, ``h100_library_probes.json`` and ``h100_library_validation.json`` (``--prefix
-h200``: ``h200_...``; the device script names its files ``h100_...`` whatever the GPU; the GPU is in the files).
+writes ``h100_cublas_plans.json.gz`` (gzipped JSON), ``h100_library_probes.json`` and
+``h100_library_validation.json`` (``--prefix h200``: ``h200_...``; the device script names its files ``h100_...``
+whatever the GPU; the GPU is in the files).
 A run without probes (no ``probes.json``) gets no probe file and an empty ``families``.
 """
 from __future__ import annotations
@@ -307,9 +308,11 @@ def _build(args: SimpleNamespace) -> None:
            "heuristic_vs_profiler": plans.get("heuristic_vs_profiler"),
            "lt_algos": list(algos), "families": summarise(probes), "calls": calls}
     os.makedirs(args.results, exist_ok=True)
-    with open(os.path.join(args.results, f"{args.prefix}_cublas_plans.json"), "w") as f:
-        json.dump(out, f, separators=(",", ":"))
-        f.write("\n")
+    # gzipped (10 MB of JSON in 0.25 MB), with no name or time in the header (gzip -n): the same run gives the
+    # same bytes; the package's loader (tcsmt.io.load.read_json) reads it as JSON
+    with open(os.path.join(args.results, f"{args.prefix}_cublas_plans.json.gz"), "wb") as raw, \
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
+        f.write((json.dumps(out, separators=(",", ":")) + "\n").encode())
     keep = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
             "scale", "fast_accum", "config", "D", "lt_split_k", "tests", "pairs", "lost_pairs", "n_anomalies",
             "anomalies", "noncontiguous_groups", "starts", "clean", "reduce", "reduce2", "source")

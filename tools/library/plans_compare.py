@@ -1,7 +1,7 @@
 """Compare the cuBLAS plans recorded on two GPUs call by call (evidence/h200_vs_h100_plans.json).
 
-    python3 tools/library/plans_compare.py [--a evidence/h200_cublas_plans.json]
-        [--b evidence/h100_cublas_plans.json] [--val-a ...h200_library_validation.json]
+    python3 tools/library/plans_compare.py [--a evidence/h200_cublas_plans.json.gz]
+        [--b evidence/h100_cublas_plans.json.gz] [--val-a ...h200_library_validation.json]
         [--val-b ...h100_library_validation.json] [-o evidence/h200_vs_h100_plans.json]
 
 Reads only committed files; adds nothing measured.  A call is the tuple of ``library_calls.CALL_FIELDS``.  For
@@ -118,8 +118,8 @@ _IN_FILE = click.Path(exists=True, dir_okay=False)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
-@click.option("--a", "a", type=_IN_FILE, default=os.path.join(RESULTS, "h200_cublas_plans.json"), show_default=True)
-@click.option("--b", "b", type=_IN_FILE, default=os.path.join(RESULTS, "h100_cublas_plans.json"), show_default=True)
+@click.option("--a", "a", type=_IN_FILE, default=os.path.join(RESULTS, "h200_cublas_plans.json.gz"), show_default=True)
+@click.option("--b", "b", type=_IN_FILE, default=os.path.join(RESULTS, "h100_cublas_plans.json.gz"), show_default=True)
 @click.option("--val-a", type=_IN_FILE, default=os.path.join(RESULTS, "h200_library_validation.json"),
               show_default=True)
 @click.option("--val-b", type=_IN_FILE, default=os.path.join(RESULTS, "h100_library_validation.json"),
