@@ -2,9 +2,9 @@
 
 Usage (one core, as the project measures it):
 
-    taskset -c 0 python benchmarks/bench_simulator.py [--n 200000] [--repeats 7]
+    taskset -c 0 python benchmarks/bench_simulator.py [--n 200000] [--repeats 7] [--cpu 0]
 
-For each model (fp16 inputs, fp32 output, K = 16) it times the numpy semantics
+For each model and input format (fp16 and bf16 inputs, fp32 output, K = 16) it times the numpy semantics
 (``tcsmt.sim.simulator.simulate_params``) and the public ``tcsmt.simulate_params`` (the compiled CPU kernel
 where it implements the path, ``tcsmt.kernels.simulate``; else the same numpy semantics) on n random rows,
 side by side, and the scalar model (benchmarks/scalar_model.py) on a smaller sample; it prints the median
@@ -33,6 +33,7 @@ import scalar_model
 
 import tcsmt
 from tcsmt import resolve
+from tcsmt.errors import TcsmtError
 from tcsmt.sim.simulator import simulate_params
 
 
@@ -42,6 +43,14 @@ def random_fp16(rng, shape) -> np.ndarray:
     e = rng.integers(7, 23, shape, dtype=np.uint16)
     f = rng.integers(0, 1024, shape, dtype=np.uint16)
     return (s << 15) | (e << 10) | f
+
+
+def random_bf16(rng, shape) -> np.ndarray:
+    """Finite bf16 patterns with exponents spread over +-8 binades around 1, as :func:`random_fp16`."""
+    s = rng.integers(0, 2, shape, dtype=np.uint16)
+    e = rng.integers(119, 135, shape, dtype=np.uint16)
+    f = rng.integers(0, 128, shape, dtype=np.uint16)
+    return (s << 15) | (e << 7) | f
 
 
 def random_fp32(rng, n) -> np.ndarray:
@@ -65,28 +74,33 @@ def _main(args: SimpleNamespace) -> int:
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
     rng = np.random.default_rng(2024)
-    a = random_fp16(rng, (args.n, args.K))
-    b = random_fp16(rng, (args.n, args.K))
     c = random_fp32(rng, args.n)
     m = min(args.n_scalar, args.n)
 
     rows = []
-    for arch in args.models.split(","):
-        p = resolve(arch, "fp16", "fp32")
-        simulate_params(p, a[:1000], b[:1000], c[:1000])  # warm up (tables, imports)
-        tcsmt.simulate_params(p, a, b, c)  # warm up: the compiled kernel's compile or cache load
-        w_vec, c_vec = timed(lambda: simulate_params(p, a, b, c), args.repeats)
-        w_pub, c_pub = timed(lambda: tcsmt.simulate_params(p, a, b, c), args.repeats)
-        w_sc, _ = timed(lambda: scalar_model.dot_rows(p, a[:m], b[:m], c[:m]), max(1, args.repeats // 2))
-        same = np.array_equal(simulate_params(p, a[:m], b[:m], c[:m]),
-                              np.array(scalar_model.dot_rows(p, a[:m], b[:m], c[:m]), dtype=np.uint32))
-        same = same and np.array_equal(simulate_params(p, a, b, c), tcsmt.simulate_params(p, a, b, c))
-        rows.append((p.name, args.n / w_vec, args.n / c_vec, args.n / w_pub, args.n / c_pub, m / w_sc, same))
-        print(f"{p.name}: numpy {args.n / w_vec / 1e6:.3f} M/s (cpu {args.n / c_vec / 1e6:.3f}), tcsmt.simulate "
-              f"{args.n / w_pub / 1e6:.3f} M/s (cpu {args.n / c_pub / 1e6:.3f}), scalar {m / w_sc / 1e3:.1f} k/s, "
-              f"same bits: {same}", file=sys.stderr)
+    for fmt in args.formats.split(","):
+        draw = {"fp16": random_fp16, "bf16": random_bf16}[fmt]
+        a = draw(rng, (args.n, args.K))
+        b = draw(rng, (args.n, args.K))
+        for arch in args.models.split(","):
+            try:
+                p = resolve(arch, fmt, "fp32")
+            except TcsmtError:
+                continue  # no such path (volta has no bf16)
+            simulate_params(p, a[:1000], b[:1000], c[:1000])  # warm up (tables, imports)
+            tcsmt.simulate_params(p, a, b, c)  # warm up: the compiled kernel's compile or cache load
+            w_vec, c_vec = timed(lambda p=p, a=a, b=b: simulate_params(p, a, b, c), args.repeats)
+            w_pub, c_pub = timed(lambda p=p, a=a, b=b: tcsmt.simulate_params(p, a, b, c), args.repeats)
+            w_sc, _ = timed(lambda p=p, a=a, b=b: scalar_model.dot_rows(p, a[:m], b[:m], c[:m]), max(1, args.repeats // 2))
+            same = np.array_equal(simulate_params(p, a[:m], b[:m], c[:m]),
+                                  np.array(scalar_model.dot_rows(p, a[:m], b[:m], c[:m]), dtype=np.uint32))
+            same = same and np.array_equal(simulate_params(p, a, b, c), tcsmt.simulate_params(p, a, b, c))
+            rows.append((p.name, args.n / w_vec, args.n / c_vec, args.n / w_pub, args.n / c_pub, m / w_sc, same))
+            print(f"{p.name}: numpy {args.n / w_vec / 1e6:.3f} M/s (cpu {args.n / c_vec / 1e6:.3f}), tcsmt.simulate "
+                  f"{args.n / w_pub / 1e6:.3f} M/s (cpu {args.n / c_pub / 1e6:.3f}), scalar {m / w_sc / 1e3:.1f} k/s, "
+                  f"same bits: {same}", file=sys.stderr)
 
-    print(f"\nfp16 -> fp32, K = {args.K}; median of {args.repeats} repeats; CPUs {cpus}; "
+    print(f"\n{args.formats} -> fp32, K = {args.K}; median of {args.repeats} repeats; CPUs {cpus}; "
           f"n = {args.n} (vectorised), {m} (scalar)\n")
     print("| model path | numpy semantics (dot/s, wall) | (dot/s, CPU) | tcsmt.simulate (dot/s, wall) | (dot/s, CPU) "
           "| scalar (dot/s, wall) | tcsmt.simulate / numpy (CPU) | bits agree |")
@@ -103,6 +117,7 @@ def _main(args: SimpleNamespace) -> int:
 @click.option("--repeats", type=POSITIVE_INT, default=7, show_default=True)
 @click.option("--K", "K", type=POSITIVE_INT, default=16, show_default=True)
 @click.option("--models", default="hopper,ampere,volta", show_default=True)
+@click.option("--formats", default="fp16,bf16", show_default=True, help="input formats (fp16, bf16), comma-separated")
 @click.option("--cpu", type=NON_NEGATIVE_INT, default=None, help="pin this process to one CPU (as taskset -c CPU)")
 def bench_cmd(**options) -> int:
     return _main(SimpleNamespace(**options))

@@ -26,6 +26,16 @@ Your own model: wrap what you run in the capture mode (``tcsmt/hwcheck/gemm_capt
 
 and replay ``my_model.json`` as above, with ``--gpu`` naming the GPU it ran on.  A call without a recorded plan is
 reported as refused, with its reason (``tcsmt record`` records plans on your GPU).
+
+On a GPU host with tcsmt (and CuPy), the same programs can be checked whole instead of sampled:
+
+    python examples/model_replay.py facade --out DIR [--what llama,fp8] [--gpu h100]
+
+runs them again and, for every GEMM, takes the plan the CPU replay would take (``tcsmt.library.gemm_replay``'s
+``call_of`` and ``plan_of``), computes the call's every output through the torch facade on the GPU
+(``tcsmt.torch`` with ``plan=``), and compares them bit for bit with torch's; ``DIR/facade_<program>.json`` holds
+the counts and each call's result.  Both commands print a line per phase and write each program's file as soon
+as that program is done.
 """
 from __future__ import annotations
 
@@ -70,8 +80,9 @@ def llama(torch, layers: int):
     return model
 
 
-def capture_llama(torch, out: Path, layers: int, rows: int, cols: int) -> None:
-    from tcsmt.hwcheck.gemm_capture import GemmCapture
+def capture_llama(torch, out: Path, layers: int, rows: int, cols: int, GemmCapture=None) -> None:
+    if GemmCapture is None:
+        from tcsmt.hwcheck.gemm_capture import GemmCapture
 
     model = llama(torch, layers)
     gen = torch.Generator(device="cuda").manual_seed(1)
@@ -121,8 +132,9 @@ def capture_llama(torch, out: Path, layers: int, rows: int, cols: int) -> None:
     log(f"llama_bwd: {len(cap.calls)} calls")
 
 
-def capture_fp8(torch, out: Path, rows: int, cols: int) -> None:
-    from tcsmt.hwcheck.gemm_capture import GemmCapture
+def capture_fp8(torch, out: Path, rows: int, cols: int, GemmCapture=None) -> None:
+    if GemmCapture is None:
+        from tcsmt.hwcheck.gemm_capture import GemmCapture
 
     e4m3 = torch.float8_e4m3fn
     fmax = torch.finfo(e4m3).max
@@ -165,6 +177,130 @@ def capture_fp8(torch, out: Path, rows: int, cols: int) -> None:
     log(f"fp8: {len(cap.calls)} calls")
 
 
+class FacadeCheck:
+    """A ``GemmCapture`` look-alike (``phase``, ``calls``, ``save``) that checks every GEMM whole: the plan the CPU
+    replay takes for the call, every output computed by ``tcsmt.torch`` on the GPU under it, compared bit for bit
+    with torch's output."""
+
+    def __init__(self, rows: int = 0, cols: int = 0, batches: int = 0, seed: int = 0, gpu: str = "h100"):
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        from tcsmt.hwcheck.gemm_capture import OPS, settings
+
+        self.torch, self.gpu = torch, gpu
+        self.calls: list[dict] = []
+        self.phase = ""
+        self.settings = settings(torch)
+        check = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                name = func.overloadpacket.__name__
+                if name in OPS and func.__name__.endswith("default"):
+                    check.check(name, args, kwargs, out)
+                return out
+
+        self._mode = _Mode()
+
+    def __enter__(self):
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._mode.__exit__(*exc)
+
+    def check(self, name: str, args: tuple, kwargs: dict, out) -> None:
+        import time as _time
+
+        import tcsmt.torch as tt
+        from tcsmt.errors import TcsmtError
+        from tcsmt.hwcheck.gemm_capture import _tensor_meta
+        from tcsmt.library.gemm_replay import call_of, plan_of
+
+        torch = self.torch
+        rec: dict = {"n": len(self.calls), "op": name, "phase": self.phase, "out": _tensor_meta(out)}
+        extra: dict = {}
+        if name in ("mm", "bmm"):
+            A, B, C = args[0], args[1], None
+        elif name in ("addmm", "baddbmm"):
+            C, A, B = args[0], args[1], args[2]
+            rec["beta"] = float(kwargs.get("beta", args[3] if len(args) > 3 else 1))
+            rec["alpha"] = float(kwargs.get("alpha", args[4] if len(args) > 4 else 1))
+            rec["C"] = _tensor_meta(C)
+        else:
+            A, B = args[0], args[1]
+            extra = dict(zip(("scale_a", "scale_b", "bias", "scale_result", "out_dtype", "use_fast_accum"), args[2:]))
+            extra.update(kwargs)
+            C = extra.get("bias")
+            rec["scale_a"], rec["scale_b"] = _tensor_meta(extra["scale_a"]), _tensor_meta(extra["scale_b"])
+            rec["bias"] = None if C is None else _tensor_meta(C)
+            rec["scale_result"] = extra.get("scale_result") is not None
+            rec["use_fast_accum"] = bool(extra.get("use_fast_accum", False))
+        rec["A"], rec["B"] = _tensor_meta(A), _tensor_meta(B)
+        row = {"n": rec["n"], "phase": self.phase, "op": name, "shapes": [list(A.shape), list(B.shape)]}
+        calls, why, note = call_of(rec, self.settings, self.gpu)
+        ans = None
+        if calls:
+            row["call"] = calls[0].label()
+            ans, via, why = plan_of(calls, self.gpu)
+            if via:
+                row["via"] = via
+            if note:
+                row["layout"] = note
+        if ans is None:
+            row["refused"] = why
+            self.calls.append(row)
+            return
+        p = ans.plan
+        row["plan"] = f"{ans.kind}: S = {p.split_k}"
+        t0 = _time.perf_counter()
+        try:
+            if name == "mm":
+                got = tt.mm(A, B, plan=p)
+            elif name == "bmm":
+                got = tt.bmm(A, B, plan=p)
+            elif name == "addmm":
+                got = tt.addmm(C, A, B, beta=rec["beta"], alpha=rec["alpha"], plan=p)
+            elif name == "_scaled_mm":
+                got = tt.scaled_mm(A, B, extra["scale_a"], extra["scale_b"], extra.get("bias"), None,
+                                   extra.get("out_dtype"), bool(extra.get("use_fast_accum", False)), plan=p)
+            else:
+                raise TcsmtError(f"{name} is not run through the facade here")
+            torch.cuda.synchronize()
+        except TcsmtError as exc:
+            row["refused"] = f"facade refused: {exc}"
+            self.calls.append(row)
+            return
+        ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[out.element_size()]
+        differ = int((got.reshape(out.shape).contiguous().view(ints) != out.contiguous().view(ints)).sum().item())
+        row.update({"outputs": int(out.numel()), "differ": differ, "seconds": round(_time.perf_counter() - t0, 3)})
+        self.calls.append(row)
+
+    def save(self, path, info=None) -> None:
+        rows = self.calls
+        ans = [r for r in rows if "outputs" in r]
+        reasons: dict = {}
+        for r in rows:
+            if "refused" in r:
+                reasons[r["refused"][:300]] = reasons.get(r["refused"][:300], 0) + 1
+        doc = {"tool": "examples/model_replay.py facade", "plans_of": self.gpu, "settings": self.settings,
+               "device": self.torch.cuda.get_device_name(0), "torch": self.torch.__version__, "info": info or {},
+               "totals": {"calls": len(rows), "answered": len(ans),
+                          "bit_exact_calls": sum(1 for r in ans if r["differ"] == 0),
+                          "outputs_compared": sum(r["outputs"] for r in ans),
+                          "outputs_differ": sum(r["differ"] for r in ans), "refused": len(rows) - len(ans),
+                          "seconds": round(sum(r["seconds"] for r in ans), 1)},
+               "refusals": reasons, "calls": rows}
+        target = Path(path).with_name("facade_" + Path(path).name).with_suffix(".json")
+        target.write_text(json.dumps(doc, indent=1) + "\n")
+        t = doc["totals"]
+        log(f"{target.name}: {t['calls']} calls, {t['answered']} answered, {t['bit_exact_calls']} bit-exact "
+            f"({t['outputs_compared'] - t['outputs_differ']} of {t['outputs_compared']} outputs), {t['refused']} refused")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python examples/model_replay.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -174,6 +310,11 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--layers", type=int, default=2)
     c.add_argument("--rows", type=int, default=4)
     c.add_argument("--cols", type=int, default=4)
+    f = sub.add_parser("facade", help="run the models on the GPU and check every GEMM whole through tcsmt.torch")
+    f.add_argument("--out", required=True)
+    f.add_argument("--what", default="llama,fp8")
+    f.add_argument("--layers", type=int, default=2)
+    f.add_argument("--gpu", default="h100")
     ns = ap.parse_args(argv)
     import torch
 
@@ -181,6 +322,14 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     log(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}")
     what = ns.what.split(",")
+    if ns.cmd == "facade":
+        def mode(rows=0, cols=0, batches=0, seed=0):
+            return FacadeCheck(gpu=ns.gpu)
+        if "fp8" in what:
+            capture_fp8(torch, out, 0, 0, mode)
+        if "llama" in what:
+            capture_llama(torch, out, ns.layers, 0, 0, mode)
+        return 0
     if "fp8" in what:
         capture_fp8(torch, out, ns.rows, ns.cols)
     if "llama" in what:

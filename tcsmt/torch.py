@@ -15,8 +15,10 @@ Extra keywords: ``gpu`` and ``plan`` (a Plan to use instead of the recorded one)
 GPU's name, SM count and torch version (a recording made under others is not used, and the refusal says so);
 for CPU tensors, the H100's (``"h100"``; name another with ``gpu=``).  Every call is looked up under torch's
 current settings (:func:`tcsmt.library.settings.settings_from_torch`: the preferred BLAS library, the
-reduced-precision/split-K switch, the workspace variables) and the operands' layouts (a transposed view, as
-autograd passes ``grad_out.t()``, is another call).
+reduced-precision/split-K switch, the workspace variables, deterministic algorithms) and the operands' layouts
+(a transposed view, as autograd passes ``grad_out.t()``, is another call; 2-D and 3-D operands alike).  An operand
+in another layout is refused, except a recorded layout variant (:mod:`tcsmt.library.layouts`: a batch-1
+attention query, a batch-broadcast matrix) at a ``bmm`` the GPU's recordings show planned as its row-major twin.
 """
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ import numpy as np
 
 from tcsmt.errors import TcsmtError
 from tcsmt.library import api as _lib
+from tcsmt.library.checks import make_call
+from tcsmt.library.layouts import DESCRIBED, VARIANTS, covered, describe, operand_layout
 from tcsmt.library.lookup import Target, gpu_short_name
 from tcsmt.library.plans import Plan
 from tcsmt.library.settings import settings_from_torch
@@ -58,26 +62,43 @@ def _same_dtype(a: Any, b: Any) -> str:
     return da
 
 
-def _transposed(t: Any) -> bool:
-    """Whether a 2-D tensor is the transposed view of a contiguous one (strides (1, rows))."""
-    return t.dim() == 2 and not t.is_contiguous() and t.t().is_contiguous()
+def _layout(t: Any, what: str) -> str:
+    """The layout of a 2-D or 3-D operand (:func:`tcsmt.library.layouts.operand_layout`); TcsmtError for one that
+    is not modelled."""
+    lay = operand_layout(tuple(t.shape), tuple(t.stride())) if t.dim() in (2, 3) else "n"
+    if not lay:
+        raise TcsmtError(f"operand layout not modelled: {what} has {describe(tuple(t.shape), tuple(t.stride()))} "
+                         "(row-major or the transposed view of one are; pass plan=... to use a plan anyway)")
+    return lay
+
+
+def _target(gpu: str, a: Any, b: Any | None = None, *, layouts: bool = True) -> tuple[Target, list[tuple[str, str]]]:
+    """:func:`target`, and the operands in a layout variant (name, variant), keyed as their row-major twins."""
+    torch = import_torch()
+    settings = settings_from_torch(torch, dtype_name(a))
+    la = _layout(a, "A") if layouts else "n"
+    lb = _layout(b, "B") if layouts and b is not None else "n"
+    variants = [(name, v) for name, v in (("A", la), ("B", lb)) if v in VARIANTS]
+    a_t, b_t = VARIANTS.get(la, la) == "t", VARIANTS.get(lb, lb) == "t"
+    name = str(gpu).lower()
+    if name != "auto":
+        return Target(name, None, settings, a_t, b_t), variants
+    if not a.is_cuda:
+        return Target("h100", None, settings, a_t, b_t), variants
+    props = torch.cuda.get_device_properties(a.device)
+    stamp = {"gpu_name": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__}
+    return Target(gpu_short_name(props.name), stamp, settings, a_t, b_t), variants
 
 
 def target(gpu: str, a: Any, b: Any | None = None, *, layouts: bool = True) -> Target:
     """The :class:`Target` of a call on tensors ``a`` (and ``b``): the GPU (``"auto"``: see the module docstring),
-    the running GPU's stamp for CUDA tensors, torch's settings, and (``layouts``) the operands' layouts."""
-    torch = import_torch()
-    settings = settings_from_torch(torch, dtype_name(a))
-    a_t = layouts and _transposed(a)
-    b_t = layouts and b is not None and _transposed(b)
-    name = str(gpu).lower()
-    if name != "auto":
-        return Target(name, None, settings, a_t, b_t)
-    if not a.is_cuda:
-        return Target("h100", None, settings, a_t, b_t)
-    props = torch.cuda.get_device_properties(a.device)
-    stamp = {"gpu_name": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__}
-    return Target(gpu_short_name(props.name), stamp, settings, a_t, b_t)
+    the running GPU's stamp for CUDA tensors, torch's settings, and (``layouts``) the operands' layouts; an operand
+    whose layout is not modelled is refused, and so is a layout variant (only :func:`bmm` answers those)."""
+    tgt, variants = _target(gpu, a, b, layouts=layouts)
+    if variants:
+        name, v = variants[0]
+        raise TcsmtError(f"operand layout not modelled: {name} is {DESCRIBED[v]} (answered at a recorded bmm only)")
+    return tgt
 
 
 def _back(bits: np.ndarray, like: Any, out_dtype: str | None, dtype: str) -> Any:
@@ -97,11 +118,21 @@ def mm(input: Any, mat2: Any, *, out_dtype: Any = None, gpu: str = "auto", plan:
 
 def bmm(input: Any, mat2: Any, *, out_dtype: Any = None, gpu: str = "auto", plan: Plan | None = None) -> Any:
     """``torch.bmm(input, mat2)``: (b, M, K) x (b, K, N)."""
+    torch = import_torch()
     _tensors(input=input, mat2=mat2)
     dt = _same_dtype(input, mat2)
     od = _out_dtype(out_dtype)
-    out = _lib.bmm(tensor_bits(input), tensor_bits(mat2), dtype=dt, out_dtype=od, gpu=target(gpu, input, None),
-                   plan=plan)
+    tgt, variants = _target(gpu, input, mat2)
+    tf32 = _tf32(torch, dt)
+    if variants and plan is None and input.dim() == 3 and mat2.dim() == 3:
+        (nb, M, K), N = input.shape, mat2.shape[2]
+        call = make_call("bmm", M, N, K, batch=nb, a_dtype=dt, out_dtype=od or dt, tf32=tf32, a_t=tgt.a_t,
+                         b_t=tgt.b_t, settings=tgt.settings)
+        for name, v in variants:
+            if covered(v, call, tgt.gpu) is None:
+                raise TcsmtError(f"operand layout not modelled: {name} is {DESCRIBED[v]}; no recording of {tgt.gpu} "
+                                 f"shows it planned as the row-major layout at {call.label()}")
+    out = _lib.bmm(tensor_bits(input), tensor_bits(mat2), dtype=dt, out_dtype=od, tf32=tf32, gpu=tgt, plan=plan)
     return _back(out, input, od, dt)
 
 

@@ -53,7 +53,7 @@ def test_catalog_from_shipped_rules_equals_catalog_from_evidence(tmp_path):
     rec = [("subset", read_recording(SUBSET))]
     shipped = build_catalog(rec, tmp_path / "a.sqlite")
     evidence = build_catalog(rec, tmp_path / "b.sqlite", rules=conversion_rules.PLANS,
-                             decisions=conversion_rules.DECISIONS)
+                             decisions=conversion_rules.DECISIONS, probes=conversion_rules.PROBES)
     assert shipped == evidence and shipped["gpu"] == "h200"  # named from the recording's device
     assert _tables(tmp_path / "a.sqlite") == _tables(tmp_path / "b.sqlite")
 

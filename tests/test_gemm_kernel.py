@@ -325,16 +325,138 @@ def test_public_simulate_uses_the_kernel_and_falls_back(monkeypatch):
     calls = []
     real = fast.compiled_pairs
     monkeypatch.setattr(fast, "compiled_pairs", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(fast, "_loaded", False)
     rng = np.random.default_rng(5)
     p = resolve("hopper", "fp16", "fp32", "mma")
-    n = fast.MIN_PRODUCTS // 16
+    small = fast.MIN_PRODUCTS // 16
+    a, b = make_bits("fp16", "narrow", (small, 16), rng), make_bits("fp16", "narrow", (small, 16), rng)
+    c = c_patterns("narrow", small, rng)
+    assert np.array_equal(tcsmt.simulate("hopper", a, b, c, "fp16", "fp32"), simulate_params(p, a, b, c))
+    assert calls == []  # before the kernel has run in this process: the numpy semantics, up to MIN_PRODUCTS_COLD
+    n = fast.MIN_PRODUCTS_COLD // 16
     a, b = make_bits("fp16", "narrow", (n, 16), rng), make_bits("fp16", "narrow", (n, 16), rng)
     c = c_patterns("narrow", n, rng)
     assert np.array_equal(tcsmt.simulate("hopper", a, b, c, "fp16", "fp32"), simulate_params(p, a, b, c))
     assert calls == [1]
+    tcsmt.simulate("hopper", a[:small], b[:small], c[:small], "fp16", "fp32")  # loaded: the kernel from MIN_PRODUCTS
+    assert calls == [1, 1]
     tcsmt.simulate("hopper", a[:10], b[:10], c[:10], "fp16", "fp32")  # small: the numpy semantics
+    assert calls == [1, 1]
     v = resolve("volta", "fp16", "fp32")  # not compiled: the numpy semantics answers
     got = tcsmt.simulate_params(v, a, b, c)
     assert np.array_equal(got, simulate_params(v, a, b, c))
     with pytest.raises(TcsmtError):  # bad input: the simulator's own error
         tcsmt.simulate("hopper", a, b[:, :3], c, "fp16", "fp32")
+
+
+# ------------------------------------------------- the per-row kernel (tcsmt.kernels.cpu_rows) beyond the model files
+@pytest.mark.parametrize("arch,fin,fout,instr,over", VARIANTS)
+def test_variants_on_the_rows_kernel(arch, fin, fout, instr, over):
+    """tcsmt.simulate's kernel (tcsmt.kernels.cpu.pairs) on the variants above (other roundings, the floor,
+    flushes, zero-sign rules, promotion after each instruction, a narrower output, e4m3/e5m2 decoding): rows of
+    every distribution, each with its own C where C is fp32."""
+    from tcsmt.kernels.cpu import pairs
+
+    p = resolve(arch, fin, fout, instr).with_overrides(over)
+    rng = np.random.default_rng(zlib.crc32(f"rows/{p.name}/{over}".encode()))
+    emin = get_format(p.out_fmt).emin
+    K = 75 if p.in_fmt in ("fp16", "bf16", "tf32") else 150  # not a multiple of block_k or instr_k
+    A = np.concatenate([make_bits(p.in_fmt, d, (40, K), rng, emin) for d in DISTS])
+    B = np.concatenate([make_bits(p.b_format, d, (40, K), rng, emin) for d in DISTS])
+    C = c_patterns("wide", A.shape[0], rng) if p.c_fmt == "fp32" else None
+    want = simulate_params(p, A, B, C if C is not None else np.zeros(A.shape[0], get_format(p.c_fmt).dtype))
+    got = pairs(p, A, B.T, C=C)
+    bad = np.flatnonzero(got != want)
+    assert got.dtype == want.dtype and bad.size == 0, f"{bad.size} differ; first row {bad[:1]}"
+
+
+def _pattern(f, neg, expf, frac):
+    return ((neg << (f.exp_bits + f.frac_bits)) | (expf << f.frac_bits) | frac) << f.pad_bits
+
+
+def adversarial_rows(fmt_name: str, K: int, rng: np.random.Generator):
+    """Rows (A, B, C) that stress each step of the chain: carries (every product the largest of the format, one
+    sign, with and without a large C), exact cancellation (products in +- pairs; one product against C), the
+    smallest subnormals and their products, results at the edge of fp32's range and past it, inf x 0, inf - inf,
+    NaN in A, B or C, signed zeros everywhere; then the same rows with their entries shuffled across K."""
+    f = get_format(fmt_name)
+    top = (1 << f.exp_bits) - 1
+    big = _pattern(f, 0, top - 1, (1 << f.frac_bits) - 1)  # the largest finite value
+    one = _pattern(f, 0, f.bias, 0)
+    tiny = _pattern(f, 0, 0, 1)  # the smallest subnormal
+    inf, nan = _pattern(f, 0, top, 0), _pattern(f, 0, top, 1)
+    neg = 1 << (f.exp_bits + f.frac_bits + f.pad_bits)
+    fp32_max, fp32_inf, fp32_nan, fp32_tiny = 0x7F7FFFFF, 0x7F800000, 0x7FC00000, 0x00000001
+    rows = []
+
+    def row(a, b, c):
+        rows.append((np.resize(np.array(a, np.int64), K), np.resize(np.array(b, np.int64), K), c))
+
+    row([big], [big], 0)  # every product the largest: the block sum carries
+    row([big], [big], fp32_max)
+    row([big | neg], [big], fp32_max | 1 << 31)
+    row([big, big | neg], [big], 0)  # + and - in pairs: an exact zero
+    row([big, big | neg], [big], 1 << 31)
+    row([one, one | neg], [tiny], 1 << 31)
+    row([one] + [0] * (K - 1), [one] + [0] * (K - 1), 0xBF800000)  # 1 - 1: C cancels the one product
+    row([one] + [neg] * (K - 1), [one | neg] + [0] * (K - 1), 0x3F800000)
+    row([tiny], [tiny], 0)  # subnormal x subnormal: far below the window
+    row([tiny], [tiny], fp32_tiny)
+    row([tiny | neg], [tiny], 0)  # bf16: below fp32's subnormals, a zero from a non-zero sum
+    row([tiny, one], [one], fp32_tiny | 1 << 31)
+    row([big], [one], fp32_max)  # at the top of fp32 (fp16) or past it (bf16)
+    row([inf] + [0] * (K - 1), [0], 0)  # inf x 0: NaN
+    row([inf, inf | neg], [one], 0)  # inf - inf: NaN
+    row([inf], [one], fp32_inf | 1 << 31)  # +inf + (-inf) from C
+    row([one], [nan], 0)
+    row([one], [one], fp32_nan)
+    row([inf], [one], fp32_max)
+    row([neg], [0], 1 << 31)  # signed zeros
+    row([neg], [neg], 1 << 31)
+    row([0], [neg], 0)
+    a = np.array([r[0] for r in rows])
+    b = np.array([r[1] for r in rows])
+    c = np.array([r[2] for r in rows], np.int64)
+    perm = np.argsort(rng.random(a.shape), axis=1)  # the same products in other orders (other blocks)
+    a = np.concatenate([a, np.take_along_axis(a, perm, 1)])
+    b = np.concatenate([b, np.take_along_axis(b, perm, 1)])
+    return a.astype(f.dtype), b.astype(f.dtype), np.concatenate([c, c]).astype(np.uint32)
+
+
+ADVERSARIAL = [(a, f, {}) for a in ("hopper", "ampere") for f in ("fp16", "bf16")] + [
+    ("hopper", "bf16", {"block_round": "rne", "align": "floor"}),
+    ("hopper", "fp16", {"block_round": "ru", "zero_sign": "ieee"}),
+    ("ampere", "bf16", {"block_round": "rd", "zero_sign": "positive", "overflow_result": "ieee"}),
+    ("hopper", "fp16", {"subnormal_in": False, "subnormal_c": False, "subnormal_out": False}),
+]
+
+
+@pytest.mark.parametrize("arch,fmt,over", ADVERSARIAL)
+def test_adversarial_rows_on_the_rows_kernel(arch, fmt, over):
+    from tcsmt.kernels.simulate import compiled_pairs
+
+    p = resolve(arch, fmt, "fp32", "mma").with_overrides(over)
+    rng = np.random.default_rng(zlib.crc32(f"adv/{arch}/{fmt}/{over}".encode()))
+    for K in (16, 19, 48):
+        a, b, c = adversarial_rows(fmt, K, rng)
+        want = simulate_params(p, a, b, c)
+        got = compiled_pairs(p, a, b, c)
+        bad = np.flatnonzero(got != want)
+        assert bad.size == 0, (f"K = {K}: rows {bad.tolist()} differ: "
+                               f"{[hex(int(x)) for x in got[bad]]} != {[hex(int(x)) for x in want[bad]]}")
+
+
+def test_rows_kernel_in_slices_on_threads(monkeypatch):
+    """Rows cut into slices on several threads (tcsmt.kernels.cpu.PAIR_SLICE) give the one-thread bits."""
+    from tcsmt.kernels import cpu
+
+    p = resolve("ampere", "bf16", "fp32", "mma")
+    rng = np.random.default_rng(11)
+    A = np.concatenate([make_bits("bf16", d, (50, 40), rng) for d in DISTS])
+    B = np.concatenate([make_bits("bf16", d, (50, 40), rng) for d in DISTS])
+    C = c_patterns("wide", A.shape[0], rng)
+    one = cpu.pairs(p, A, B.T, C=C, threads=1)
+    monkeypatch.setattr(cpu, "PAIR_SLICE", 64)
+    monkeypatch.setattr(cpu, "_threads", lambda threads: 3)
+    assert np.array_equal(cpu.pairs(p, A, B.T, C=C), one)
+    assert np.array_equal(one, simulate_params(p, A, B, C))

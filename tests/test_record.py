@@ -181,7 +181,8 @@ def test_record_from_recording_then_lookup_through_env(runner, tmp_path, monkeyp
     monkeypatch.setenv("TCSMT_PLANS", str(tmp_path))
     a = answer(parse_record_spec("linear 77x4096x11008 bfloat16"), "h200")
     assert a.kind == "recorded catalog" and a.plan.split_k == 2 and a.plan.grain == 64
-    assert "the run M = 65..152" in a.evidence[0]
+    # S = 2 at M = 17..152 but for M = 64 (S = 3): the catalog keeps the odd counts as one run
+    assert "the run M = 17..151 step 2" in a.evidence[0]
     wgrad = answer(parse_record_spec("mm 4096x4096x300 bfloat16 a_t=1"), "h200")  # a run over K
     assert wgrad.kind == "recorded catalog" and wgrad.plan.call.K == 300
     with pytest.raises(TcsmtError, match=r"record it on that GPU with `tcsmt record --call 'linear 777x4096x11008 "
@@ -193,7 +194,7 @@ def test_record_from_recording_then_lookup_through_env(runner, tmp_path, monkeyp
         return
     shown = runner.invoke(main, ["explain", "linear", "77", "4096", "11008", "--dtype", "bfloat16", "--gpu", "h200"])
     assert shown.exit_code == 0 and "recorded catalog" in shown.output and "S = 2" in shown.output
-    assert f"recorded in {CATALOG}: the run M = 65..152" in " ".join(shown.output.split())
+    assert f"recorded in {CATALOG}: the run M = 17..151 step 2" in " ".join(shown.output.split())
 
 
 def test_mismatched_stamp_is_refused_by_name(tmp_path, catalogs_only):

@@ -784,6 +784,11 @@ class Alignment:
     addends: int
     frac_bits: int
     mode: str
+    products_only: bool = False
+    """the level's reference exponent is the largest of the products' (or the alignment floor, a zero product's
+    z + e(other factor)), not C's: c_mode "after_sum" sums its products apart from C"""
+    holds_c: bool = True
+    """C is one of the level's addends"""
 
 
 @dataclass(frozen=True)
@@ -863,11 +868,12 @@ def block_shape(p: ModelParams, pterms: Sequence[Term], c_term: Term) -> BlockSh
                         raise TcsmtError(f"no block error shape for {p.name}: its {p.carry_bits} carry bits can "
                                          f"bind with {len(sub)} addends")
                     cap = F + 1 + int(p.carry_bits)
-        aligns = (Alignment(sum(len(s) for s in subsets), F, p.align),)
-        if p.c_mode == "after_sum":
+        after = p.c_mode == "after_sum"
+        aligns = (Alignment(sum(len(s) for s in subsets), F, p.align, after, not after),)
+        if after:
             if len(subsets) > 1:
-                aligns += (Alignment(len(subsets), F, p.late_align),)
-            aligns += (Alignment(1, p.sum_frac_bits, p.late_align), Alignment(1, F, p.late_align))
+                aligns += (Alignment(len(subsets), F, p.late_align, True, False),)
+            aligns += (Alignment(1, p.sum_frac_bits, p.late_align, False, False), Alignment(1, F, p.late_align))
     if F is None or cap is None:
         return BlockShape(aligns, p.block_frac_bits, p.block_round, p.subnormal_out, extra, p.zero_exponent)
 

@@ -54,7 +54,8 @@ def render(ans: Answer) -> str:
     f = facts(ans)
     p = ans.plan
     out = _line("call", f["call"]) + _line("gpu", f"{f['gpu']} ({f['library']})")
-    out += _line("answer", f"{f['answer']}")
+    out += _line("answer", f"{f['answer']}" + (" (the arithmetic of the recorded counts below; the kernels are "
+                                                "theirs, this call's may differ)" if ans.kind == "predicted" else ""))
     for k in dict.fromkeys(f["kernels"]):
         out += _line("kernel", k)
     if p.call.tf32:

@@ -15,7 +15,9 @@ recorded under CUDA graph capture (:mod:`tcsmt.hwcheck.record`), converted by th
 catalog is replaced only with ``--force``.  The catalog is stamped with the GPU, its SM count, the driver, torch,
 CUDA, cuBLAS and cuBLASLt versions, and answers only for its GPU; under another stamp it is not applied
 (:func:`tcsmt.library.lookup.answer` with ``stamp``).  At the end each call is looked up under the running
-stamp, and the command says how many the library answers and why it refuses the others.
+stamp, and the command says how many the library answers and why it refuses the others.  ``--progress`` prints a
+line per batch of 256 calls; an interrupted recording (Ctrl-C, SIGTERM) writes the calls it finished and their
+catalog, then exits as interrupted.
 """
 from __future__ import annotations
 
@@ -25,12 +27,15 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from tcsmt.errors import InternalError, TcsmtError
+from tcsmt.io.options import progress_option
+from tcsmt.io.progress import Progress
 from tcsmt.io.trap import CONTEXT_SETTINGS, Command, script_main
 from tcsmt.library.checks import make_call
 from tcsmt.library.lookup import PLANS_ENV, answer, parse_record_spec, record_spec
@@ -154,10 +159,11 @@ def _collect(kind: str, target: str, argv: list[str]) -> tuple[list[tuple[Call, 
                    "call runs under torch.profiler")
 @click.option("--dry-run", is_flag=True, help="list the calls that would be recorded, and the skipped ones; record nothing")
 @click.option("--force", is_flag=True, help="replace an existing catalog and its recordings")
+@progress_option()
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def record_cmd(specs: tuple[str, ...], calls_path: Path | None, script: str | None, module: str | None,
                recordings: tuple[Path, ...], out: Path | None, name: str, gpu: str | None, method: str,
-               dry_run: bool, force: bool, args: tuple[str, ...]) -> int:
+               dry_run: bool, force: bool, progress: bool, args: tuple[str, ...]) -> int:
     """Record the cuBLAS plans of calls on this GPU into a plan catalog the library loads."""
     if script and module:
         raise TcsmtError("give --script or --module, not both")
@@ -196,11 +202,13 @@ def record_cmd(specs: tuple[str, ...], calls_path: Path | None, script: str | No
     if not wanted:
         raise TcsmtError("no call to record" + (f" ({sum(s['count'] for s in skipped.values())} GEMM calls "
                                                   "skipped: --dry-run lists why)" if skipped else ""))
-    return _record(list(wanted.values()), skipped, out, name, gpu, method, force)
+    return _record(list(wanted.values()), skipped, out, name, gpu, method, force, Progress.for_cli(progress))
 
 
 def _record(wanted: list[tuple[Call, int, str]], skipped: dict[str, dict[str, Any]], out: Path | None, name: str,
-            gpu: str | None, method: str, force: bool) -> int:
+            gpu: str | None, method: str, force: bool, say: Callable[[str], None] | None = None) -> int:
+    """Record the calls on this GPU, write the recordings and their catalog, report.  Interrupted during the
+    recording, it writes what it finished (and its catalog), then exits as interrupted."""
     from tcsmt.arith.registry import gpu_of_device
     from tcsmt.hwcheck.record import record_calls
     from tcsmt.hwcheck.stamp import import_torch, running_stamp
@@ -221,12 +229,17 @@ def _record(wanted: list[tuple[Call, int, str]], skipped: dict[str, dict[str, An
             raise TcsmtError(f"{p} exists (pass --force to replace it, or --name to write another catalog beside it)")
     t0 = time.time()
     recs = []
+    interrupted = False
     for key, calls in groups.items():
-        rec = record_calls(torch, [recorder_call(c) for c in calls], settings[key], method=method, name=name)
-        for c in calls:
+        rec = record_calls(torch, [recorder_call(c) for c in calls], settings[key], method=method, name=name,
+                           progress=say)
+        for c in calls[:rec["tasks"][0]["n"]]:
             if setting_of(rec, c.a_dtype) != c.settings:
                 raise InternalError(f"recorded {record_spec(c)} under settings {setting_of(rec, c.a_dtype)!r}")
         recs.append((rec_paths[key].name, rec))
+        if rec.get("interrupted"):  # keep what was recorded: write it and its catalog, then stop
+            interrupted = True
+            break
     secs = time.time() - t0
     directory.mkdir(parents=True, exist_ok=True)
     for (fname, rec) in recs:
@@ -241,6 +254,10 @@ def _record(wanted: list[tuple[Call, int, str]], skipped: dict[str, dict[str, An
     click.echo(f"wrote {path}: {counts['runs']} runs of {counts['families']} call families, {counts['plans']} "
                f"distinct plans ({path.stat().st_size} bytes); recordings beside it")
     report(wanted, skipped, gpu, directory, stamp)
+    if interrupted:
+        done = sum(r["tasks"][0]["n"] for _f, r in recs)
+        click.echo(f"interrupted: {done} of {len(wanted)} calls recorded and written", err=True)
+        raise KeyboardInterrupt
     return 0
 
 

@@ -52,6 +52,10 @@ def settings(torch: Any) -> dict[str, Any]:
         out[name] = v if isinstance(v, bool) else [bool(x) for x in v]
     for var in ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE"):
         out[var] = os.environ.get(var, "")
+    try:
+        out["deterministic_algorithms"] = bool(torch.are_deterministic_algorithms_enabled())
+    except Exception:  # an old torch without the switch
+        out["deterministic_algorithms"] = False
     return out
 
 

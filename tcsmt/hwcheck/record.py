@@ -185,11 +185,13 @@ def plan_of(r: dict[str, Any], tabs: dict[str, Interner]) -> tuple[list[Any], li
 
 
 def record_calls(torch: Any, calls: Sequence[dict[str, Any]], setting: dict[str, Any], *, method: str = "capture",
-                 batch: int = 256, name: str = "recorded") -> dict[str, Any]:
+                 batch: int = 256, name: str = "recorded",
+                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The recording of ``calls`` (dicts of :data:`FIELDS`) under ``setting`` (``name``, ``blas``, ``reduced``: the
     pair both 16-bit dtypes get; the environment is this process's), made by ``method`` (``capture``, falling
     back to ``executed`` for the calls whose capture fails, or ``executed``).  torch's own settings are restored
-    afterwards."""
+    afterwards.  ``progress`` gets a line per batch of calls.  Interrupted (Ctrl-C, SIGTERM as
+    KeyboardInterrupt), it returns the recording of the batches it finished, with ``"interrupted": true``."""
     if method not in METHOD_TEXT:
         raise TcsmtError(f"unknown recording method {method!r} (capture, executed)")
     bad = [k for k in UNKEYED_ENV if os.environ.get(k)]
@@ -206,6 +208,10 @@ def record_calls(torch: Any, calls: Sequence[dict[str, Any]], setting: dict[str,
     notes: list[str] = []
     results: list[dict[str, Any]] = []
     lt: LtTrace | None = None
+    interrupted = False
+    info: dict[str, Any] = {}
+    cap: PC.Capturer | None = None
+    executed = 0
     try:
         info = device_info(torch)
         info["setting_said"] = said
@@ -215,7 +221,6 @@ def record_calls(torch: Any, calls: Sequence[dict[str, Any]], setting: dict[str,
             notes.append(f"no cuBLASLt trace ({type(exc).__name__}: {exc}): split_k not recorded")
         bufs = Buffers(torch)
         bufs.ensure(todo)
-        cap: PC.Capturer | None = None
         if method == "capture":
             try:
                 cap = PC.Capturer(torch, lt)
@@ -232,8 +237,9 @@ def record_calls(torch: Any, calls: Sequence[dict[str, Any]], setting: dict[str,
                     except Exception as exc:
                         notes.append(f"warm-up {c['op']}: {type(exc).__name__}: {exc}")
                 torch.cuda.synchronize()
-            executed = 0
             for i in range(0, len(todo), batch):
+                if interrupted:
+                    break
                 chunk = todo[i:i + batch]
                 fns = [_fn_or_refusal(torch, c, bufs) for c in chunk]
                 if cap is not None:
@@ -248,6 +254,10 @@ def record_calls(torch: Any, calls: Sequence[dict[str, Any]], setting: dict[str,
                 else:
                     res = PC.record_executed(torch, fns, lt)
                 results += res
+                if progress is not None:
+                    progress(f"recorded {len(results)} of {len(todo)} calls ({setting.get('name', 'default')})")
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32_before
         if fp16_acc:
@@ -261,9 +271,14 @@ def record_calls(torch: Any, calls: Sequence[dict[str, Any]], setting: dict[str,
         notes.append(f"{executed} of {len(todo)} calls executed under torch.profiler where capture failed")
     method_text = METHOD_TEXT[used] + ("" if used == "executed" or not executed else
                                        " Calls whose capture failed: " + METHOD_TEXT["executed"])
-    return recording(todo, results, setting, info,
-                     used + (f" ({executed} calls executed where capture failed)" if executed else ""), method_text,
-                     notes, name)
+    if interrupted:
+        notes.append(f"interrupted: {len(results)} of {len(todo)} calls recorded")
+    rec = recording(todo[:len(results)], results, setting, info,
+                    used + (f" ({executed} calls executed where capture failed)" if executed else ""), method_text,
+                    notes, name)
+    if interrupted:
+        rec["interrupted"] = True
+    return rec
 
 
 def recording(calls: Sequence[dict[str, Any]], results: Sequence[dict[str, Any]], setting: dict[str, Any],

@@ -30,7 +30,9 @@ the numpy simulator.  The first call compiles (about 5-7 s; cached on disk by
 numba afterwards, 0.2-0.5 s).
 
 :func:`pairs` computes one output per (row, column) pair with a C per pair (fp32), the chain of
-:func:`tcsmt.arith.semantics.dot` itself: ``tcsmt.simulate`` runs on it (:mod:`tcsmt.kernels.simulate`).
+:func:`tcsmt.arith.semantics.dot` itself: ``tcsmt.simulate`` runs on it (:mod:`tcsmt.kernels.simulate`).  Its
+kernel is :mod:`tcsmt.kernels.cpu_rows`, written for one dot product per row (each block's K vectorised, the
+per-block steps vectorised across rows), a third implementation of the same chain.
 
 ``tests/test_gemm_kernel.py`` ties the two implementations together (every
 output of every supported library path on many input distributions, and every compiled instruction
@@ -43,6 +45,8 @@ to the numpy simulator.  Without numba, :func:`gemm` raises TcsmtError too.
 from __future__ import annotations
 
 import dataclasses
+import os
+from typing import Any
 
 import numpy as np
 
@@ -215,7 +219,7 @@ def gemm(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, threads
     A, Bm = np.asarray(A_bits), np.asarray(B_bits)
     if A.ndim != 2 or Bm.ndim != 2 or A.shape[1] != Bm.shape[0]:
         raise TcsmtError(f"gemm: A must be (r, K) and B (K, c) with the same K; got {A.shape} and {Bm.shape}")
-    return _run(params, A, Bm, (A.shape[0], Bm.shape[1]), "gemm_core", threads)
+    return _run(params, A, Bm, (A.shape[0], Bm.shape[1]), threads)
 
 
 def pairs(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, C: np.ndarray | None = None,
@@ -242,27 +246,53 @@ def pairs(params: ModelParams, A_bits: np.ndarray, B_bits: np.ndarray, *, C: np.
 def pairs_of_patterns(params: ModelParams, a_bits: np.ndarray, b_rows: np.ndarray, cvec: np.ndarray, *,
                       threads: int | None = None) -> np.ndarray:
     """:func:`pairs` on patterns already checked: ``a_bits`` (n, K) of in_fmt, ``b_rows`` (n, K) of B's format
-    (row i is the column paired with row i of A), ``cvec`` (n,) fp32 C patterns as int64; the output format's
-    patterns (n,).  No copy of the operands is made (tcsmt.simulate's inputs stay their size in memory)."""
+    (row i is the column paired with row i of A), ``cvec`` (n,) fp32 C patterns (any integer type); the output
+    format's patterns (n,).  The rows run through :func:`tcsmt.kernels.cpu_rows.pairs_rows` (compiled per
+    operand type: the first call with a new one compiles for a few seconds, later processes load it from numba's
+    cache), in :data:`PAIR_SLICE`-row slices on at most ``threads`` threads (default: numba's thread count; one
+    slice: this thread).  No copy of the operands is made where they are C-contiguous."""
     check_supported(params)
     if a_bits.shape[1] == 0:
         raise TcsmtError("K must be at least 1")
     fin, fin_b, fout = get_format(params.in_fmt), get_format(params.b_format), get_format(params.out_fmt)
     g = _load_numba()
+    from tcsmt.kernels import cpu_rows
+
+    kernel: Any = cpu_rows.pairs_rows  # a numba dispatcher: its types are numba's, not its Python signature's
     cfg = _config(params, a_bits.shape[1], g)
+    # two compiled versions only (16- and 32-bit operands; the output as fp32-wide patterns): 8-bit operands widen
+    a_bits = np.ascontiguousarray(a_bits, dtype=np.uint16 if a_bits.dtype.itemsize < 2 else None)
+    b_bits = np.ascontiguousarray(b_rows, dtype=np.uint16 if b_rows.dtype.itemsize < 2 else None)
+    c_bits = np.ascontiguousarray(cvec, dtype=np.uint32)
+    out = np.empty(a_bits.shape[0], dtype=np.uint32)
+    n = out.size
+    args: tuple[Any, ...] = (a_bits, _fmt_vector(fin), b_bits, _fmt_vector(fin_b), params.subnormal_in, cfg, c_bits, out)
+    workers = min(_threads(threads), -(-n // PAIR_SLICE))
+    if workers <= 1:
+        if n:
+            kernel(*args, 0, n)
+        return out.astype(fout.dtype, copy=False)
+    from concurrent.futures import ThreadPoolExecutor
+
+    cuts = [n * t // workers for t in range(workers + 1)]
+    with ThreadPoolExecutor(workers) as pool:  # the kernel releases the GIL
+        list(pool.map(lambda t: kernel(*args, cuts[t], cuts[t + 1]), range(workers)))
+    return out.astype(fout.dtype, copy=False)
+
+
+PAIR_SLICE = 1 << 15
+"""Rows below which :func:`pairs_of_patterns` adds no thread (a slice takes about 2 ms on one core)."""
+
+
+def _threads(threads: int | None) -> int:
+    """Threads for :func:`pairs_of_patterns`: ``threads`` (at least 1), or numba's thread count
+    (``NUMBA_NUM_THREADS``, by default the CPUs), at most the CPUs this process may run on."""
     import numba
-    a_bits = np.ascontiguousarray(a_bits)
-    b_bits = np.ascontiguousarray(b_rows)
-    out = np.empty(a_bits.shape[0], dtype=np.int64)
-    if out.size:
-        old = numba.get_num_threads()
-        n = old if threads is None else max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]  # set from the environment at import; absent from numba's stubs
-        numba.set_num_threads(n)
-        try:
-            g.pairs_fused(a_bits, _fmt_vector(fin), b_bits, _fmt_vector(fin_b), params.subnormal_in, cfg, cvec, out)
-        finally:
-            numba.set_num_threads(old)
-    return out.astype(fout.dtype)
+
+    cap = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]  # set from the environment at import; absent from numba's stubs
+    want = cap if threads is None else max(1, min(int(threads), cap))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else want
+    return max(1, min(want, cpus))
 
 
 def _fmt_vector(fmt) -> np.ndarray:
@@ -270,10 +300,9 @@ def _fmt_vector(fmt) -> np.ndarray:
     return np.array([fmt.pad_bits, fmt.exp_bits, fmt.frac_bits, fmt.bias, fmt.specials == "fn"], dtype=np.int64)
 
 
-def _run(params: ModelParams, A: np.ndarray, Bm: np.ndarray, shape: tuple[int, ...], core: str,
-         threads: int | None, cvec: np.ndarray | None = None) -> np.ndarray:
-    """Decode A (rows) and B (columns) and run the compiled ``core`` (gemm_core or pairs_core) into an
-    int64 array of ``shape`` on at most ``threads`` numba threads; the output format's patterns."""
+def _run(params: ModelParams, A: np.ndarray, Bm: np.ndarray, shape: tuple[int, ...], threads: int | None) -> np.ndarray:
+    """Decode A (rows) and B (columns) and run the compiled GEMM (``gemm_core``) into an int64 array of
+    ``shape`` on at most ``threads`` numba threads; the output format's patterns."""
     check_supported(params)
     if A.shape[1] == 0:
         raise TcsmtError("K must be at least 1")
@@ -291,9 +320,8 @@ def _run(params: ModelParams, A: np.ndarray, Bm: np.ndarray, shape: tuple[int, .
         try:
             ae, am, an, asp, aw = _decode(g, fin, a_bits, params.subnormal_in)
             be, bm, bn, bsp, bw = _decode(g, fin_b, np.ascontiguousarray(b_bits.T), params.subnormal_in)
-            extra = () if core == "gemm_core" else (np.zeros(shape, np.int64) if cvec is None else cvec,)
-            getattr(g, core)(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1),
-                             cfg, *extra, out)
+            g.gemm_core(ae, am, an, asp, aw, (asp != 0).any(axis=1), be, bm, bn, bsp, bw, (bsp != 0).any(axis=1),
+                        cfg, out)
         finally:
             numba.set_num_threads(old)
     return out.astype(fout.dtype)

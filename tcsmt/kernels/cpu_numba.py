@@ -28,7 +28,6 @@ import numpy as np
 from numba import njit, prange
 
 TILE = 8  # outputs per tile side (parallel work unit)
-PAIR_CHUNK = 512  # rows per work unit of pairs_fused: their decoded operands stay in cache
 ZERO_E = -(1 << 20)  # exponent given to zero significands: below every real alignment exponent
 RZ, RNE, RU, RD = 0, 1, 2, 3
 
@@ -399,17 +398,6 @@ def gemm_core(ae, am, an, asp, aw, a_special, be, bm, bn, bsp, bw, b_special, cf
                                               bw[j], a_special[i] or b_special[j], cfg, K, cfg[CFG_C0_BITS]), cfg)
 
 
-@njit(parallel=True, cache=True, fastmath=False)
-def pairs_core(ae, am, an, asp, aw, a_special, be, bm, bn, bsp, bw, b_special, cfg, cvec, out):
-    """out[i] = the chain of row i of A with column i of B (B given transposed: (n, K)) and C = cvec[i] (fp32
-    patterns); one output per pair."""
-    n = ae.shape[0]
-    K = ae.shape[1]
-    for i in prange(n):
-        out[i] = _to_output(_chain(ae[i], am[i], an[i], asp[i], aw[i], be[i], bm[i], bn[i], bsp[i], bw[i],
-                                   a_special[i] or b_special[i], cfg, K, cvec[i]), cfg)
-
-
 @njit(cache=True)
 def convert_from_acc(bits, oexp, ofrac, obias, mode, keep_sub):
     """Mirror of :func:`tcsmt.arith.semantics.convert` from fp32 to a narrower IEEE format."""
@@ -431,43 +419,6 @@ def decode_into(bits, pad, exp_bits, frac_bits, bias, fn_specials, keep_sub, e_o
     for i in prange(bits.shape[0]):
         _decode_row(bits, i, i, pad, exp_bits, frac_bits, bias, fn_specials, keep_sub, e_out, m_out, n_out, sp_out,
                     w_out)
-
-
-@njit(parallel=True, cache=True, fastmath=False)
-def pairs_fused(a_bits, a_fmt, b_bits, b_fmt, keep_sub, cfg, cvec, out):
-    """:func:`pairs_core` on patterns: rows of A (n, K) and of B given transposed (n, K), decoded in chunks of
-    :data:`PAIR_CHUNK` rows into per-chunk arrays (kept in cache) by the same :func:`_decode_row`, each chunk's
-    chains run as it is decoded.  ``a_fmt``/``b_fmt``: (pad, exp_bits, frac_bits, bias, fn_specials)."""
-    n, K = a_bits.shape
-    nchunks = (n + PAIR_CHUNK - 1) // PAIR_CHUNK
-    for t in prange(nchunks):
-        r0 = t * PAIR_CHUNK
-        r1 = min(n, r0 + PAIR_CHUNK)
-        h = r1 - r0
-        ae = np.empty((h, K), np.int32)
-        am = np.empty((h, K), np.int32)
-        an = np.empty((h, K), np.uint8)
-        asp = np.empty((h, K), np.int8)
-        aw = np.empty((h, K), np.int64)
-        be = np.empty((h, K), np.int32)
-        bm = np.empty((h, K), np.int32)
-        bn = np.empty((h, K), np.uint8)
-        bsp = np.empty((h, K), np.int8)
-        bw = np.empty((h, K), np.int64)
-        for i in range(r0, r1):
-            _decode_row(a_bits, i, i - r0, a_fmt[0], a_fmt[1], a_fmt[2], a_fmt[3], a_fmt[4] != 0, keep_sub, ae, am, an,
-                        asp, aw)
-            _decode_row(b_bits, i, i - r0, b_fmt[0], b_fmt[1], b_fmt[2], b_fmt[3], b_fmt[4] != 0, keep_sub, be, bm, bn,
-                        bsp, bw)
-        for i in range(r0, r1):
-            j = i - r0
-            special = False
-            for k in range(K):
-                if asp[j, k] != 0 or bsp[j, k] != 0:
-                    special = True
-                    break
-            out[i] = _to_output(_chain(ae[j], am[j], an[j], asp[j], aw[j], be[j], bm[j], bn[j], bsp[j], bw[j], special,
-                                       cfg, K, cvec[i]), cfg)
 
 
 @njit(cache=True, inline="always")

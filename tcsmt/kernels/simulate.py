@@ -2,10 +2,12 @@
 
 The same calls as :func:`tcsmt.sim.simulator.simulate_params` / :func:`~tcsmt.sim.simulator.simulate`
 (arguments, checks, errors, output): the inputs are read by the simulator's own
-:func:`tcsmt.sim.inputs.dot_patterns`, then every row runs through :func:`tcsmt.kernels.cpu.pairs` (numba,
-exact int64 arithmetic) where :func:`tcsmt.kernels.cpu.check_supported` accepts the model, C is fp32 and no
-block scales are given, and the call holds at least :data:`MIN_PRODUCTS` products (below that the numpy
-semantics is as fast as loading the compiled kernel).  Otherwise, and without numba, the numpy semantics
+:func:`tcsmt.sim.inputs.dot_patterns`, then every row runs through :func:`tcsmt.kernels.cpu.pairs_of_patterns`
+(:mod:`tcsmt.kernels.cpu_rows`, numba, exact int64 arithmetic) where :func:`tcsmt.kernels.cpu.check_supported`
+accepts the model, C is fp32 and no block scales are given, and the call holds enough products: at least
+:data:`MIN_PRODUCTS` once the kernel has run in this process, :data:`MIN_PRODUCTS_COLD` before (the first call
+imports numba and loads the kernel from numba's cache, about 0.3 s of CPU; the first call on a new machine or
+after a change of the kernel compiles it, about 6 s of CPU).  Otherwise, and without numba, the numpy semantics
 (:mod:`tcsmt.sim.simulator`) computes it: it stays the reference, and ``tests/test_gemm_kernel.py`` ties the
 two together bit for bit on every supported path.
 """
@@ -17,13 +19,17 @@ from tcsmt.arith.formats import get_format
 from tcsmt.arith.params import ModelParams
 from tcsmt.arith.registry import resolve
 from tcsmt.errors import TcsmtError
+from tcsmt.io.limits import SIM_K, at_most
 from tcsmt.kernels import cpu
 from tcsmt.sim import simulator
 from tcsmt.sim.inputs import dot_patterns
 
-MIN_PRODUCTS = 1 << 18
-"""Rows x K below which the numpy semantics runs (about 10 ms there; loading the compiled kernel from numba's
-cache takes longer, compiling it the first time 5-7 s)."""
+MIN_PRODUCTS = 1 << 12
+"""Rows x K from which the compiled kernel runs once it has run in this process (at 4,096 products the numpy
+semantics takes about 2 ms, the kernel 0.06 ms; below, a call costs the numpy semantics about 2 ms)."""
+MIN_PRODUCTS_COLD = 1 << 18
+"""Rows x K from which the first call of a process loads the compiled kernel (0.3 s of CPU, once)."""
+_loaded = False  # the compiled kernel has run in this process
 
 
 def compiled_pairs(p: ModelParams, a, b, c, *, bits: bool = False) -> np.ndarray:
@@ -38,7 +44,11 @@ def compiled_pairs(p: ModelParams, a, b, c, *, bits: bool = False) -> np.ndarray
     ab, bb, cb = dot_patterns(a, b, c, fin, fc, bits, b_fmt=get_format(p.b_format))
     if ab.shape[1] == 0:
         raise TcsmtError("K = 0: nothing to compile")
-    return cpu.pairs_of_patterns(p, ab, bb, cb.astype(np.int64))
+    at_most(ab.shape[1], SIM_K, "K", "products per dot product in the simulator")
+    out = cpu.pairs_of_patterns(p, ab, bb, cb)
+    global _loaded
+    _loaded = True
+    return out
 
 
 def simulate_params(p: ModelParams, a: np.ndarray, b: np.ndarray, c: np.ndarray, *, bits: bool = False,
@@ -47,7 +57,7 @@ def simulate_params(p: ModelParams, a: np.ndarray, b: np.ndarray, c: np.ndarray,
     and output), on the compiled kernel where it implements ``p`` (see the module docstring)."""
     if isinstance(p, ModelParams) and sa is None and sb is None and not p.scale_fmt:
         shape_a: tuple[int, ...] = tuple(getattr(a, "shape", ()))  # arrays only: the simulator reads the rest
-        if len(shape_a) == 2 and shape_a[0] * shape_a[1] >= MIN_PRODUCTS:
+        if len(shape_a) == 2 and shape_a[0] * shape_a[1] >= (MIN_PRODUCTS if _loaded else MIN_PRODUCTS_COLD):
             try:
                 return compiled_pairs(p, a, b, c, bits=bits)
             except TcsmtError:

@@ -264,14 +264,16 @@ def linear(x, weight, bias=None, *, dtype: str, gpu: str | Target = "h100", plan
     return run(p, x, wt, bias=bias)
 
 
-def bmm(A, B, *, dtype: str, out_dtype: str | None = None, gpu: str | Target = "h100", plan: Plan | None = None) -> np.ndarray:
-    """``torch.bmm(A, B)``: A (b, M, K), B (b, K, N) -> (b, M, N)."""
+def bmm(A, B, *, dtype: str, out_dtype: str | None = None, tf32: bool = False, gpu: str | Target = "h100",
+        plan: Plan | None = None) -> np.ndarray:
+    """``torch.bmm(A, B)``: A (b, M, K), B (b, K, N) -> (b, M, N); ``tf32``: float32 inputs with
+    ``torch.backends.cuda.matmul.allow_tf32`` on."""
     (nb, M, K), (nb2, K2, N) = _dims(A, 3, "A"), _dims(B, 3, "B")
     if nb != nb2:
         raise TcsmtError(f"torch refuses this call: batch1 and batch2 must have the same number of batches ({nb} vs {nb2})")
     if K != K2:
         raise _mismatch((M, K), (K2, N))
-    p = _fits(plan, "bmm", M, N, K, gpu=gpu, a_dtype=dtype, out_dtype=out_dtype, batch=nb)
+    p = _fits(plan, "bmm", M, N, K, gpu=gpu, a_dtype=dtype, out_dtype=out_dtype, batch=nb, tf32=tf32)
     outs = [run(p, A[i], B[i]) for i in range(nb)]
     return (array_module(outs[0]) if outs else np).stack(outs)
 

@@ -43,10 +43,11 @@ CREATE TABLE runs (family INTEGER NOT NULL, vary TEXT NOT NULL, d1 INTEGER NOT N
                    lo INTEGER NOT NULL, hi INTEGER NOT NULL, step INTEGER NOT NULL, plan INTEGER NOT NULL,
                    PRIMARY KEY (family, vary, d1, d2, lo)) WITHOUT ROWID;
 """
-VARIES = ("M", "K", "MN", "MK")
+VARIES = ("M", "K", "MN", "MK", "N")
 """What a run varies: M (forward and input-gradient products: (d1, d2) = (N, K)), K (weight gradients, the
-reduction over the tokens: (d1, d2) = (M, N)), or a sequence length in two dimensions at once (attention's
-batched products: M = N = S with d1 = K, or M = K = S with d1 = N; d2 = 0)."""
+reduction over the tokens: (d1, d2) = (M, N)), a sequence length in two dimensions at once (attention's
+batched products: M = N = S with d1 = K, or M = K = S with d1 = N; d2 = 0), or N alone (a decode step's
+scores q K^T over the KV length, and the rotary embedding's product over the positions: (d1, d2) = (M, K))."""
 
 
 def fixed_dims(call: Call, vary: str) -> tuple[int, int]:
@@ -146,6 +147,21 @@ class Catalog:
                 hits.append(Hit(dataclasses.replace(plan, call=call), "", run, self.name))
         return hits
 
+    def runs_of(self, call: Call, vary: str) -> list[tuple[int, int, int, int]]:
+        """(lo, hi, step, plan id) of every run of ``call``'s family varying ``vary`` at its fixed dimensions, by
+        lo."""
+        row = self.db.execute("SELECT id FROM families WHERE key = ?", (family_text(call),)).fetchone()
+        if row is None:
+            return []
+        d1, d2 = fixed_dims(call, vary)
+        return [(int(a), int(b), int(c), int(d)) for a, b, c, d in self.db.execute(
+            "SELECT lo, hi, step, plan FROM runs WHERE family = ? AND vary = ? AND d1 = ? AND d2 = ? ORDER BY lo",
+            (row[0], vary, d1, d2))]
+
+    def plan_of(self, pid: int) -> Plan | None:
+        """The plan of plan row ``pid`` (its call a placeholder), or None for a refusal row."""
+        f = self._fields(pid)
+        return None if "why" in f else _plan(self.path, pid, json.dumps(f), self.gpu, self.library)
 
     def find_over(self, call: Call, lo: int, hi: int) -> dict[int, list[Hit]]:
         """:meth:`find` for ``call`` at every M in lo..hi (N, K and the family fixed), by M: one query for the

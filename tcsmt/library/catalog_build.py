@@ -10,7 +10,9 @@ converted once by the plan tables' own conversion (:class:`tcsmt.library.call_pl
 rules of :mod:`tcsmt.library.rules`: the shipped ones unless ``--rules``/``--decisions`` name others, and for a GPU
 that borrows another's rules ``--same-as``/``--confirmed``), into plan fields or the reason it has none (also where
 its fields do not load or the rules are not certain at its shape and layout: ``rules.checked_entry``).  The GPU is
-the recordings' (``--gpu`` names another); they must agree in their stamps.
+the recordings' (``--gpu`` names another); they must agree in their stamps.  ``--progress`` prints a line per
+recording (a build from every shipped recording takes minutes); an interrupted build leaves the catalog it would
+replace as it was (it writes a temporary file and renames it at the end).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import re
 import sqlite3
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +31,16 @@ import click
 from tcsmt.arith.registry import gpu_of_device
 from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.stamp import STAMP_FIELDS
+from tcsmt.io.options import progress_option
+from tcsmt.io.progress import Progress
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.catalog import SCHEMA, VARIES, family_text, fixed_dims
+from tcsmt.library.catalog_runs import plan_runs, progressions  # noqa: F401 (progressions: re-exported)
 from tcsmt.library.checks import make_call
 from tcsmt.library.families import SAME_KEYS, class_of
 from tcsmt.library.plans import OPS, Call
-from tcsmt.library.rules import RULES_NAME, checked_entry, classed, k_tiled, make_context
+from tcsmt.library.rules import RULES_NAME, VariantRules, checked_entry, classed, k_tiled, make_context
 from tcsmt.library.settings import settings_key
 
 CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
@@ -70,7 +75,8 @@ def setting_of(rec: dict[str, Any], a_dtype: str) -> str:
     env = s.get("env") or {}
     return settings_key(a_dtype, blas=s.get("blas", "cublas"), reduced=tuple(s.get("reduced", (True, True))),
                         cublas_workspace=str(env.get("CUBLAS_WORKSPACE_CONFIG", "")),
-                        cublaslt_workspace=str(env.get("CUBLASLT_WORKSPACE_SIZE", "")))
+                        cublaslt_workspace=str(env.get("CUBLASLT_WORKSPACE_SIZE", "")),
+                        deterministic=bool(s.get("deterministic", False)))
 
 
 MAX_T = 16384
@@ -134,6 +140,8 @@ def recorded_calls(rec: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str, l
     for every single call of its lists (vary M, one count); in a template the varying dimension is None."""
     fields = rec.get("fields") or CALL_FIELDS
     for task in rec["tasks"]:
+        if task.get("view"):  # an operand layout beyond the catalog's keys (the recorder's layout-variant tasks)
+            continue
         if task.get("kind") == "mrange":
             tmpl = {**DEFAULTS, **task["call"]}
             vary = task["vary"]
@@ -157,23 +165,6 @@ def _unsourced(text: str) -> str:
     d = json.loads(text)
     d.pop("sources", None)
     return json.dumps(d, sort_keys=True)
-
-
-def progressions(ts: list[int]) -> list[tuple[int, int, int]]:
-    """Sorted token counts as arithmetic runs (lo, hi, step), each as long as possible from the left."""
-    out: list[tuple[int, int, int]] = []
-    i = 0
-    while i < len(ts):
-        if i + 1 == len(ts):
-            out.append((ts[i], ts[i], 1))
-            break
-        step = ts[i + 1] - ts[i]
-        j = i + 1
-        while j + 1 < len(ts) and ts[j + 1] - ts[j] == step:
-            j += 1
-        out.append((ts[i], ts[j], step))
-        i = j + 1
-    return out
 
 
 def raw_call(tmpl: dict[str, Any], vary: str, t: int, plan: list[Any], tables: dict[str, list]) -> dict[str, Any]:
@@ -206,12 +197,14 @@ def kernel_class(call: dict[str, Any], ctx: ConvertContext) -> str:
 
 
 def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str, t: int, plan: list[Any],
-                tables: dict[str, list], probed: set[tuple[str, str]] | None = None) -> dict[str, Any] | None:
+                tables: dict[str, list], probed: VariantRules | None = None) -> dict[str, Any] | None:
     """The catalog entry of one recorded call: its plan fields (kernels as their class, sources naming the
     recording and the rules), or {'why': ...}; None for a call torch refuses that the library refuses itself."""
     c = raw_call(tmpl, vary, t, plan, tables)
     if c.get("torch_error") and "make_fn:" in str(c["torch_error"]):  # the recorder's own failure
         return {"why": f"{NOT_RECORDED}: the recorder could not make the call ({str(c['torch_error'])[:200]})"}
+    if c.get("torch_error") and "OutOfMemoryError" in str(c["torch_error"]):  # the recorder's buffers, not torch
+        return {"why": f"{NOT_RECORDED}: the recorder ran out of device memory ({str(c['torch_error'])[:120]})"}
     if c.get("torch_error"):
         try:  # a call the library's own checks refuse first needs no catalog entry
             make_call(c["op"], c["M"], c["N"], c["K"], a_dtype=c["a_dtype"], b_dtype=c["b_dtype"],
@@ -235,11 +228,12 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
 
 
 def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext, out: Path,
-          sources: Sequence[str], probed: set[tuple[str, str]] | None = None) -> dict[str, Any]:
+          sources: Sequence[str], probed: VariantRules | None = None,
+          progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Write the catalog of ``recordings`` to ``out`` (a new file); return its counts.  Neighbouring runs of one
     call family whose entries are equal are merged; a run over K is cut where its entry changes (a K-dependent
-    grain).  With ``probed`` (:func:`probed_variants`), a split-K plan whose kernels' layout was not probed for its
-    family is refused."""
+    grain).  With ``probed`` (:func:`tcsmt.library.rules.variant_rules`), a split-K plan takes the slice rule read
+    for its kernels' layout, and one whose layout no rule was read for is refused."""
     stamp: dict[str, Any] | None = None
     for name, rec in recordings:
         s = stamp_of(rec, name)
@@ -259,6 +253,8 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
     skipped: dict[str, int] = {}
     failed: set[int] = set()  # entries of calls that failed under capture: any recording of the call wins
     for name, rec in recordings:
+        if progress is not None:
+            progress(f"{name}: converting ({calls} calls read so far, {len(plan_ids)} distinct entries)")
         tables = rec["tables"]
         converted: dict[tuple[int, int, int, int], int] = {}
         for tmpl, vary, ts, pid in recorded_calls(rec):
@@ -317,15 +313,11 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
                                          f"(d1, d2 = {d1}, {d2}): {texts[slot[t]]} vs {texts[converted[key]]}")
                 slot.setdefault(t, converted[key])  # the first recording's entry (another's agrees but for sources)
                 calls += 1
+    if progress is not None:
+        progress(f"{calls} calls read; cutting runs")
     runs = []
     for (fam, vary, d1, d2), by_t in cover.items():
-        ts = sorted(by_t)
-        start = 0
-        for i in range(1, len(ts) + 1):
-            if i == len(ts) or by_t[ts[i]] != by_t[ts[start]]:
-                for lo, hi, step in progressions(ts[start:i]):
-                    runs.append((fam, vary, d1, d2, lo, hi, step, by_t[ts[start]]))
-                start = i
+        runs += [(fam, vary, d1, d2, lo, hi, step, pid) for lo, hi, step, pid in plan_runs(by_t)]
     tmp = out.with_suffix(".sqlite.tmp")
     tmp.unlink(missing_ok=True)
     db = sqlite3.connect(tmp)
@@ -357,11 +349,12 @@ def recording_gpu(recordings: Sequence[tuple[str, dict[str, Any]]]) -> str:
 
 def build_catalog(recordings: Sequence[tuple[str, dict[str, Any]]], out: Path, *, gpu: str | None = None,
                   rules: Path | None = None, decisions: Path | None = None, same_as: Sequence[Path] = (),
-                  confirmed: Path | None = None, probes: Sequence[Path] = ()) -> dict[str, Any]:
+                  confirmed: Path | None = None, probes: Sequence[Path] = (),
+                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """:func:`build` under :func:`tcsmt.library.rules.make_context` for ``gpu`` (default: :func:`recording_gpu`)."""
     ctx, rule_srcs, probed = make_context(gpu or recording_gpu(recordings), rules, decisions, same_as, confirmed, probes)
     srcs = [f"{n}: {r.get('method', '?')} recording, setting {r.get('setting')}" for n, r in recordings] + rule_srcs
-    return {**build(recordings, ctx, out, srcs, probed), "gpu": ctx.gpu}
+    return {**build(recordings, ctx, out, srcs, probed, progress), "gpu": ctx.gpu}
 
 
 _IN = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -378,14 +371,19 @@ _IN = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--gpu", default=None, help="the catalog's GPU name (default: from the recordings' device name)")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @click.option("--force", is_flag=True, help="replace an existing catalog")
+@progress_option()
 def catalog_build_cmd(recordings: tuple[Path, ...], rules: Path | None, decisions: Path | None,
                       same_as: tuple[Path, ...], confirmed: Path | None, probes: tuple[Path, ...], gpu: str | None,
-                      out: Path, force: bool) -> int:
+                      out: Path, force: bool, progress: bool) -> int:
     if out.exists() and not force:
         raise TcsmtError(f"{out} exists (pass --force to replace it)")
-    recs = [(p.name, read_recording(p)) for p in recordings]
+    say = Progress.for_cli(progress)
+    recs = []
+    for p in recordings:
+        say(f"reading {p.name}")
+        recs.append((p.name, read_recording(p)))
     counts = build_catalog(recs, out, gpu=gpu, rules=rules, decisions=decisions, same_as=same_as,
-                           confirmed=confirmed, probes=probes)
+                           confirmed=confirmed, probes=probes, progress=say)
     print(f"wrote {out}: {counts['calls']} recorded calls in {counts['runs']} runs of {counts['families']} call "
           f"families, {counts['plans']} distinct plans ({out.stat().st_size} bytes); {counts['left_out']} calls of ops "
           "without a library model left out")

@@ -77,6 +77,46 @@ def grain_of(family: dict[str, Any], K: int, where: str) -> int:
     return big if K % div == 0 else small
 
 
+ELEM_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1, "float8_e5m2": 1}
+"""Bytes of one input element by torch dtype name (tf32 calls read float32 tensors: 4)."""
+
+
+def slice_rule_fields(family: dict[str, Any], rule: dict[str, Any] | None, K: int, a_dtype: str,
+                      where: str) -> dict[str, int]:
+    """The plan fields ``grain`` and ``k_floor`` of a split-K call of depth K (inputs of torch dtype ``a_dtype``)
+    under a slice rule of one (family, layout) variant (``rule``; None = the family's own, :func:`grain_of`,
+    no floor).  A rule is data (the layout-probe files' ``slice_rule``) with these keys:
+
+    * ``grain_bytes`` = [big, small]: the grain is big / b k's where K * b is a multiple of big (K fills whole
+      chunks of ``big`` bytes), else small / b, with b the bytes of one input element (:data:`ELEM_BYTES`;
+      [16, 16]: always 16 bytes);
+    * ``grain``: a grain as :func:`grain_of` reads it (absent, with no ``grain_bytes``: the family's);
+    * ``k_floor``: the grain's chunks cut K floored to a multiple of ``k_floor``; the last slice that holds
+      k's of the floored K also takes the tail (:meth:`tcsmt.library.plans.Plan.slice_ranges`); absent or 0: none.
+    """
+    rule = rule or {}
+    gb = rule.get("grain_bytes")
+    if gb is not None:
+        b = ELEM_BYTES.get(a_dtype)
+        ok = isinstance(gb, list) and len(gb) == 2 and all(isinstance(x, int) and x >= 1 for x in gb)
+        if b is None or not ok or gb[0] % b or gb[1] % b:
+            raise TcsmtError(f"{where}: cannot read the slice rule's grain_bytes {gb!r} for {a_dtype}")
+        grain = gb[0] // b if (K * b) % gb[0] == 0 else gb[1] // b
+    else:
+        grain = grain_of({"grain": rule["grain"]} if "grain" in rule else family, K, where)
+    floor = rule.get("k_floor", 0)
+    if not isinstance(floor, int) or floor < 0:
+        raise TcsmtError(f"{where}: cannot read the slice rule's k_floor {floor!r}")
+    return {"grain": grain, "k_floor": floor}
+
+
+def rule_key(rule: dict[str, Any] | None) -> str:
+    """A slice rule as text, the key verdicts are kept under ('family' for the family's own rule)."""
+    if not rule:
+        return "family"
+    return ", ".join(f"{k}={rule[k]}" for k in sorted(rule) if k in ("grain", "grain_bytes", "k_floor"))
+
+
 def reduction_of(family: dict[str, Any], out_dtype: str) -> tuple[str | None, str]:
     """(reduction name, why not) of a family for an output dtype.
 

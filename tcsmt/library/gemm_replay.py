@@ -2,8 +2,9 @@
 
 Each captured call becomes a library :class:`~tcsmt.library.plans.Call` from what torch passed to cuBLAS: the op,
 M, N, K (and the batch), the dtypes, alpha and beta, a 1-D ``addmm`` input as a bias, the operand layouts
-(``a_t``/``b_t`` from the strides: a row-major operand or the transposed view of one; any other layout is
-refused), the ``_scaled_mm`` scaling (one value each: per tensor; (M, 1) and (1, N): row-wise), tf32 for
+(``a_t``/``b_t`` from the strides: a row-major operand or the transposed view of one; a recorded layout variant
+where the GPU's recordings show it planned as its row-major twin at that call (:mod:`tcsmt.library.layouts`); any
+other layout is refused), the ``_scaled_mm`` scaling (one value each: per tensor; (M, 1) and (1, N): row-wise), tf32 for
 float32 inputs where torch allowed it, and the settings key of the capture (:mod:`tcsmt.library.settings`).
 Its plan comes from :func:`tcsmt.library.lookup.answer`; two calls torch makes through the same cuBLAS call are
 looked up under either key: ``mm(x, w.t())`` is ``linear(x, w)`` without a bias and ``addmm(b, x, w.t())``
@@ -28,6 +29,7 @@ from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import script_main
 from tcsmt.library.api import run
 from tcsmt.library.checks import make_call
+from tcsmt.library.layouts import DESCRIBED, VARIANTS, covered, describe, operand_layout
 from tcsmt.library.lookup import Answer, answer
 from tcsmt.library.plans import Call
 from tcsmt.library.settings import settings_from_values
@@ -51,23 +53,22 @@ def load(path: str | Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 def layout(meta: dict[str, Any]) -> str:
     """``"n"``: the operand (last two dims R x C) is row-major; ``"t"``: the transposed view of a row-major (C, R)
-    tensor; ``""``: neither (strides cuBLAS sees another way, not modelled)."""
-    R, C = meta["shape"][-2:]
-    sr, sc = meta["stride"][-2:]
-    if sc == 1 and (sr == C or R == 1):
-        return "n"
-    if sr == 1 and (sc == R or C == 1):
-        return "t"
-    return ""
+    tensor; a variant of :data:`tcsmt.library.layouts.VARIANTS`; ``""``: another layout (strides cuBLAS sees
+    another way, not modelled).  :func:`tcsmt.library.layouts.operand_layout` on the captured strides."""
+    return operand_layout(meta["shape"], meta["stride"])
 
 
-def call_of(rec: dict[str, Any], settings: dict[str, Any]) -> tuple[list[Call], str]:
-    """The library calls (the key torch's call has, then its alias) of one captured call, or ([], why not)."""
+def call_of(rec: dict[str, Any], settings: dict[str, Any], gpu: str = "h100") -> tuple[list[Call], str, str]:
+    """(the library calls (the key torch's call has, then its alias), '', a layout note) of one captured call, or
+    ([], why not, '').  An operand in a recorded layout variant is keyed as its row-major twin where ``gpu``'s
+    recordings show the two planned alike at this call (:func:`tcsmt.library.layouts.covered`): the note says so."""
     op, A, B, out = rec["op"], rec["A"], rec["B"], rec["out"]
     la, lb = layout(A), layout(B)
     if not la or not lb:
         return [], (f"operand layout not modelled: A strides {A['stride']} of shape {A['shape']}, B strides "
-                    f"{B['stride']} of shape {B['shape']} (row-major or the transposed view of one are)")
+                    f"{B['stride']} of shape {B['shape']} (row-major or the transposed view of one are)"), ""
+    variants = [(name, v) for name, v in (("A", la), ("B", lb)) if v in VARIANTS]
+    la, lb = VARIANTS.get(la, la), VARIANTS.get(lb, lb)
     M, K = A["shape"][-2:]
     N = B["shape"][-1]
     a_dtype, out_dtype = A["dtype"], out["dtype"]
@@ -83,28 +84,36 @@ def call_of(rec: dict[str, Any], settings: dict[str, Any]) -> tuple[list[Call], 
             call = make_call("addmm", M, N, K, alpha=rec["alpha"], beta=rec["beta"], bias=bias, **kw)
         elif op == "_scaled_mm":
             if rec.get("scale_result"):
-                return [], "_scaled_mm with scale_result (fp8 output scaling) is not modelled"
+                return [], "_scaled_mm with scale_result (fp8 output scaling) is not modelled", ""
             sa, sb = rec["scale_a"]["shape"], rec["scale_b"]["shape"]
             na, nb = int(np.prod(sa)), int(np.prod(sb))
             scale = "tensor" if na == nb == 1 else "row" if (na, nb) == (M, N) else None
             if scale is None:
-                return [], f"_scaled_mm scales of shapes {sa} and {sb} are neither per tensor nor row-wise"
+                return [], f"_scaled_mm scales of shapes {sa} and {sb} are neither per tensor nor row-wise", ""
             if la != "n" or lb != "t":
-                return [], f"_scaled_mm with layouts A {la}, B {lb} (torch requires row-major A, column-major B)"
+                return [], f"_scaled_mm with layouts A {la}, B {lb} (torch requires row-major A, column-major B)", ""
             call = make_call("scaled_mm", M, N, K, b_dtype=B["dtype"], out_dtype=out_dtype, a_dtype=a_dtype,
                              scale=scale, bias=rec.get("bias") is not None, fast_accum=bool(rec.get("use_fast_accum")),
                              settings=kw["settings"])
         else:
-            return [], f"{op} is not modelled (the library ops are mm, addmm, linear, bmm, scaled_mm)"
+            return [], f"{op} is not modelled (the library ops are mm, addmm, linear, bmm, scaled_mm)", ""
     except TcsmtError as exc:
-        return [], str(exc)
+        return [], str(exc), ""
+    notes = []
+    for name, v in variants:
+        note = covered(v, call, gpu) if op in ("bmm",) else None
+        if note is None:
+            meta = A if name == "A" else B
+            return [], (f"operand layout not modelled: {name} is {DESCRIBED[v]} ({describe(meta['shape'], meta['stride'])}"
+                        f"); no recording of {gpu} shows it planned as the row-major layout at {call.label()}"), ""
+        notes.append(note)
     calls = [call]
     plain = call.b_t and not call.a_t and call.out_dtype == call.a_dtype and not call.tf32
     if op == "mm" and plain:
         calls.append(make_call("linear", M, N, K, a_dtype=a_dtype, settings=call.settings))
     if op == "addmm" and plain and call.bias and call.alpha == 1.0 and call.beta == 1.0:
         calls.append(make_call("linear", M, N, K, a_dtype=a_dtype, bias=True, settings=call.settings))
-    return calls, ""
+    return calls, "", "; ".join(notes)
 
 
 def plan_of(calls: list[Call], gpu: str, plans_dirs: tuple[str, ...] | None = None) -> tuple[Answer | None, str, str]:
@@ -169,7 +178,7 @@ def replay(path: str | Path, gpu: str, *, plans_dirs: tuple[str, ...] | None = N
     doc, arrays = load(path)
     results = done if done is not None else []
     for rec in doc["calls"]:
-        calls, why = call_of(rec, doc["settings"])
+        calls, why, note = call_of(rec, doc["settings"], gpu)
         r: dict[str, Any] = {"n": rec["n"], "phase": rec["phase"], "op": rec["op"],
                              "shapes": [rec["A"]["shape"], rec["B"]["shape"]], "call": calls[0].label() if calls else ""}
         ans = None
@@ -177,6 +186,8 @@ def replay(path: str | Path, gpu: str, *, plans_dirs: tuple[str, ...] | None = N
             ans, via, why = plan_of(calls, gpu, plans_dirs)
             if via:
                 r["via"] = via
+            if note:
+                r["layout"] = note
         if ans is None:
             r["refused"] = why
         else:

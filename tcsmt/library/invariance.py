@@ -298,7 +298,8 @@ def study(call: Call, gpu: str, lo: int, hi: int, *, plans_dirs: tuple[str, ...]
 def _source_names(ans: Answer) -> list[str]:
     if ans.kind == "recorded table":
         return [f"plan table {ans.plan.table}"]
-    return [f"plan catalog {e.split('recorded in ', 1)[-1].split(':', 1)[0]}" for e in ans.evidence]
+    return [f"plan catalog {re.split('recorded in |predicted from ', e, maxsplit=1)[-1].split(':', 1)[0]}"
+            for e in ans.evidence]
 
 
 def witness(st: Study, i: int, j: int, *, seed: int = 0) -> Witness | None:
@@ -378,7 +379,7 @@ def plan_difference(p: Plan, q: Plan) -> str:
         out.append(f"S {p.split_k} -> {q.split_k}")
     if (p.split_k > 1 or q.split_k > 1) and _lengths(p) != _lengths(q):
         out.append(f"slices {_lengths(p)} -> {_lengths(q)}")
-    for name in ("grain", "slices", "remainder", "reduce"):
+    for name in ("grain", "k_floor", "slices", "remainder", "reduce"):
         a, b = getattr(p, name), getattr(q, name)
         if p.split_k > 1 and q.split_k > 1 and a != b:
             out.append(f"{name} {a} -> {b}")

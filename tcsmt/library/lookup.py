@@ -30,6 +30,7 @@ from tcsmt.errors import TcsmtError
 from tcsmt.library.catalog import Catalog, Hit, catalogs_in
 from tcsmt.library.checks import make_call
 from tcsmt.library.plans import Call, Plan, PlanTable, gpus, plans_dir, table_lookup, tables
+from tcsmt.library.predict import Prediction, continuation
 from tcsmt.library.settings import DEFAULT, parse_settings_key, settings_key
 
 PLANS_ENV = "TCSMT_PLANS"
@@ -58,7 +59,8 @@ def gpu_short_name(device_name: str) -> str:
 
 @dataclass(frozen=True)
 class Answer:
-    """A plan with where it came from: ``kind`` is ``"recorded table"`` or ``"recorded catalog"``; ``evidence``
+    """A plan with where it came from: ``kind`` is ``"recorded table"``, ``"recorded catalog"`` or ``"predicted"``
+    (beyond a catalog's recorded token counts: :mod:`tcsmt.library.predict`); ``evidence``
     lists the recordings (table or catalog, the run of calls) behind it."""
 
     plan: Plan
@@ -131,7 +133,14 @@ def _decide(call: Call, gpu: str, cats: list[Catalog], skipped: list[str], stamp
                 raise TcsmtError(f"plan catalogs {first.catalog} and {other.catalog} disagree on {call.label()} "
                                  f"on {gpu}: refused")
         return Answer(first.plan, "recorded catalog", tuple(h.evidence() for h in planned))
+    said = [continuation(c, call) for c in cats] if not hits else []
+    predicted = [p for p in said if isinstance(p, Prediction)]
+    if predicted and all(p.plan.arithmetic() == predicted[0].plan.arithmetic() for p in predicted):
+        return Answer(predicted[0].plan, "predicted", tuple(p.evidence() for p in predicted))
     reasons = [why] if why else []
+    reasons += [p for p in said if isinstance(p, str) and p]
+    if len(predicted) > 1:
+        reasons.append("the catalogs' predictions disagree")
     reasons += [h.why for h in hits if h.why]
     reasons += skipped
     plain = call.op in ("mm", "bmm") and not (call.bias or call.alpha != 1.0 or call.beta != 0.0)

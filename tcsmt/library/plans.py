@@ -17,7 +17,10 @@ library version:
   the last non-empty slice is short; slices past T are empty) or the first
   T mod S slices one tile more than the others (``remainder = "spread"``);
   ``slices = "interleaved"`` gives tile t to slice t mod S.  An empty slice's
-  partial is +0;
+  partial is +0.  ``k_floor`` = F (0 = none; contiguous slices with remainder
+  "last" only): the tiles cut K' = K - (K mod F) instead of K, and the k's
+  [K', K) go to the end of the last slice that holds k's of [0, K') (the first
+  slice where K' = 0);
 * ``k_tile`` (0 = none): residue-first K tiles of this many k's inside each
   slice, as CUTLASS 2.x kernels iterate K: a slice of L k's whose L mod
   k_tile = r is not 0 runs its first r k's, then k_tile - r zero products (the
@@ -161,6 +164,7 @@ class Plan:
     in_round: str = ""
     split_k: int = 1
     grain: int = 0
+    k_floor: int = 0
     k_tile: int = 0
     slices: str = "contiguous"
     remainder: str = "last"
@@ -175,15 +179,25 @@ class Plan:
         compute the same outputs, whatever their kernels, library version or provenance."""
         return (self.chain, self.in_round, self.k_tile, self.split_k, self.grain if self.split_k > 1 else 0,
                 self.slices if self.split_k > 1 else "", self.remainder if self.split_k > 1 else "",
-                self.reduce if self.split_k > 1 else "", self.epilogue)
+                self.reduce if self.split_k > 1 else "", self.epilogue) + \
+            ((self.k_floor,) if self.split_k > 1 and self.k_floor else ())
 
     def slice_ranges(self, K: int | None = None) -> list[list[int]]:
-        """The k indices of each slice, in order (an empty list for an empty slice)."""
+        """The k indices of each slice, in order (an empty list for an empty slice).
+
+        With grain G, T = ceil(K'/G) tiles of K' = K (no ``k_floor``) or K - (K mod k_floor): tile t holds the k's
+        [t*G, min(K', (t+1)*G)); ``contiguous`` / ``last``: slice s holds tiles [s*q, (s+1)*q), q = ceil(T/S)
+        (so, for every rule the families name, slice s holds [s*chunk, min(K', (s+1)*chunk)) with chunk = q*G);
+        ``spread``: the first T mod S slices one tile more; ``interleaved``: tile t in slice t mod S.  With
+        ``k_floor``, the last slice holding k's of [0, K') (slice 0 where K' = 0) also holds [K', K)."""
         K = self.call.K if K is None else K
         S = self.split_k
         if S == 1:
             return [list(range(K))]
         G = self.grain
+        K_full = K
+        if self.k_floor:
+            K -= K % self.k_floor
         T = -(-K // G)
         tiles_of: list[list[int]]
         if self.slices == "interleaved":
@@ -198,7 +212,11 @@ class Plan:
                 n = base + (1 if s < extra else 0)
                 tiles_of.append(list(range(t0, t0 + n)))
                 t0 += n
-        return [[k for t in ts for k in range(t * G, min(K, (t + 1) * G))] for ts in tiles_of]
+        out = [[k for t in ts for k in range(t * G, min(K, (t + 1) * G))] for ts in tiles_of]
+        if K_full > K:  # the tail of a floored K: to the last slice holding k's (slice 0 where none does)
+            last = max((s for s, ks in enumerate(out) if ks), default=0)
+            out[last] += list(range(K, K_full))
+        return out
 
     def describe(self) -> str:
         """A printable account of the plan with its provenance."""
@@ -224,7 +242,9 @@ class Plan:
             lines.append("  split-K : none (S = 1)")
         else:
             sizes = [len(r) for r in self.slice_ranges()]
-            lines.append(f"  split-K : S = {self.split_k}, grain {self.grain}, {self.slices} slices, remainder "
+            floor = (f", tiles over K floored to a multiple of {self.k_floor} (the tail in the last slice)"
+                     if self.k_floor else "")
+            lines.append(f"  split-K : S = {self.split_k}, grain {self.grain}{floor}, {self.slices} slices, remainder "
                          f"{self.remainder}; slice lengths {sizes}")
             lines.append(f"  reduce  : {self.reduce}")
         steps = "; ".join(f"{s}: {EPILOGUE_STEPS[s]}" for s in self.epilogue) or "none (the reduced fp32 sum)"
@@ -292,6 +312,9 @@ def _check_plan(p: Plan, where: str) -> Plan:
         (0 <= p.k_tile <= K_TILE, f"k_tile must be 0..{K_TILE:,} (its limit)"),
         (not p.in_round or p.call.tf32, "in_round applies to float32 calls with tf32 (fp32 -> tf32)"),
         (p.split_k == 1 or p.grain >= 1, "split-K plans need grain >= 1"),
+        (0 <= p.k_floor <= LIBRARY_DIM, f"k_floor must be 0..{LIBRARY_DIM:,} (its limit)"),
+        (not p.k_floor or (p.slices, p.remainder) == ("contiguous", "last"),
+         "k_floor applies to contiguous slices with remainder 'last' only"),
         (p.slices in SLICES, f"slices must be one of {SLICES}"),
         (p.remainder in REMAINDERS, f"remainder must be one of {REMAINDERS}"),
         (p.reduce in REDUCTIONS, f"reduce must be one of {REDUCTIONS}"),
@@ -318,7 +341,8 @@ def plan_fields(raw: dict[str, Any], where: str,
         spec, memo = raw.get("chain") or {}, {} if chains is None else chains
         chain, chain_spec = memo[repr(spec)] if repr(spec) in memo else memo.setdefault(repr(spec), _chain(spec, where))
         base = {"in_round": str(raw.get("in_round", "")), "split_k": int(raw.get("split_k", 1)),
-                "grain": int(raw.get("grain", 0)), "k_tile": int(raw.get("k_tile", 0)),
+                "grain": int(raw.get("grain", 0)), "k_floor": int(raw.get("k_floor", 0)),
+                "k_tile": int(raw.get("k_tile", 0)),
                 "slices": raw.get("slices", "contiguous"), "remainder": raw.get("remainder", "last"),
                 "reduce": raw.get("reduce", "fp32_forward"), "epilogue": tuple(raw.get("epilogue", ())),
                 "kernels": tuple(raw.get("kernels", ())), "sources": tuple(raw.get("sources", ()))}

@@ -7,11 +7,13 @@ The package ships them as ``models/library/h100_cublas13_rules.json`` (:data:`RU
 checks the copy.  A recorded plan file (with a decision file) may stand in for it.
 
 :func:`checked_entry` keeps a converted plan only where the rules are certain at the call's shape; a split-K plan
-counts only for the operand layouts its family was probed on (:func:`probed_variants`: the rules file keeps them as
-``probed_layouts``).
+counts only for the operand layouts whose slice rule bits read (:func:`variant_rules`: the rules file keeps the
+layouts of the plan file's own calls as ``probed_layouts`` and, with the H100's layout probes, every variant's
+rules as ``layout_rules``), and takes its grain (and ``k_floor``) from that variant's rule.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,8 +22,8 @@ from typing import Any
 from tcsmt.errors import TcsmtError
 from tcsmt.io import load
 from tcsmt.library.call_plans import ConvertContext
-from tcsmt.library.families import family_of
-from tcsmt.library.plans import call_from_entry, plan_from_fields, plans_dir
+from tcsmt.library.families import family_of, rule_key, slice_rule_fields
+from tcsmt.library.plans import Plan, call_from_entry, plan_from_fields, plans_dir
 
 RULES_FORMAT = "tcsmt cuBLAS conversion rules, v1"
 RULES_NAME = "h100_cublas13_rules.json"
@@ -49,11 +51,11 @@ def read_rules(path: Path | None = None) -> tuple[dict[str, Any], str, dict[str,
 
 def make_context(gpu: str, rules: Path | None = None, decisions: Path | None = None, same_as: Sequence[Path] = (),
                  confirmed: Path | None = None, probes: Sequence[Path] = ()
-                 ) -> tuple[ConvertContext, list[str], set[tuple[str, str]]]:
-    """The conversion context of a catalog of ``gpu``, the catalog's sources naming its rules, and the (family,
-    layout) pairs whose split-K rules were read from bits (:func:`probed_variants`): the families, decisions and
-    probed layouts of ``rules`` (default: the shipped rules file; ``decisions`` replaces its decisions, or gives
-    those of a recorded plan file), with the variants the layout-probe files ``probes`` confirm."""
+                 ) -> tuple[ConvertContext, list[str], VariantRules]:
+    """The conversion context of a catalog of ``gpu``, the catalog's sources naming its rules, and the slice rules
+    of each (family, layout) variant read from bits (:func:`variant_rules`): the families, decisions and layout
+    rules of ``rules`` (default: the shipped rules file; ``decisions`` replaces its decisions, or gives those of a
+    recorded plan file), with what the layout-probe files ``probes`` confirm and refute."""
     raw, fam_name, dec, dec_name = read_rules(rules)
     via = f" (copied into {Path(rules).name if rules else RULES_NAME})" if raw.get("format") == RULES_FORMAT else ""
     if decisions is not None:
@@ -65,11 +67,20 @@ def make_context(gpu: str, rules: Path | None = None, decisions: Path | None = N
     ctx = ConvertContext.make(raw, fam_name, gpu, (), dec, dec_name, refs, conf)
     docs = [(load.document_name(p), read_json(p, "layout-probe file")) for p in probes]
     if raw.get("format") == RULES_FORMAT and not refs:
-        probed = {(str(f), str(t)) for f, t in raw.get("probed_layouts", [])} | probed_variants({}, ctx.families, docs)
+        if "layout_rules" in raw:
+            base: VariantRules = {}
+            for f, t, key, rule in raw["layout_rules"]:
+                base.setdefault((str(f), str(t)), {})[str(key)] = dict(rule)
+        else:
+            base = {(str(f), str(t)): {"family": _resolved(None, ctx.families.get(str(f)))}
+                    for f, t in raw.get("probed_layouts", [])}
+        probed = variant_rules({}, ctx.families, docs, base)
     else:
-        probed = probed_variants(refs[0][1] if refs else raw, ctx.families, docs)
+        probed = variant_rules(refs[0][1] if refs else raw, ctx.families, docs)
     srcs = [f"split-K families of {fam_name}{via}"] + ([f"decisions of {dec_name}{via_dec}"] if dec else []) + \
-        ["split-K layouts probed: " + ", ".join(f"{f} {t}" for f, t in sorted(probed))]
+        ["split-K layouts probed: " + ", ".join(f"{f} {t}" + ("" if list(probed[(f, t)]) == ["family"] else
+                                                               f" ({'; '.join(sorted(probed[(f, t)]))})")
+                                                for f, t in sorted(probed))]
     return ctx, srcs, probed
 
 
@@ -83,27 +94,69 @@ def layout_tag(kernel: str) -> str | None:
     return m.group(1) if m else None
 
 
-def probed_variants(raw: dict[str, Any], families: dict[str, Any],
-                    probe_files: Sequence[tuple[str, dict[str, Any]]] = ()) -> set[tuple[str, str]]:
-    """(family, layout tag) pairs whose slice and reduction rules were read from bits: the layouts of the split
-    calls of the rules' own plan file (the families were probed on its calls), and the variants a layout-probe
-    file confirms (``variants`` entries with ``verdict`` = ``confirmed``); a variant that a probe file refutes
-    (``refuted``: some probe read another slice rule or reduction) is removed, even where the plan file has it."""
+VariantRules = dict[tuple[str, str], dict[str, dict[str, Any]]]
+"""(family, layout tag) -> the slice rules read from bits for it, by :func:`tcsmt.library.families.rule_key`, each
+resolved to data :func:`tcsmt.library.families.slice_rule_fields` reads without the family (the family's own rule:
+``{"grain": its grain}``; a rule with neither ``grain`` nor ``grain_bytes`` takes the family's grain)."""
+
+
+def _resolved(rule: dict[str, Any] | None, family: dict[str, Any] | None) -> dict[str, Any]:
+    rule = dict(rule or {})
+    if "grain" not in rule and "grain_bytes" not in rule:
+        rule["grain"] = (family or {}).get("grain")
+    return rule
+
+
+def variant_rules(raw: dict[str, Any], families: dict[str, Any],
+                  probe_files: Sequence[tuple[str, dict[str, Any]]] = (),
+                  base: VariantRules | None = None) -> VariantRules:
+    """The slice rules of each (family, layout tag) variant that bits confirmed and no probe refuted.
+
+    The family's own rule (key ``family``) is confirmed for the layouts of the split calls of the rules' own plan
+    file (the families were probed on its calls, :func:`plan_layouts`) and by a layout-probe file's variant with no
+    ``slice_rule`` and ``verdict`` ``confirmed``, or with ``family_rule_verdict`` ``confirmed``; a variant's
+    ``slice_rule`` (the refined rule of the fresh probes, ``tools/library/layout_fresh.py``) is confirmed by its
+    ``verdict``.  A refutation of a rule (``refuted`` in any file) removes that rule of that variant, whatever
+    confirmed it.  ``base``: rules already read (a shipped rules file's ``layout_rules``), to which the files add."""
+    ok: VariantRules = {k: dict(v) for k, v in (base or {}).items()}
+    bad: set[tuple[str, str, str]] = set()
+
+    def add(fam: str, tag: str, rule: dict[str, Any] | None) -> None:
+        ok.setdefault((fam, tag), {})[rule_key(rule)] = _resolved(rule, families.get(fam))
+
+    for fam, tag in plan_layouts(raw, families):
+        add(fam, tag, None)
+    for name, doc in probe_files:
+        for v in doc.get("variants", []):
+            if not isinstance(v, dict) or "family" not in v or "layout" not in v:
+                raise TcsmtError(f"{name}: a variant needs family and layout")
+            fam, tag, rule = str(v["family"]), str(v["layout"]), v.get("slice_rule")
+            verdicts = [(rule, v.get("verdict"))] + ([(None, v.get("family_rule_verdict"))] if rule else [])
+            for r, verdict in verdicts:
+                if verdict == "confirmed":
+                    add(fam, tag, r)
+                elif verdict == "refuted":
+                    bad.add((fam, tag, rule_key(r)))
+    for fam, tag, key in bad:  # a refutation wins over every confirmation
+        ok.get((fam, tag), {}).pop(key, None)
+    return {k: v for k, v in ok.items() if v}
+
+
+def plan_layouts(raw: dict[str, Any], families: dict[str, Any]) -> set[tuple[str, str]]:
+    """(family, layout tag) of the split calls of a recorded plan file (the layouts its families were probed on)."""
     out: set[tuple[str, str]] = set()
     for c in raw.get("calls", []):
         if int(c.get("split_k") or 1) > 1:
             fam = family_of({k: v for k, v in c.items() if k != "family"}, families, "rules")
             if fam:
                 out |= {(fam[0], t) for k in c.get("kernels") or [] for t in [layout_tag(k)] if t}
-    for name, doc in probe_files:
-        for v in doc.get("variants", []):
-            if not isinstance(v, dict) or "family" not in v or "layout" not in v:
-                raise TcsmtError(f"{name}: a variant needs family and layout")
-            if v.get("verdict") == "confirmed":
-                out.add((str(v["family"]), str(v["layout"])))
-    for _name, doc in probe_files:  # a refutation wins over every confirmation
-        out -= {(str(v["family"]), str(v["layout"])) for v in doc.get("variants", []) if v.get("verdict") == "refuted"}
     return out
+
+
+def probed_variants(raw: dict[str, Any], families: dict[str, Any],
+                    probe_files: Sequence[tuple[str, dict[str, Any]]] = ()) -> set[tuple[str, str]]:
+    """(family, layout tag) pairs with a slice rule read from bits (:func:`variant_rules`)."""
+    return set(variant_rules(raw, families, probe_files))
 
 
 def read_json(path: Path, what: str) -> dict[str, Any]:
@@ -124,15 +177,41 @@ def k_tiled(kernels: Sequence[str]) -> bool:
     return any(CUTLASS_K_TILE.search(k) for k in kernels)
 
 
-UNREAD_K_ORDER = re.compile(r"^(gemv|gemmSN|gemmk1|dot_kernel)")
-"""CUDA-core matrix-vector kernels whose own K order no probe read: one K-chain is not their arithmetic."""
+UNREAD_K_ORDER = re.compile(r"(?:^|::)((?:gemv|gemmSN|gemmk1|dot_kernel)\w*)")
+"""CUDA-core matrix-vector kernels whose own K order no probe read: one K-chain is not their arithmetic.  Searched
+anywhere after a scope (the demangled ``internal::gemvx::kernel`` comes after its return type,
+``std::enable_if<true, void>::type``); group 1 names the kernel."""
+
+
+def _variant_slices(entry: dict[str, Any], plan: Plan, fam: str, tags: list[str], probed: VariantRules,
+                    where: str) -> tuple[dict[str, Any], str]:
+    """(the entry with the grain and k_floor of its variant's slice rules, '') or (entry, why not): every rule read
+    for the kernels' layouts must give the same slices at the call's K (a rule other than the family's first)."""
+    K, a_dtype = plan.call.K, "float32" if plan.call.tf32 else plan.call.a_dtype
+    rules = [(t, key, probed[(fam, t)][key]) for t in tags for key in sorted(probed[(fam, t)], key=lambda k: k == "family")]
+    fields = [(t, key, slice_rule_fields({}, rule, K, a_dtype, where)) for t, key, rule in rules]
+    slices = {tuple(map(tuple, dataclasses.replace(plan, grain=f["grain"], k_floor=f["k_floor"]).slice_ranges())) for _t, _k, f in fields}
+    if len(slices) > 1:
+        return entry, (f"the slice rules read for family {fam} in layout {', '.join(tags)} "
+                       f"({'; '.join(k for _t, k, _f in fields)}) cut K = {K} differently")
+    t, key, f = fields[0]
+    out = {**entry, "grain": f["grain"]}
+    out.pop("k_floor", None)
+    if f["k_floor"]:
+        out["k_floor"] = f["k_floor"]
+    if key != "family":
+        out["sources"] = [*entry.get("sources", []),
+                          f"slice rule of family {fam} in layout {t} read by layout probes: {key} "
+                          "(evidence/library/*_layout_probes_fresh.json)"]
+    return out, ""
 
 
 def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int], kernels: Sequence[str], gpu: str,
-                  where: str, probed: set[tuple[str, str]] | None = None) -> dict[str, Any]:
+                  where: str, probed: VariantRules | set[tuple[str, str]] | None = None) -> dict[str, Any]:
     """``entry`` (plan fields) where its plan loads and is certain at ``shape`` ([M, N, K, batch]), else ``ident``
     with the reason: the fields must make a plan (a K-chain of the GPU's model, fields that agree); a split-K plan's
-    kernels must have an operand layout its family was probed on (``probed``, :func:`probed_variants`); and where a
+    kernels must have an operand layout whose slice rules bits read (``probed``, :func:`variant_rules`; a set of
+    variants keeps the family's grain), which give its grain and k_floor and must agree at its K; and where a
     CUTLASS 2.x kernel's K iteration inside a slice is not decided (no ``k_tile``: the decisions fix it, residue
     first, for the 16-bit ``s16816gemm`` kernels), no slice's residue (its length mod the kernel's K tile) may cut a
     block of the chain, since where the kernel puts the residue then changes the sums (a tf32 ``s1688gemm`` call
@@ -143,12 +222,19 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
         return {**ident, "why": f"its recorded plan does not load here: {str(exc).removeprefix(where + ': ')}"}
     if plan.split_k > 1 and probed is not None:
         fam = str(entry["kernels"][0]).removeprefix("family ")
-        unread = sorted({t for k in kernels for t in [layout_tag(k)] if t and (fam, t) not in probed})
+        tags = sorted({t for k in kernels for t in [layout_tag(k)] if t})
+        unread = [t for t in tags if (fam, t) not in probed]
         if unread:
             known = sorted(t for f, t in probed if f == fam)
             return {**ident, "why": f"slice rule of layout {', '.join(unread)} not read: family {fam} was probed on "
                                     f"layouts {', '.join(known) or 'none'} (a layout probe reads it)"}
-    gemv = sorted({k.split("<")[0] for k in kernels if UNREAD_K_ORDER.match(k)})
+        if isinstance(probed, dict) and tags:
+            entry, why = _variant_slices(entry, plan, fam, tags, probed, where)
+            if why:
+                return {**ident, "why": why}
+            plan = dataclasses.replace(plan, grain=entry["grain"], k_floor=entry.get("k_floor", 0))
+    gemv = sorted({m.group(1) for k in kernels for m in [UNREAD_K_ORDER.search(k.split("<")[0]) or
+                                                         UNREAD_K_ORDER.search(k)] if m})
     if gemv and plan.call.K > 1:
         return {**ident, "why": f"K order of the {', '.join(gemv)} kernel not read (GPT-2's LM head at M = 1 on the H100 "
                                 "splits K at 384 inside gemv2T_kernel_val: evidence/h100_invariance_witnesses.json)"}

@@ -11,7 +11,9 @@ with torch 2.11, cuBLAS 13.1; ``evidence/recordings/README.md``):
   the split-K switch, which torch accepts only on the cuBLASLt backend.  Other dtypes do not read it;
 * ``cublas_workspace``: the environment's ``CUBLAS_WORKSPACE_CONFIG`` (e.g. ``":0:0"``, which inference
   servers use to switch split-K off), ``""`` when unset;
-* ``cublaslt_workspace``: the environment's ``CUBLASLT_WORKSPACE_SIZE`` (KiB), ``""`` when unset.
+* ``cublaslt_workspace``: the environment's ``CUBLASLT_WORKSPACE_SIZE`` (KiB), ``""`` when unset;
+* ``deterministic``: ``torch.use_deterministic_algorithms(True)`` is in force (torch then requires
+  ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` or ``:16:8``); ``False`` by default.
 
 :func:`settings_key` writes them as one string, ``"default"`` when every one is torch's default, else the
 non-default ones joined by ``,`` in the order above (``"blas=cublaslt,reduced=off"``).  The key is part of a
@@ -40,7 +42,7 @@ def _flag_pair(value: Any, what: str) -> tuple[bool, bool]:
 
 
 def settings_key(a_dtype: str, *, blas: str = "cublas", reduced: Any = (True, True), cublas_workspace: str = "",
-                 cublaslt_workspace: str = "") -> str:
+                 cublaslt_workspace: str = "", deterministic: bool = False) -> str:
     """The canonical settings key of a call on inputs of torch dtype ``a_dtype`` (see the module docstring)."""
     if blas not in BLAS_LIBRARIES:
         raise TcsmtError(f"blas must be one of {', '.join(BLAS_LIBRARIES)}, not {blas!r}")
@@ -58,6 +60,10 @@ def settings_key(a_dtype: str, *, blas: str = "cublas", reduced: Any = (True, Tr
         parts.append(f"CUBLAS_WORKSPACE_CONFIG={cublas_workspace}")
     if cublaslt_workspace:
         parts.append(f"CUBLASLT_WORKSPACE_SIZE={cublaslt_workspace}")
+    if not isinstance(deterministic, bool):
+        raise TcsmtError(f"deterministic must be a bool, not {deterministic!r}")
+    if deterministic:
+        parts.append("deterministic=on")
     return ",".join(parts) or DEFAULT
 
 
@@ -73,10 +79,10 @@ def parse_settings_key(key: str) -> dict[str, Any]:
         if not sep or not value:
             raise TcsmtError(f"settings {key!r}: {part!r} is not NAME=VALUE (e.g. blas=cublaslt,reduced=off)")
         field = {"blas": "blas", "reduced": "reduced", "CUBLAS_WORKSPACE_CONFIG": "cublas_workspace",
-                 "CUBLASLT_WORKSPACE_SIZE": "cublaslt_workspace"}.get(name)
+                 "CUBLASLT_WORKSPACE_SIZE": "cublaslt_workspace", "deterministic": "deterministic"}.get(name)
         if field is None:
             raise TcsmtError(f"settings {key!r}: unknown setting {name!r} (blas, reduced, CUBLAS_WORKSPACE_CONFIG, "
-                             "CUBLASLT_WORKSPACE_SIZE)")
+                             "CUBLASLT_WORKSPACE_SIZE, deterministic)")
         if field in out:
             raise TcsmtError(f"settings {key!r}: {name} given twice")
         if field == "reduced":
@@ -85,6 +91,10 @@ def parse_settings_key(key: str) -> dict[str, Any]:
             out[field] = _REDUCED_NAMES[value]
         elif field == "blas" and value not in BLAS_LIBRARIES:
             raise TcsmtError(f"settings {key!r}: blas must be one of {', '.join(BLAS_LIBRARIES)}, not {value!r}")
+        elif field == "deterministic":
+            if value != "on":
+                raise TcsmtError(f"settings {key!r}: deterministic=on is the only value (leave it out for off)")
+            out[field] = True
         else:
             out[field] = value
     return out
@@ -102,13 +112,21 @@ def settings_from_torch(torch: Any, a_dtype: str) -> str:
         "allow_bf16_reduced_precision_reduction": getattr(m, "allow_bf16_reduced_precision_reduction", True),
         "allow_fp16_reduced_precision_reduction": getattr(m, "allow_fp16_reduced_precision_reduction", True),
         "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
-        "CUBLASLT_WORKSPACE_SIZE": os.environ.get("CUBLASLT_WORKSPACE_SIZE", "")})
+        "CUBLASLT_WORKSPACE_SIZE": os.environ.get("CUBLASLT_WORKSPACE_SIZE", ""),
+        "deterministic_algorithms": _deterministic(torch)})
+
+
+def _deterministic(torch: Any) -> bool:
+    try:
+        return bool(torch.are_deterministic_algorithms_enabled())
+    except Exception:  # an old torch without the switch
+        return False
 
 
 def settings_from_values(a_dtype: str, values: dict[str, Any]) -> str:
     """The settings key from the values as torch and the environment hold them (``preferred_blas_library``'s text,
-    the ``allow_{bf16,fp16}_reduced_precision_reduction`` values, the two workspace variables), e.g. as
-    ``tcsmt.hwcheck.gemm_capture.settings`` recorded them."""
+    the ``allow_{bf16,fp16}_reduced_precision_reduction`` values, the two workspace variables,
+    ``deterministic_algorithms``), e.g. as ``tcsmt.hwcheck.gemm_capture.settings`` recorded them."""
     lib = str(values.get("preferred_blas_library", "cublas")).lower()
     blas = "cublaslt" if "lt" in lib.rsplit(".", 1)[-1] else "cublas"
     reduced: Any = (True, True)
@@ -120,4 +138,5 @@ def settings_from_values(a_dtype: str, values: dict[str, Any]) -> str:
             reduced = tuple(bool(x) for x in reduced)
     return settings_key(a_dtype, blas=blas, reduced=reduced,
                         cublas_workspace=str(values.get("CUBLAS_WORKSPACE_CONFIG") or ""),
-                        cublaslt_workspace=str(values.get("CUBLASLT_WORKSPACE_SIZE") or ""))
+                        cublaslt_workspace=str(values.get("CUBLASLT_WORKSPACE_SIZE") or ""),
+                        deterministic=bool(values.get("deterministic_algorithms", False)))

@@ -23,14 +23,19 @@ from __future__ import annotations
 import time
 from fractions import Fraction
 
+from pysmt.shortcuts import And
+
 from tcsmt.arith import semantics as sem
 from tcsmt.arith.formats import FP32, get_format
 from tcsmt.arith.params import ModelParams
 from tcsmt.errors import TcsmtError
+from tcsmt.solve.solvers import solve
 from tcsmt.verify.domain import Domain
+from tcsmt.verify.lemmas import _domain_symbol
 from tcsmt.verify.pieces import ChainScheme, chain_scheme, piece_abs_lemma
 from tcsmt.verify.proof import CACHE, Proof, _block_const, _BlockConst, _rn32_const
 from tcsmt.verify.schemes import OOTOMO_SCALE_LOG2, kblocks, scheme_key
+from tcsmt.verify.stages import SB, StageLemma, add_zero_lemma, align_exact_lemma, align_shrink_lemma
 
 
 def _pow2_at_most(x: Fraction) -> Fraction:
@@ -41,6 +46,63 @@ def _pow2_at_most(x: Fraction) -> Fraction:
     while Fraction(2) ** (e + 1) <= x:
         e += 1
     return Fraction(2) ** e
+
+
+def _pow2_below(x: Fraction) -> Fraction:
+    """The largest power of two strictly below x (0 for x <= 0)."""
+    if x <= 0:
+        return Fraction(0)
+    q = _pow2_at_most(x)
+    return q / 2 if q == x else q
+
+
+def _stage(key: tuple, make, proof: Proof) -> bool:
+    """A stage lemma proven once per run (cached with the others), listed among the proof's lemmas; whether it
+    holds (UNSAT)."""
+    if key not in CACHE.aligns:
+        CACHE.aligns[key] = (make(), Fraction(0))
+    lem: StageLemma = CACHE.aligns[key][0]
+    if not any(x is lem for x in proof.lemmas):
+        proof.lemmas.append(lem)
+    return lem.status == "unsat"
+
+
+def _head_bound(cs: ChainScheme, keep: bool, dom: Domain, hi: Fraction, timeout: float, proof: Proof
+                ) -> Fraction | None:
+    """HI where ``fmt`` holds HI exactly and the head lemma holds: |P_0(x)| <= HI for every fp32 x in the
+    domain, the piece as the model reads it (one query on one free input: P_0 = fmt(x) rounds to nearest and
+    HI is a value of fmt, so it never passes HI); None otherwise (the bound HI + r_0 stands)."""
+    if cs.scales and cs.scales[0]:
+        return None
+    try:
+        hi_pattern = cs.fmt.from_fraction(hi)
+    except TcsmtError:  # HI is not a value of fmt
+        return None
+    key = ("head", cs.fmt.name, cs.n, cs.scales, keep, dom.lo_pattern, dom.hi_pattern)
+
+    def make() -> StageLemma:
+        x, sym, cons = _domain_symbol(dom, "x")
+        d = sem.decode(SB, cs.fmt, cs.cut(SB, x)[0], keep)
+        q = sem.decode(SB, cs.fmt, SB.const(hi_pattern), keep)
+        above = SB.or_(SB.gt(d.e, q.e), SB.and_(SB.eq(d.e, q.e), SB.gt(d.sig, q.sig)))
+        t0 = time.perf_counter()
+        ans = solve(And(cons, SB.or_(SB.or_(d.nan, d.inf), above)), {"x": sym}, "auto", timeout)
+        return StageLemma(f"head[{cs.fmt.name}]", f"|P_0(x)| <= {float(hi):g} for fp32 x, {dom.describe()}",
+                          ans.status, time.perf_counter() - t0)
+
+    return hi if _stage(key, make, proof) else None
+
+
+def _shrinks(p: ModelParams, timeout: float, proof: Proof) -> bool:
+    """Whether every alignment of the block truncates magnitudes (so |v| <= the sum of the addends'
+    magnitudes before the rounding), by the align-shrink lemma."""
+    F = p.window_frac_bits
+    if F is None or p.align != "trunc" or (p.c_mode == "after_sum" and p.late_align != "trunc"):
+        return False
+    if p.c_mode not in ("aligned", "after_sum"):
+        return False
+    bits = max(F, p.sum_frac_bits or 0)
+    return _stage(("align-shrink", bits), lambda: align_shrink_lemma(bits, 1, 64, -(bits + 64), timeout), proof)
 
 
 def _residuals(cs: ChainScheme, p: ModelParams, dom: Domain, timeout: float, proof: Proof) -> list[Fraction] | None:
@@ -70,10 +132,11 @@ class _Chain:
         self.err, self.mag = Fraction(0), Fraction(0)
         self.flush_c = Fraction(0) if p.subnormal_c else Fraction(2) ** get_format(p.c_fmt).emin
         self.first = True  # the first block's C is +0
+        self.shrink = _shrinks(p, timeout, proof)
 
     def add(self, i: int, j: int, n: int) -> bool:
         """acc = BLK(n products P_i(a_k) P_j(b_k), C = acc) for one block; False where the block has no constants."""
-        bc = _block_const(self.p, n, self.timeout, self.proof.lemmas, self.factor_top)
+        bc = _block_const(self.p, n, self.timeout, self.proof.lemmas, self.factor_top, band=True)
         if isinstance(bc, str):
             self.proof.missing = bc
             return False
@@ -81,10 +144,44 @@ class _Chain:
         c = self.mag + self.err
         two_t = max(self.exps[i] * self.exps[j], c, Fraction(2) ** FP32.emin, bc.extra)
         loss = (bc.wrap0 if self.first else bc.wrap) * (x + bc.up * two_t)  # where the carry bits can bind
-        self.err += (1 + bc.u) * (bc.lam * two_t + loss) + bc.u * (x + c) + bc.a + self.flush_c * (1 + bc.u)
+        align = self._align(bc, i, j, two_t)
+        if bc.band:  # |v| <= V; the rounding charged at the largest power of two below V
+            v_top = x + c if self.shrink and loss == 0 else x + c + align + loss
+            self.err += align + loss + bc.u * _pow2_below(v_top) + bc.a + self.flush_c * (1 + bc.u)
+        else:
+            self.err += (1 + bc.u) * (align + loss) + bc.u * (x + c) + bc.a + self.flush_c * (1 + bc.u)
         self.mag += x
         self.first = False
         return True
+
+    def _align(self, bc: _BlockConst, i: int, j: int, two_t: Fraction) -> Fraction:
+        """What the block's alignments lose, at most: per level (:class:`tcsmt.arith.semantics.Alignment`) each
+        addend less than unit 2^(E - frac_bits), E <= T; a products-only level's E is at most the largest product
+        exponent (or extra_top); C = +0 loses nothing, and an accumulator C (f = frac_bits(c_fmt) fraction bits,
+        LSB 2^(e(C) - f)) on a level with frac_bits >= f loses nothing where e(C) = E, and otherwise E is set by
+        a product or extra_top (the align-exact lemma for the level's mode)."""
+        if not bc.alignments:  # no levels known: every addend charged at 2^T
+            return bc.lam * two_t
+        top_p = max(self.exps[i] * self.exps[j], bc.extra)
+        f_c = get_format(self.p.c_fmt).frac_bits
+        total = Fraction(0)
+        for al, unit in zip(bc.alignments, bc.units):
+            each = unit / (1 << al.frac_bits)
+            others = al.addends - (1 if al.holds_c else 0)
+            total += others * each * (top_p if al.products_only else two_t)
+            if not al.holds_c:
+                continue
+            exact = _align_exact(al.mode, al.frac_bits, f_c, self.timeout, self.proof)
+            if exact and self.first:
+                continue  # C = +0
+            total += each * (top_p if exact and al.frac_bits >= f_c else two_t)
+        return total
+
+
+def _align_exact(mode: str, frac_bits: int, c_frac: int, timeout: float, proof: Proof) -> bool:
+    """Whether the align-exact lemma holds for this level (an addend on the grid, or zero, placed exactly)."""
+    return _stage(("align-exact", mode, frac_bits),
+                  lambda: align_exact_lemma(mode, frac_bits, 1, c_frac + 1 + frac_bits + 2, timeout), proof)
 
 
 def _chain(p: ModelParams, K: int, pairs: list[tuple[int, int]], pieces: list[Fraction], exps: list[Fraction],
@@ -120,7 +217,8 @@ def compose_abs(algo: str, arch: str, p: ModelParams, K: int, dom: Domain, timeo
     if r is None:
         proof.seconds = time.perf_counter() - t0
         return proof
-    piece = [hi + r[0]] + [r[i - 1] + r[i] for i in range(1, cs.n)]
+    head = _head_bound(cs, p.subnormal_in, dom, hi, timeout, proof)
+    piece = [head if head is not None else hi + r[0]] + [r[i - 1] + r[i] for i in range(1, cs.n)]
     dropped = [(i, j) for i in range(cs.n) for j in range(cs.n) if (i, j) not in cs.pairs]
     per_k = sum((piece[i] * piece[j] for i, j in dropped), Fraction(0)) + (hi + r[-1]) * r[-1] + r[-1] * hi
     proof.split_part = K * per_k
@@ -149,6 +247,11 @@ def compose_abs(algo: str, arch: str, p: ModelParams, K: int, dom: Domain, timeo
     return proof
 
 
+def _add_zero(timeout: float, proof: Proof) -> bool:
+    """Whether ``rn32_sum(+0, y) = y`` is proven (:func:`tcsmt.verify.stages.add_zero_lemma`, once per run)."""
+    return _stage(("add-zero",), lambda: add_zero_lemma(timeout), proof)
+
+
 def _ootomo(p: ModelParams, K: int, seen: list[Fraction], exps: list[Fraction], factor_top: Fraction,
             timeout: float, proof: Proof) -> tuple[Fraction, Fraction] | None:
     """(error, magnitude) of Ootomo-Yokota over magnitudes (the chains of :func:`tcsmt.verify.proof._ootomo_chains`)."""
@@ -156,12 +259,14 @@ def _ootomo(p: ModelParams, K: int, seen: list[Fraction], exps: list[Fraction], 
     fin = _rn32_const(timeout, proof, -OOTOMO_SCALE_LOG2)
     if add is None or fin is None:
         return None
+    zero = _add_zero(timeout, proof)
     em, am = Fraction(0), Fraction(0)
-    for kb in kblocks(K, p):
+    for n_kb, kb in enumerate(kblocks(K, p)):
         tmp = _chain(p, K, [(0, 0)], seen, exps, factor_top, timeout, proof, [kb])
         if tmp is None:
             return None
-        em += tmp.err + _rn32(add, am + em, tmp.mag + tmp.err)
+        # the first RN32(main + tmp) adds tmp to main = +0: exact where the add-zero lemma holds
+        em += tmp.err + (0 if n_kb == 0 and zero else _rn32(add, am + em, tmp.mag + tmp.err))
         am += tmp.mag
     corr = _chain(p, K, [(1, 0), (0, 1)], seen, exps, factor_top, timeout, proof)
     if corr is None:

@@ -57,7 +57,7 @@ from tcsmt.verify.lemmas import Lemma
 from tcsmt.verify.pieces import ChainScheme, chain_scheme, piece_lemma
 from tcsmt.verify.schemes import _ADD_WINDOW, _EXACT, OOTOMO_SCALE_LOG2, kblocks, scheme_key
 from tcsmt.verify.schemes import scale as scale_term
-from tcsmt.verify.stages import StageLemma, align_lemma, round_lemma
+from tcsmt.verify.stages import StageLemma, align_lemma, band_round_lemma, round_lemma
 
 NB = NumpyBackend()
 FP16 = get_format("fp16")
@@ -97,6 +97,9 @@ class _BlockConst:
     wrap: Fraction = Fraction(0)
     wrap0: Fraction = Fraction(0)
     up: Fraction = Fraction(0)
+    band: bool = False  # the per-binade rounding lemma holds: |round(v) - v| <= u 2^(ceil(log2 |v|) - 1) + a
+    alignments: tuple[sem.Alignment, ...] = ()  # the block's alignment levels (BlockShape), each with its unit
+    units: tuple[Fraction, ...] = ()
 
 
 def _block_terms(p: ModelParams, n: int) -> tuple[list[sem.Term], sem.Term]:
@@ -141,15 +144,19 @@ def _note(used: list, lem: Any) -> None:
         used.append(lem)
 
 
-def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top: Fraction) -> _BlockConst | str:
+def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top: Fraction,
+                 band: bool = False) -> _BlockConst | str:
     """The constants of a block FMA of ``p`` on n products, or the reason there are none (``factor_top``
-    bounds 2^e of every factor: where a zero product joins the alignment at z + e(other factor))."""
+    bounds 2^e of every factor: where a zero product joins the alignment at z + e(other factor)).  With ``band``
+    the per-binade rounding lemma (:func:`tcsmt.verify.stages.band_round_lemma`) is asked too, and its answer is
+    :attr:`_BlockConst.band`."""
     pterms, c_term = _block_terms(p, n)
     try:
         shape = sem.block_shape(p, pterms, c_term)
     except TcsmtError as exc:
         return str(exc)
     lam = Fraction(0)
+    units: list[Fraction] = []
     terms = [*pterms, c_term]
     F = p.window_frac_bits
     widest = max([al.frac_bits for al in shape.alignments] or [0])
@@ -165,6 +172,7 @@ def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top:
         if lem.status != "unsat":
             return f"{lem.name}: solver {lem.status}"
         lam += al.addends * unit / (1 << al.frac_bits)
+        units.append(unit)
     acc = get_format(p.acc_fmt)
     lsb_max: int | None = None
     if F is None:  # the exact sum (sem.block_sum): its width, on the fixed grid of the finest addend
@@ -178,18 +186,28 @@ def _block_const(p: ModelParams, n: int, timeout: float, used: list, factor_top:
     _note(used, lem)
     if lem.status != "unsat":
         return f"{lem.name}: solver {lem.status}"
+    banded = False
+    if band:
+        key = ("band", acc.name, shape.round_frac_bits, shape.round_mode, shape.keep_subnormals, width, lsb_min,
+               lsb_max)
+        if key not in CACHE.rounds:
+            CACHE.rounds[key] = band_round_lemma(acc, shape.round_frac_bits, shape.round_mode,
+                                                 shape.keep_subnormals, width, lsb_min, timeout, lsb_max)
+        blem = CACHE.rounds[key][0]
+        _note(used, blem)
+        banded = blem.status == "unsat"
     extra = Fraction(2) ** shape.extra_top
     if shape.zero_product is not None:  # z + e(other factor): the factor is a piece, 2^e <= kappa |x| <= kappa HI
         z = Fraction(2) ** shape.zero_product
         extra = max(extra, z * z, z * factor_top)
     if shape.carry_cap is None:
-        return _BlockConst(u, lam, a, extra)
+        return _BlockConst(u, lam, a, extra, band=banded, alignments=shape.alignments, units=tuple(units))
     # the wrap loses w * (aligned product magnitudes) at most: |X| / 2^L, plus one unit each where they round up
     top = Fraction(1 << shape.carry_cap)
     w = top / (top - shape.c_units)
     w0 = Fraction(0) if shape.p_units < top else w
     up = Fraction(n if p.align != "trunc" else 0, 1 << (F or 0))
-    return _BlockConst(u, lam, a, extra, w, w0, up)
+    return _BlockConst(u, lam, a, extra, w, w0, up, banded, shape.alignments, tuple(units))
 
 
 def _piece_bounds(cs: ChainScheme, p: ModelParams, dom: Domain, lo: Fraction, timeout: float,

@@ -156,7 +156,7 @@ def prepare(gpu: str, layers: list[str], out: str, lo: int = 1, hi: int = 16384)
             if w is not None:
                 wits.append(w.to_json())
         fmt = fmt_of(call.a_dtype)
-        cols = min(RANDOM_COLS, call.N - len(wits))
+        cols = min(RANDOM_COLS, (call.N - len(wits)) // 2)  # two random rows, each on its own columns
         rand = [{"how": f"random row {t} at {cols} columns", "seed": 100_000 * n + 1000 * t, "cols": cols,
                  "frac_bits": fmt.frac_bits, "bias": fmt.bias, "storage_bits": fmt.storage_bits,
                  "checksum": None} for t in range(2)]

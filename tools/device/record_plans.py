@@ -74,10 +74,18 @@ SETTINGS = {
     "ws16_8": {"env": {"CUBLAS_WORKSPACE_CONFIG": ":16:8"}},
     "ws0": {"env": {"CUBLAS_WORKSPACE_CONFIG": ":0:0"}},
     "ltws1m": {"env": {"CUBLASLT_WORKSPACE_SIZE": "1024"}},
+    "ws4096_8": {"env": {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}},
+    "deterministic": {"deterministic": True, "env": {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}},
+    "bi_env": {"reduced": [False, True], "env": {"CUBLAS_WORKSPACE_CONFIG": ":16:8", "CUBLASLT_WORKSPACE_SIZE": "1"}},
 }
 SETTING_HELP = ("default (torch as it starts); cublaslt (preferred_blas_library('cublaslt')); nosplitk "
                 "(allow_{bf16,fp16}_reduced_precision_reduction = (False, False)); nosplitk_lt (both); ws16_8 / ws0 "
-                "(CUBLAS_WORKSPACE_CONFIG=:16:8 / :0:0); ltws1m (CUBLASLT_WORKSPACE_SIZE=1024 KiB)")
+                "(CUBLAS_WORKSPACE_CONFIG=:16:8 / :0:0); ltws1m (CUBLASLT_WORKSPACE_SIZE=1024 KiB); ws4096_8 "
+                "(CUBLAS_WORKSPACE_CONFIG=:4096:8, what torch.use_deterministic_algorithms asks for); deterministic "
+                "(torch.use_deterministic_algorithms(True) with :4096:8; torch.utils.deterministic."
+                "fill_uninitialized_memory off so that no fill kernel joins the captured call); bi_env (the settings "
+                "batch-invariant recipes set on Hopper: CUBLAS_WORKSPACE_CONFIG=:16:8, CUBLASLT_WORKSPACE_SIZE=1, "
+                "allow_{bf16,fp16}_reduced_precision_reduction = False)")
 LIST_HELP = """
   layers:DTYPES:PRODUCTS:MSPEC[:MODELS]   model layers (model_layers.json, each distinct (N, K, bias) once);
         DTYPES: comma list of bf16, fp16, bf16f32, fp16f32, tf32, fp32 and the scaled_mm names (e4m3_bf16, ...);
@@ -90,6 +98,16 @@ LIST_HELP = """
         comparison
   attn:DTYPES:MSPEC                       bmm/baddbmm at attention shapes (heads x seq x head_dim), forward and
         backward layouts, seq over MSPEC
+  attnfam:DTYPES:PREFILL:DECODE[:BH,..][:D,..]  the attention products eager attention runs: prefill Q K^T
+        (S x S x d, K^T a transposed view; also backward's dP = dO V^T), P V (S x d x S; also dQ = dS K) and
+        dK = dS^T Q, dV = P^T dO (S x d x S, A a transposed view) at seq over PREFILL, decode q K^T (1 x L x d) and
+        p V (1 x d x L) at KV length over DECODE, for batch*heads BH and head dims D (defaults ATTN_BH, 64,128)
+  rope:MSPEC                              transformers' rotary-embedding product inv_freq (b, d/2, 1) @ positions
+        (b, 1, S) in fp32 (tf32 off and on), S over MSPEC, b in ROPE_BATCH, d/2 in ROPE_HALF
+  views:DTYPES:MSPEC[:BH,..]              operand layouts beyond row-major and transposed views, each task beside
+        its row-major twin: a query that is a view of (S, heads, d) (batch 1: rows interleaved over the heads,
+        row stride heads*d, batch stride d) in Q K^T, and a batch-broadcast (stride 0) inv_freq in the fp32
+        rotary product; the tasks carry ``view`` (plan catalogs leave them out)
   extra:DTYPES:MSPEC                      addmm (full C, alpha/beta, bias), matmul 3-D @ 2-D at model-layer shapes
 """
 
@@ -302,6 +320,78 @@ def attn_tasks(spec: str) -> list[dict]:
     return tasks
 
 
+ATTN_BH = (1, 8, 12, 16, 24, 32, 40, 48, 64, 96, 128, 256)
+"""batch x heads of the attention families: LLaMA-3-8B's 32 heads at batch 1, 2, 4, 8 (32, 64, 128, 256) and
+common head counts (GPT-2 / BERT 12, 16, 24, 40, 48, 64, 96) at batch 1."""
+ATTN_D = (64, 128)
+ROPE_BATCH = (1, 2, 4, 8)
+ROPE_HALF = (32, 64)  # head_dim / 2 for head dims 64 and 128
+VIEW_BH = (8, 12, 16, 24, 32, 40, 48, 64, 96, 128)  # heads of a batch-1 query view
+
+
+def attnfam_tasks(spec: str) -> list[dict]:
+    parts = spec.split(":")
+    dts, pre, dec = parts[1].split(","), parts[2], parts[3]
+    bhs = [int(x) for x in parts[4].split(",")] if len(parts) > 4 and parts[4] else list(ATTN_BH)
+    ds = [int(x) for x in parts[5].split(",")] if len(parts) > 5 and parts[5] else list(ATTN_D)
+    tasks = []
+    for dt in dts:
+        a = DTYPES[dt][0]
+        for d in ds:
+            for bh in bhs:
+                for prod, tmpl, ms in (
+                        ("qk", call("bmm", "S", "S", d, a, batch=bh, b_t=True), pre),
+                        ("pv", call("bmm", "S", d, "S", a, batch=bh), pre),
+                        ("dk", call("bmm", "S", d, "S", a, batch=bh, a_t=True), pre),
+                        ("qk_decode", call("bmm", 1, "S", d, a, batch=bh, b_t=True), dec),
+                        ("pv_decode", call("bmm", 1, d, "S", a, batch=bh), dec)):
+                    tasks.append({"kind": "mrange", "list": spec, "layer": [bh, d], "dtype": dt, "product": prod,
+                                  "call": tmpl, "vary": "S", "ms": ms, "n": len(parse_mspec(ms))})
+    return tasks
+
+
+def rope_tasks(spec: str) -> list[dict]:
+    ms = spec.split(":")[1]
+    tasks = []
+    for tf32 in (False, True):
+        for half in ROPE_HALF:
+            for b in ROPE_BATCH:
+                tmpl = call("bmm", half, "S", 1, "float32", batch=b, tf32=tf32)
+                tasks.append({"kind": "mrange", "list": spec, "layer": [b, half], "dtype": "tf32" if tf32 else "fp32",
+                              "product": "rope", "call": tmpl, "vary": "S", "ms": ms, "n": len(parse_mspec(ms))})
+    return tasks
+
+
+def view_tasks(spec: str) -> list[dict]:
+    """Each variant layout's task, then its row-major twin (the same calls, ``view`` absent)."""
+    parts = spec.split(":")
+    dts, ms = parts[1].split(","), parts[2]
+    bhs = [int(x) for x in parts[3].split(",")] if len(parts) > 3 and parts[3] else list(VIEW_BH)
+    n = len(parse_mspec(ms))
+    tasks = []
+    for dt in dts:
+        a = DTYPES[dt][0]
+        for d in ATTN_D:
+            for bh in bhs:
+                tmpl = call("bmm", "S", "S", d, a, batch=bh, b_t=True)
+                for view in ("a_rows_interleaved", None):
+                    t = {"kind": "mrange", "list": spec, "layer": [bh, d], "dtype": dt, "product": "qk",
+                         "call": tmpl, "vary": "S", "ms": ms, "n": n}
+                    if view:
+                        t["view"] = view
+                    tasks.append(t)
+    for half in ROPE_HALF:
+        for b in ROPE_BATCH[1:]:
+            tmpl = call("bmm", half, "S", 1, "float32", batch=b)
+            for view in ("a_batch_broadcast", None):
+                t = {"kind": "mrange", "list": spec, "layer": [b, half], "dtype": "fp32", "product": "rope",
+                     "call": tmpl, "vary": "S", "ms": ms, "n": n}
+                if view:
+                    t["view"] = view
+                tasks.append(t)
+    return tasks
+
+
 def extra_tasks(spec: str) -> list[dict]:
     _, dts, mspec = spec.split(":")
     ms = parse_mspec(mspec)
@@ -336,6 +426,12 @@ def make_tasks(specs: list[str], limit: int | None = None) -> list[dict]:
             tasks += attn_tasks(spec)
         elif kind == "extra":
             tasks += extra_tasks(spec)
+        elif kind == "attnfam":
+            tasks += attnfam_tasks(spec)
+        elif kind == "rope":
+            tasks += rope_tasks(spec)
+        elif kind == "views":
+            tasks += view_tasks(spec)
         elif kind == "random":
             _, seed, count = spec.split(":")
             tasks += list_tasks(spec, random_calls(int(seed), int(count)))
@@ -367,8 +463,17 @@ def task_calls(t: dict) -> list[dict]:
         for k in ("M", "N", "K"):
             if c[k] is None or (t["vary"] == "S" and c[k] == "S"):
                 c[k] = m
+        if t.get("view"):
+            c["view"] = t["view"]
         out.append(c)
     return out
+
+
+def varied(t: dict, c: dict) -> int:
+    """The token count (or sequence length) of a call of a token-count task."""
+    if t["vary"] in ("M", "N", "K"):
+        return c[t["vary"]]
+    return next(c[k] for k in ("M", "N", "K") if t["call"][k] == t["vary"])
 
 
 def call_bytes(c: dict) -> tuple[int, int, int]:
@@ -422,7 +527,16 @@ def make_fn(torch, c: dict, bufs: Buffers):
     out_kw = {} if o_dt == a_dt or op == "scaled_mm" else {"out_dtype": getattr(torch, o_dt)}
     tf32 = bool(c["tf32"])
     batched = op in ("bmm", "baddbmm")
-    if batched:
+    view = c.get("view")
+    if batched and view == "a_rows_interleaved":  # a batch-1 query: the (S, heads, d) tensor viewed (heads, S, d)
+        A = bufs.view("A", a_dt, (M, bt, K)).transpose(0, 1)
+        B = bufs.view("B", b_dt, (bt, N, K)).transpose(1, 2) if c["b_t"] else bufs.view("B", b_dt, (bt, K, N))
+    elif batched and view == "a_batch_broadcast":  # one (M, K) matrix expanded over the batch (stride 0)
+        A = bufs.view("A", a_dt, (1, M, K)).expand(bt, M, K)
+        B = bufs.view("B", b_dt, (bt, N, K)).transpose(1, 2) if c["b_t"] else bufs.view("B", b_dt, (bt, K, N))
+    elif view:
+        raise ValueError(f"unknown operand view {view!r}")
+    elif batched:
         A = bufs.view("A", a_dt, (bt, K, M)).transpose(1, 2) if c["a_t"] else bufs.view("A", a_dt, (bt, M, K))
         B = bufs.view("B", b_dt, (bt, N, K)).transpose(1, 2) if c["b_t"] else bufs.view("B", b_dt, (bt, K, N))
     elif op == "matmul":
@@ -470,7 +584,9 @@ def make_fn(torch, c: dict, bufs: Buffers):
             mm.allow_tf32 = tf32
             return torch.matmul(A, B)
     elif op == "scaled_mm":
-        if c["scale"] == "row":
+        if c["scale"] == "row":  # one fp32 scale per row of A and per column of B (N reaches vocabulary widths)
+            if bufs.scales.numel() < max(M, N):
+                bufs.scales = torch.ones(max(M, N), device="cuda", dtype=torch.float32)
             sa = bufs.scales[:M].view(M, 1)
             sb = bufs.scales[:N].view(1, N)
         else:
@@ -504,6 +620,18 @@ def apply_setting(torch, setting: dict) -> dict:
                     setattr(torch.backends.cuda.matmul, attr, val)
                 except Exception as exc:
                     said[attr] = f"{type(exc).__name__}: {exc}"
+                    if val[1]:  # a torch without the split-K flag: the bool alone
+                        setattr(torch.backends.cuda.matmul, attr, val[0])
+                        said[attr] += f"; set to {val[0]}"
+                said[attr + "_read_back"] = repr(getattr(torch.backends.cuda.matmul, attr))
+        if setting.get("deterministic"):
+            torch.use_deterministic_algorithms(True)
+            said["deterministic_algorithms"] = torch.are_deterministic_algorithms_enabled()
+            try:  # torch.empty would fill each output with NaN (a kernel before the GEMM in the captured call)
+                torch.utils.deterministic.fill_uninitialized_memory = False
+                said["fill_uninitialized_memory"] = torch.utils.deterministic.fill_uninitialized_memory
+            except AttributeError as exc:
+                said["fill_uninitialized_memory"] = f"unreadable: {exc}"
     if w:
         said["warnings"] = [str(x.message) for x in w]
     return said
@@ -519,6 +647,7 @@ def matmul_settings(torch) -> dict:
         except Exception as exc:
             d[k] = f"unreadable: {exc!r}"
     d["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+    d["deterministic_algorithms"] = repr(torch.are_deterministic_algorithms_enabled())
     d["preferred_blas_library"] = repr(torch.backends.cuda.preferred_blas_library())
     return d
 
@@ -707,7 +836,7 @@ def worker(args):
                                  [n.get("cluster") for n in r2["nodes"] if "name" in n]])
             for c, r in zip(chunk, res):
                 if t["kind"] == "mrange":  # the token count in torch's messages -> {t} (str.replace gives it back)
-                    tv = c["K"] if t["vary"] == "K" else c["M"]
+                    tv = varied(t, c)
                     for k in ("err", "capture_err"):
                         if r.get(k):
                             r[k] = re.sub(rf"(?<![0-9]){tv}(?![0-9])", "{t}", r[k])

@@ -6,8 +6,9 @@ recorded H100 plan file and the decisions made from recorded outputs, with where
 
 The evidence files are not installed with the wheel (the plan file is 10 MB of recorded calls, kept gzipped); the catalog
 builder (:mod:`tcsmt.library.catalog_build`, and so ``tcsmt record``) needs only their ``families``, the operand
-layouts of the plan file's split calls (the layouts the families were probed on) and the decision file, which this
-copies into one small generated file under ``models/library/``.
+layouts of the plan file's split calls (the layouts the families were probed on), the slice rule of each (family,
+layout) variant that these and the H100's layout probes read, and the decision file, which this copies into one
+small generated file under ``models/library/``.
 ``tests/test_conversion_rules.py`` checks that the shipped file equals what the evidence files say.
 """
 from __future__ import annotations
@@ -23,12 +24,14 @@ import click
 from tcsmt.errors import TcsmtError
 from tcsmt.io import load
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
-from tcsmt.library.rules import RULES_FORMAT, probed_variants
+from tcsmt.library.rules import RULES_FORMAT, probed_variants, variant_rules
 
 REPO = Path(__file__).resolve().parents[2]
 PLANS = REPO / "evidence" / "h100_cublas_plans.json.gz"
 DECISIONS = REPO / "evidence" / "h100_library_decisions.json"
 OUT = REPO / "models" / "library" / "h100_cublas13_rules.json"
+PROBES = [REPO / "evidence" / "library" / f"h100_layout_probes{x}.json" for x in ("", "_fresh")]
+"""The H100's layout-probe files: the slice rule of each (family, layout) variant read from bits."""
 HEADER = ("gpu", "sm_count", "torch", "cuda", "cublas", "cublaslt")
 
 
@@ -50,11 +53,14 @@ def _rel(path: Path) -> str:
     return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(p)
 
 
-def rules(plans: Path = PLANS, decisions: Path = DECISIONS) -> dict[str, Any]:
+def rules(plans: Path = PLANS, decisions: Path = DECISIONS, probes: list[Path] | None = None) -> dict[str, Any]:
     """The rules object: the plan file's header and families, the (family, operand layout) pairs its split calls
-    probed (:func:`tcsmt.library.rules.probed_variants`), the decision file whole, and their sources."""
+    probed (:func:`tcsmt.library.rules.probed_variants`), the slice rules of every variant that these and the
+    layout-probe files ``probes`` (default :data:`PROBES`) read (:func:`tcsmt.library.rules.variant_rules`:
+    ``layout_rules``, [family, layout, rule key, rule]), the decision file whole, and their sources."""
     raw, raw_sha = _read(plans)
     dec, dec_sha = _read(decisions)
+    docs = [(p, *_read(p)) for p in (PROBES if probes is None else probes)]
     if not isinstance(raw.get("families"), dict) or "gpu" not in raw:
         raise TcsmtError(f"{plans}: not a recorded plan file (gpu and families expected)")
     if dec.get("gpu") != raw["gpu"] or not isinstance(dec.get("decisions"), list):
@@ -65,9 +71,12 @@ def rules(plans: Path = PLANS, decisions: Path = DECISIONS) -> dict[str, Any]:
             **{k: raw.get(k) for k in HEADER},
             "families_from": load.document_name(plans), "decisions_from": load.document_name(decisions),
             "sources": {"families": {"file": _rel(plans), "sha256": raw_sha, "key": "families; probed_layouts from calls"},
-                        "decisions": {"file": _rel(decisions), "sha256": dec_sha, "key": "(the whole file)"}},
+                        "decisions": {"file": _rel(decisions), "sha256": dec_sha, "key": "(the whole file)"},
+                        "layout_rules": [{"file": _rel(p), "sha256": sha, "key": "variants"} for p, _d, sha in docs]},
             "families": raw["families"],
             "probed_layouts": [list(v) for v in sorted(probed_variants(raw, raw["families"]))],
+            "layout_rules": [[f, t, key, rule] for (f, t), rs in sorted(variant_rules(
+                raw, raw["families"], [(p.name, d) for p, d, _sha in docs]).items()) for key, rule in sorted(rs.items())],
             "decisions": dec}
 
 

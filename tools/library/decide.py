@@ -18,6 +18,7 @@ set, evidence) and ``questions`` (the counts of every hypothesis).
 """
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from typing import Any
 
 import click
 
+from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.library_calls import make_inputs
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.convert import convert
@@ -94,7 +96,22 @@ QUESTIONS: list[dict[str, Any]] = [
      "match": {"op": "addmm", "alpha_is_1": False, "beta_is_0": False, "split": True},
      "hypotheses": {"FFMA(beta, C, RN32(alpha*y))": {"epilogue": ["alpha", "beta_c"]},
                     "FFMA(alpha, y, RN32(beta*C))": {"epilogue": ["alpha_beta_c"]}}},
+    {"question": "epilogue of addmm with alpha = 1 and beta = 1 (a 1-D bias or a matrix C; GPT-2's Conv1D)",
+     "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta": 1.0},
+     "hypotheses": {"RN32(y + C) after the reduced sum": {"epilogue": ["beta_c"]},
+                    "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}},
+    {"question": "epilogue of addmm with alpha = 0.5 and beta = 1, no split-K (the decided form at beta = 1)",
+     "on": "more", "match": {"op": "addmm", "alpha_is_1": False, "beta": 1.0, "split": False},
+     "hypotheses": {"FFMA(alpha, y, RN32(beta*C))": {"epilogue": ["alpha_beta_c"]},
+                    "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}},
+    {"question": "epilogue of addmm with alpha = 0.5 and beta = 1, split-K (the decided form at beta = 1)",
+     "on": "more", "match": {"op": "addmm", "alpha_is_1": False, "beta": 1.0, "split": True},
+     "hypotheses": {"FFMA(beta, C, RN32(alpha*y))": {"epilogue": ["alpha", "beta_c"]},
+                    "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}},
 ]
+"""Questions with ``on`` = ``more`` are asked of the calls of ``--more`` (evidence/library/addmm_beta1.json.gz,
+this GPU's calls not ``excluded``) and skipped without it; a hypothesis ``c_init`` is computed by
+:func:`tools.library.addmm_samples.c_init_outputs` on the plan of the question's first hypothesis."""
 
 
 def plans_for(raw: dict[str, Any], val: dict[str, Any], decisions: list[dict[str, Any]], val_name: str) -> dict:
@@ -116,28 +133,62 @@ def _call_of(c: dict[str, Any]) -> Call:
                 bool(c.get("fast_accum", False)))
 
 
-def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print) -> dict[str, Any]:
+def _c_init_replay(c: dict[str, Any], inputs: dict, plan: Plan) -> tuple[int, set[tuple]]:
+    """(samples checked, the mismatching (batch, row, column)) of the ``c_init`` hypothesis on one call."""
+    from tools.library.addmm_samples import c_init_outputs
+    got = c_init_outputs(c, inputs, plan)
+    bad = {(None, int(s[0]), int(s[1])) for s, g in zip(c["samples"], got) if g != int(str(s[-1]), 16)}
+    return len(got), bad
+
+
+def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
+           more: dict[str, Any] | None = None, more_name: str = "") -> dict[str, Any]:
     """Run every question in order; returns the decision file's object."""
     decisions: list[dict[str, Any]] = []
     report = []
-    inputs_cache: dict[int, dict] = {}
+    inputs_cache: dict[tuple[str, int], dict] = {}
+    if more is not None:
+        runs = [r for r in more.get("runs", []) if r.get("gpu") == raw["gpu"]]
+        same = all(r.get(k) == raw.get(k) for r in runs for k in ("torch", "cublas", "cublaslt"))
+        if not runs or not same:
+            raise TcsmtError(f"{more_name}: no run on {raw['gpu']} with its plan file's torch, cuBLAS and cuBLASLt")
+        more = dict(more, gpu=raw["gpu"], **{k: runs[0].get(k) for k in ("torch", "cuda", "cublas", "cublaslt")},
+                    calls=[c for c in more["calls"] if c.get("gpu") == raw["gpu"] and "excluded" not in c])
     for q in QUESTIONS:
-        calls = [(n, c) for n, c in enumerate(val["calls"]) if _matches(c, q["match"])]
+        on_more = q.get("on") == "more"
+        if on_more and more is None:
+            continue
+        src, src_name = (more, more_name) if on_more else (val, val_name)
+        assert src is not None
+        calls = [(n, c) for n, c in enumerate(src["calls"]) if _matches(c, q["match"])]
         results: dict[str, dict[str, Any]] = {}
         outputs: dict[str, dict[tuple, bool]] = {}
+        first = next(iter(q["hypotheses"].values()))
         for name, setting in q["hypotheses"].items():
-            extra = [] if setting is None else [{"match": q["match"], "set": setting, "evidence": "hypothesis"}]
-            by_key = plans_for(raw, val, decisions + extra, val_name)
+            c_init = bool(setting and setting.get("c_init"))
+            plan_setting = first if c_init else setting
+            extra = [] if plan_setting is None else [{"match": q["match"], "set": plan_setting, "evidence": "hypothesis"}]
+            by_key = plans_for(raw, src, decisions + extra, src_name)
             agree = total = used = 0
             ok: dict[tuple, bool] = {}
             for n, c in calls:
                 found: list[Plan] = by_key.get(_call_of(c).key(), [])
+                if on_more:  # the same call fields may be sampled under two settings: the plan of its own kernels
+                    found = [p for p in found if list(p.kernels) == list(c["kernels"])]
                 if not found:
                     continue
                 used += 1
-                if n not in inputs_cache:
-                    inputs_cache[n] = make_inputs(c, int(c["seed"]))
-                r = replay_call(c, inputs_cache[n], found[0])
+                if (src_name, n) not in inputs_cache:
+                    inputs_cache[(src_name, n)] = make_inputs(c, int(c["seed"]))
+                if c_init:
+                    checked, bad = _c_init_replay(c, inputs_cache[(src_name, n)], found[0])
+                    for s in c["samples"]:
+                        idx = (None, *s[:-1])
+                        ok[(n, *idx)] = idx not in bad
+                    total += checked
+                    agree += checked - len(bad)
+                    continue
+                r = replay_call(c, inputs_cache[(src_name, n)], found[0])
                 if r.run_error:
                     continue
                 bad = {(m[0], m[1], m[2]) for m in r.mismatches}
@@ -160,10 +211,10 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print) -
         entry = {"question": q["question"], "match": q["match"], "hypotheses": results, "decided": decided,
                  "sets": sorted({k for h in q["hypotheses"].values() if h for k in h}), "calls": [n for n, _ in calls]}
         report.append(entry)
-        if decided is not None and q["hypotheses"][decided] is not None:
+        if decided is not None and q["hypotheses"][decided] is not None and not q["hypotheses"][decided].get("c_init"):
             ev = (f"{q['question']}: '{decided}' agrees with {results[decided]['agree']} of "
                   f"{results[decided]['samples']} sampled outputs of {results[decided]['calls']} validation calls ("
-                  f"{val_name}); " + "; ".join(f"'{h}' {r['agree']} of {r['samples']}" for h, r in results.items()
+                  f"{src_name}); " + "; ".join(f"'{h}' {r['agree']} of {r['samples']}" for h, r in results.items()
                                                if h != decided) + " (python -m tools.library.decide)")
             decisions.append({"match": q["match"], "set": q["hypotheses"][decided], "evidence": ev})
     return {"gpu": raw["gpu"], "torch": raw.get("torch"), "cublas": raw.get("cublas"),
@@ -177,11 +228,17 @@ _IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 @click.option("--plans", type=_IN_FILE, default=RESULTS / "h100_cublas_plans.json.gz", show_default=True)
 @click.option("--validation", type=_IN_FILE, default=RESULTS / "h100_library_validation.json", show_default=True)
+@click.option("--more", type=_IN_FILE, default=None,
+              help="sampled calls of the questions 'on' more (evidence/library/addmm_beta1.json.gz)")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path),
               default=RESULTS / "h100_library_decisions.json", show_default=True)
-def library_decide_cmd(plans: Path, validation: Path, out: Path) -> int:
+def library_decide_cmd(plans: Path, validation: Path, more: Path | None, out: Path) -> int:
     raw, val = read_json(plans), read_json(validation)
-    doc = decide(raw, val, validation.name)
+    extra = None
+    if more is not None:
+        with gzip.open(more, "rt") if more.suffix == ".gz" else open(more) as f:
+            extra = json.load(f)
+    doc = decide(raw, val, validation.name, more=extra, more_name=more.name if more else "")
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out}: {len(doc['decisions'])} decisions")
     return 0

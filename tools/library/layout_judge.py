@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from tcsmt.library.families import grain_of, reduction_of
+from tcsmt.library.families import grain_of, reduction_of, rule_key, slice_rule_fields
 
 KEEP_RAW = 4
 """(partials, output) pairs of the reduction probe kept per probe in the committed file (the device keeps 32); the
@@ -44,9 +44,36 @@ def chunk_starts(K: int, S: int, G: int) -> list[int]:
     return [i * chunk for i in range(S) if i * chunk < K]
 
 
-def rule_starts(fam: dict[str, Any], K: int, S: int) -> list[int]:
-    """Slice starts of the family's rule at S (its grain for this K)."""
-    return chunk_starts(K, S, grain_of(fam, K, "family"))
+def floored_starts(K: int, S: int, G: int, k_floor: int) -> list[int]:
+    """Slice starts of chunk = ceil(ceil(K'/G)/S)*G on K' = K floored to a multiple of k_floor (0: K' = K), empty
+    slices dropped (the tail [K', K) joins the last slice: no start of its own)."""
+    Kf = K - K % k_floor if k_floor else K
+    return chunk_starts(Kf, S, G) if Kf else [0]
+
+
+def rule_starts(fam: dict[str, Any], K: int, S: int, rule: dict[str, Any] | None = None,
+                a_dtype: str = "bfloat16") -> list[int]:
+    """Slice starts at S under a variant's slice rule (None: the family's own rule, its grain for this K;
+    :func:`tcsmt.library.families.slice_rule_fields`)."""
+    f = slice_rule_fields(fam, rule, K, a_dtype, "family")
+    return floored_starts(K, S, f["grain"], f["k_floor"])
+
+
+REFINED_RULE_TEXT = ("sm80 CUTLASS kernels cut K in chunks of 128 bytes of the input type where K fills whole chunks "
+                     "and the kernel is nn or tn, else of 16 bytes; nvjet kernels apply their family's grain to K "
+                     "floored to a multiple of 8, the tail in the last slice")
+"""The slice rule fitted to the 508 readable probes of the first layout-probe runs (evidence/library_plans.md,
+"Layouts"), before fresh probes tested it."""
+
+
+def refined_rule(family: str, layout: str) -> dict[str, Any] | None:
+    """The refined rule (:data:`REFINED_RULE_TEXT`) of one variant as a slice rule (data:
+    :func:`tcsmt.library.families.slice_rule_fields`), None where it names none (other families)."""
+    if family.startswith("cutlass_sm80_"):
+        return {"grain_bytes": [128, 16] if layout in ("nn", "tn") else [16, 16]}
+    if family.startswith("nvjet_sm90_"):
+        return {"k_floor": 8}
+    return None
 
 
 def chunk_rules(K: int, starts: list[int]) -> list[str]:
@@ -77,8 +104,10 @@ def _scheme(trace: list[str] | None) -> str | None:
     return m[0] if m else None
 
 
-def judge(p: dict[str, Any], families: dict[str, Any]) -> tuple[bool, list[str], dict[str, Any]]:
-    """(agrees, why not, what the bits read) of one probe against its family's rule (module docstring)."""
+def judge(p: dict[str, Any], families: dict[str, Any],
+          rule: dict[str, Any] | None = None) -> tuple[bool, list[str], dict[str, Any]]:
+    """(agrees, why not, what the bits read) of one probe against its family's rule, or against the variant's
+    slice rule ``rule`` (:func:`rule_starts`) where given (module docstring)."""
     fam_name = p["config"].split(" | ")[0]
     fam = families[fam_name]
     rec = p["recorded"]
@@ -98,7 +127,7 @@ def judge(p: dict[str, Any], families: dict[str, Any]) -> tuple[bool, list[str],
     if scheme != rec.get("reduction_scheme"):
         why.append(f"traced reductionScheme {scheme} != recorded {rec.get('reduction_scheme')}")
     starts = p.get("starts")
-    want = rule_starts(fam, K, S)
+    want = rule_starts(fam, K, S, rule, p["a_dtype"])
     red = p.get("reduce2") or {}
     cols = int(red.get("columns") or 0)
     agree = red.get("agree") or {}
@@ -107,7 +136,8 @@ def judge(p: dict[str, Any], families: dict[str, Any]) -> tuple[bool, list[str],
             "reduction_columns": cols,
             "reductions_on_every_column": sorted(h for h, v in agree.items() if cols and v == cols)}
     if starts != want:
-        why.append(f"slice starts {starts} != the family's rule {want} (fitting: {read['chunk_rules_fitting']})")
+        which = f"the slice rule {rule_key(rule)}" if rule else "the family's rule"
+        why.append(f"slice starts {starts} != {which} {want} (fitting: {read['chunk_rules_fitting']})")
     if p.get("n_anomalies") or p.get("noncontiguous_groups"):
         why.append(f"anomalies {p.get('n_anomalies')}, noncontiguous groups {(p.get('noncontiguous_groups') or [])[:4]}")
     name, no = reduction_of(fam, p["out_dtype"])
@@ -122,16 +152,25 @@ def judge(p: dict[str, Any], families: dict[str, Any]) -> tuple[bool, list[str],
 
 
 def summarize(gpu: str, raw: list[dict[str, Any]], families: dict[str, Any], stats: dict, grid: set,
-              header: dict[str, Any]) -> dict[str, Any]:
+              header: dict[str, Any], refined: bool = False) -> dict[str, Any]:
     """The committed file: header, one entry per variant of the GPU's recordings (verdict from the probes), and
-    the probes with their readings."""
+    the probes with their readings.  ``refined``: each probe is judged against its variant's refined rule
+    (:func:`refined_rule`; the variant's ``slice_rule``, its ``verdict``) and against the family's own rule
+    (``agrees_family_rule``, the variant's ``family_rule_verdict``)."""
     per: dict[tuple[str, str], list] = collections.defaultdict(list)
+    fam_ok: dict[tuple[str, str], list[bool]] = collections.defaultdict(list)
     probes = []
     for p in raw:
         fam, tag = p["config"].split(" | ")
-        ok, why, read = judge(p, families)
+        rule = refined_rule(fam, tag) if refined else None
+        ok, why, read = judge(p, families, rule)
         per[(fam, tag)].append((p, ok, why, read))
         entry = {**p, "agrees": ok, "why_not": why, "read": read}
+        if refined:
+            ok_f, why_f, _ = judge(p, families)
+            fam_ok[(fam, tag)].append(ok_f)
+            entry.update(slice_rule=rule, agrees_family_rule=ok_f, why_not_family_rule=why_f)
+            ok = ok and ok_f
         if "raw" in (p.get("reduce2") or {}):  # the device keeps 32 (partials, output) pairs; 4 are committed
             entry["reduce2"] = {**p["reduce2"], "raw": p["reduce2"]["raw"][:KEEP_RAW]}
         if ok:  # the per-16-k patterns only where the starts they give are not the rule's
@@ -147,6 +186,12 @@ def summarize(gpu: str, raw: list[dict[str, Any]], families: dict[str, Any], sta
                              "split_k": sorted({int(p["recorded"]["split_k"]) for p, *_ in ps}),
                              "probes": len(ps), "agree": n_ok,
                              "probed_on_the_grid_before": key in grid}
+        if refined:
+            e["slice_rule"] = refined_rule(*key)
+            e["slice_rule_text"] = REFINED_RULE_TEXT
+            oks = fam_ok.get(key, [])
+            e["family_rule_verdict"] = ("not probed" if not oks else "confirmed" if all(oks) else "refuted")
+            e["agree_family_rule"] = sum(oks)
         if not ps:
             e["verdict"] = "not probed"
         elif n_ok == len(ps):

@@ -75,10 +75,10 @@ def probe_cost(c: dict[str, Any], S: int) -> int:
     return -(-K // (8 * N)) * (M * K + K * N + M * N) + 400 * N * S
 
 
-def _pickable(c: dict[str, Any]) -> bool:
+def _pickable(c: dict[str, Any], max_elems: int = MAX_ELEMS) -> bool:
     M, N, K = c["M"], c["N"], c["K"]
     return (c["op"] in OPS or c["op"] == "scaled_mm") and int(c.get("batch") or 1) == 1 and \
-        float(c.get("alpha", 1.0)) == 1.0 and M * K + K * N + M * N <= MAX_ELEMS
+        float(c.get("alpha", 1.0)) == 1.0 and M * K + K * N + M * N <= max_elems
 
 
 def _items(rec: dict[str, Any]):
