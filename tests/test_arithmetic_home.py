@@ -109,6 +109,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tcsmt/verify/proof.py", "_ootomo_chains"): _PROOF,
     ("tcsmt/verify/stages.py", "round_lemma"): _PROOF,
     ("tcsmt/verify/stages.py", "band_round_lemma"): _PROOF,
+    ("tcsmt/verify/stages.py", "_round_query"): _PROOF,
     ("tcsmt/verify/absolute.py", "_Chain._align"): _PROOF,
     ("tcsmt/verify/lemmas.py", "instr_lemma"): _PROOF,
     ("tcsmt/verify/lemmas.py", "lo_within"): _PROOF,

@@ -61,20 +61,17 @@ def align_unit(mode: str) -> Fraction:
     return Fraction(1, 2) if mode == "rne" else Fraction(1)
 
 
-def round_lemma(fmt: Format, frac_bits: int, mode: str, keep: bool, mag_bits: int, lsb_min: int,
-                timeout: float, lsb_max: int | None = None) -> tuple[StageLemma, Fraction, Fraction]:
-    """(lemma, u, a): |round_to(v) - v| <= u |v| + a for v = (-1)^s mag 2^lsb, 0 <= mag < 2^mag_bits,
-    lsb_min <= lsb <= lsb_max (default emax), |v| < 2^emax (no overflow); u = 2^-frac_bits (2^-(frac_bits + 1) for "rne", "rna"),
-    a = one unit of the subnormal grid 2^(emin - frac_bits) (half for "rne", "rna"), or 2^emin where
-    subnormal results are flushed.
-
-    Two queries, by the regime of v: at or above 2^emin the claim is |D - v| <= u |v| (compared on the
-    grid of the finer of v and D, shifts within the significands' widths); below, |D - v| <= a (compared
-    on the grid of the finer of v and the subnormal grid)."""
+def _round_query(fmt: Format, frac_bits: int, mode: str, keep: bool, mag_bits: int, lsb_min: int,
+                 lsb_max: int | None, prefix: str) -> tuple[Any, ...]:
+    """The shared setup of :func:`round_lemma` and :func:`band_round_lemma`: the stated constants (qbits, a_exp,
+    u, a), the top of the LSB range, the free value v = (-1)^neg mag 2^lsb (its symbols, ``lsb`` and its range
+    condition, the exponent of its top bit), the decoded rounding D = round_to(v) with its LSB, the condition
+    "v = 0 but D is not", and ``err_on(base, smax_v, smax_d)``: |D - v| on the grid 2^base with v's and D's
+    shifts up to smax_v, smax_d (and v, and the width).  ``prefix`` keeps the two lemmas' symbols apart."""
     qbits, a_exp = round_constants(fmt, frac_bits, mode, keep)
     u, a = Fraction(1, 1 << qbits), Fraction(2) ** a_exp
     lsb_hi = fmt.emax if lsb_max is None else lsb_max
-    tag = f"{mag_bits}_{-lsb_min}_{lsb_hi - lsb_min}"
+    tag = f"{prefix}{mag_bits}_{-lsb_min}_{lsb_hi - lsb_min}"
     neg_s = SB.symbol(f"rneg{tag}", 1)
     mag_s = SB.symbol(f"rmag{tag}", mag_bits)
     lsb, lsb_sym, lsb_ok = _free_int(f"rlsb{tag}", lsb_min, lsb_hi)
@@ -92,6 +89,21 @@ def round_lemma(fmt: Format, frac_bits: int, mode: str, keep: bool, mag_bits: in
         dv = SB.fit(_grid(SB, d.sig, d_lsb, base, smax_d, fmt.frac_bits + 1), w)
         diff = SB.fit(SB.sub(SB.ite(SB.xor(d.neg, neg), SB.neg(dv), dv), v), w + 1)
         return SB.ite(SB.lt(diff, 0), SB.neg(diff), diff), v, w
+    return qbits, a_exp, u, a, lsb_hi, syms, mag_s, lsb, lsb_ok, top, d, d_lsb, zero_wrong, err_on
+
+
+def round_lemma(fmt: Format, frac_bits: int, mode: str, keep: bool, mag_bits: int, lsb_min: int,
+                timeout: float, lsb_max: int | None = None) -> tuple[StageLemma, Fraction, Fraction]:
+    """(lemma, u, a): |round_to(v) - v| <= u |v| + a for v = (-1)^s mag 2^lsb, 0 <= mag < 2^mag_bits,
+    lsb_min <= lsb <= lsb_max (default emax), |v| < 2^emax (no overflow); u = 2^-frac_bits (2^-(frac_bits + 1) for "rne", "rna"),
+    a = one unit of the subnormal grid 2^(emin - frac_bits) (half for "rne", "rna"), or 2^emin where
+    subnormal results are flushed.
+
+    Two queries, by the regime of v: at or above 2^emin the claim is |D - v| <= u |v| (compared on the
+    grid of the finer of v and D, shifts within the significands' widths); below, |D - v| <= a (compared
+    on the grid of the finer of v and the subnormal grid)."""
+    qbits, a_exp, u, a, lsb_hi, syms, _mag_s, lsb, lsb_ok, top, d, d_lsb, zero_wrong, err_on = _round_query(
+        fmt, frac_bits, mode, keep, mag_bits, lsb_min, lsb_max, "")
 
     # v >= 2^emin: D on its own grid (normal, or rounded up past emax: excluded below)
     smax = max(mag_bits, fmt.frac_bits + 2) + 2
@@ -240,27 +252,8 @@ def band_round_lemma(fmt: Format, frac_bits: int, mode: str, keep: bool, mag_bit
 
     Two queries, by the regime of v, as in :func:`round_lemma`: at or above 2^emin |D - v| <= u 2^(lsb + msb(mag -
     1)) for mag >= 2 and D = v for mag <= 1; below, |D - v| <= a."""
-    qbits, a_exp = round_constants(fmt, frac_bits, mode, keep)
-    u, a = Fraction(1, 1 << qbits), Fraction(2) ** a_exp
-    lsb_hi = fmt.emax if lsb_max is None else lsb_max
-    tag = f"b{mag_bits}_{-lsb_min}_{lsb_hi - lsb_min}"
-    neg_s = SB.symbol(f"rneg{tag}", 1)
-    mag_s = SB.symbol(f"rmag{tag}", mag_bits)
-    lsb, lsb_sym, lsb_ok = _free_int(f"rlsb{tag}", lsb_min, lsb_hi)
-    syms = {"neg": neg_s.t.arg(0), "mag": mag_s.t.arg(0), "lsb": lsb_sym}
-    neg = SB.ne(neg_s, 0)
-    top = SB.add(lsb, SB.msb(mag_s, mag_bits))
-    bits = sem.round_to(SB, neg, mag_s, lsb, mag_bits, fmt, frac_bits, mode, keep)
-    d = sem.decode(SB, fmt, bits)
-    d_lsb = SB.sub(d.e, fmt.frac_bits)
-    zero_wrong = SB.and_(SB.eq(mag_s, 0), SB.ne(d.sig, 0))
-
-    def err_on(base: Any, smax_v: int, smax_d: int) -> tuple[Any, Any, int]:
-        w = max(smax_v + mag_bits, smax_d + fmt.frac_bits + 1) + 4
-        v = SB.fit(_grid(SB, mag_s, lsb, base, smax_v, mag_bits), w)
-        dv = SB.fit(_grid(SB, d.sig, d_lsb, base, smax_d, fmt.frac_bits + 1), w)
-        diff = SB.fit(SB.sub(SB.ite(SB.xor(d.neg, neg), SB.neg(dv), dv), v), w + 1)
-        return SB.ite(SB.lt(diff, 0), SB.neg(diff), diff), v, w
+    qbits, a_exp, u, a, lsb_hi, syms, mag_s, lsb, lsb_ok, top, d, d_lsb, zero_wrong, err_on = _round_query(
+        fmt, frac_bits, mode, keep, mag_bits, lsb_min, lsb_max, "b")
 
     smax = max(mag_bits, fmt.frac_bits + 2) + 2
     base = SB.min(lsb, d_lsb)
