@@ -42,6 +42,7 @@ from tools.library.layout_probes import (
     k_class,
     layout_tag,
     probe_cost,
+    run_header,
     scan,
 )
 
@@ -202,14 +203,8 @@ def lists_cmd(out: Path, gpus: tuple[str, ...]) -> int:
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path))
 def ingest_cmd(gpu: str, raw: Path, device_command: str, out: Path | None) -> int:
     fams = _families()
-    info = json.loads((raw / "info.json").read_text())
-    smi = (raw / "smi.txt").read_text().splitlines()
-    fields = dict(zip([x.strip() for x in smi[0].split(",")], [x.strip() for x in smi[1].split(",")]))
-    header = {"gpu": info["gpu"], "driver": fields.get("driver_version"), "torch": info["torch"],
-              "cuda": info["cuda"], "cublas": info.get("cublas_version"), "cublaslt": info.get("cublaslt"),
-              "matmul_settings": info.get("matmul_settings"),
-              "command": [device_command, f"python -m tools.library.layout_fresh ingest {gpu} RAW --command ..."],
-              "method": __doc__.split("\n\n", 2)[2].strip()}
+    header = run_header(raw, [device_command, f"python -m tools.library.layout_fresh ingest {gpu} RAW --command ..."],
+                        (__doc__ or "").split("\n\n", 2)[2].strip())
     raw_probes = json.loads((raw / "r" / "probe_list.json").read_text())
     doc = summarize(gpu, raw_probes, fams, scan(gpu, fams), grid_tags(gpu, fams), header, refined=True)
     doc["variants"] = [v for v in doc["variants"] if v["probes"]]

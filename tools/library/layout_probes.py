@@ -291,6 +291,17 @@ def lists_cmd(out: Path, gpus: tuple[str, ...], targeted_calls: bool) -> int:
     return 0
 
 
+def run_header(raw: Path, command: list[str], method: str) -> dict[str, Any]:
+    """The evidence header of a device probe run (RAW: its $OUT): the GPU, driver (``smi.txt``), torch, CUDA,
+    cuBLAS, cuBLASLt and matmul settings (``info.json``), the commands and the method text."""
+    info = json.loads((raw / "info.json").read_text())
+    smi = (raw / "smi.txt").read_text().splitlines()
+    fields = dict(zip([x.strip() for x in smi[0].split(",")], [x.strip() for x in smi[1].split(",")]))
+    return {"gpu": info["gpu"], "driver": fields.get("driver_version"), "torch": info["torch"],
+            "cuda": info["cuda"], "cublas": info.get("cublas_version"), "cublaslt": info.get("cublaslt"),
+            "matmul_settings": info.get("matmul_settings"), "command": command, "method": method}
+
+
 @layout_cmd.command("ingest", help="judge a device run's probes (RAW: its $OUT) and write the evidence file")
 @click.argument("gpu")
 @click.argument("raw", type=click.Path(exists=True, file_okay=False, path_type=Path))
@@ -298,14 +309,8 @@ def lists_cmd(out: Path, gpus: tuple[str, ...], targeted_calls: bool) -> int:
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path))
 def ingest_cmd(gpu: str, raw: Path, device_command: str, out: Path | None) -> int:
     fams = _families()
-    info = json.loads((raw / "info.json").read_text())
-    smi = (raw / "smi.txt").read_text().splitlines()
-    fields = dict(zip([x.strip() for x in smi[0].split(",")], [x.strip() for x in smi[1].split(",")]))
-    header = {"gpu": info["gpu"], "driver": fields.get("driver_version"), "torch": info["torch"],
-              "cuda": info["cuda"], "cublas": info.get("cublas_version"), "cublaslt": info.get("cublaslt"),
-              "matmul_settings": info.get("matmul_settings"),
-              "command": [device_command, f"python -m tools.library.layout_probes ingest {gpu} RAW --command ..."],
-              "method": __doc__.split("\n\n", 2)[2].strip()}
+    header = run_header(raw, [device_command, f"python -m tools.library.layout_probes ingest {gpu} RAW --command ..."],
+                        (__doc__ or "").split("\n\n", 2)[2].strip())
     raw_probes = json.loads((raw / "r" / "probe_list.json").read_text())
     doc = summarize(gpu, raw_probes, fams, scan(gpu, fams), grid_tags(gpu, fams), header)
     path = out or REPO / "evidence" / "library" / f"{gpu}_layout_probes.json"
