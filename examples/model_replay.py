@@ -184,26 +184,14 @@ class FacadeCheck:
 
     def __init__(self, rows: int = 0, cols: int = 0, batches: int = 0, seed: int = 0, gpu: str = "h100"):
         import torch
-        from torch.utils._python_dispatch import TorchDispatchMode
 
-        from tcsmt.hwcheck.gemm_capture import OPS, settings
+        from tcsmt.hwcheck.gemm_capture import gemm_mode, settings
 
         self.torch, self.gpu = torch, gpu
         self.calls: list[dict] = []
         self.phase = ""
         self.settings = settings(torch)
-        check = self
-
-        class _Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                out = func(*args, **kwargs)
-                name = func.overloadpacket.__name__
-                if name in OPS and func.__name__.endswith("default"):
-                    check.check(name, args, kwargs, out)
-                return out
-
-        self._mode = _Mode()
+        self._mode = gemm_mode(self.check)
 
     def __enter__(self):
         self._mode.__enter__()

@@ -80,6 +80,24 @@ def _pick(n: int, k: int, gen: np.random.Generator) -> list[int]:
     return sorted({0, n - 1, *(int(x) for x in rest)})
 
 
+def gemm_mode(on_gemm: Any) -> Any:
+    """A ``TorchDispatchMode`` that runs every op and then calls ``on_gemm(name, args, kwargs, out)`` for the
+    default overload of each GEMM op of :data:`OPS` (the capture here, the facade check of
+    ``examples/model_replay.py``)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            name = func.overloadpacket.__name__
+            if name in OPS and func.__name__.endswith("default"):
+                on_gemm(name, args, kwargs, out)
+            return out
+
+    return _Mode()
+
+
 class GemmCapture:
     """``with GemmCapture(rows=4, cols=4) as cap: model(x)``; then ``cap.save(path, phase_info)``.
 
@@ -88,7 +106,6 @@ class GemmCapture:
 
     def __init__(self, rows: int = 4, cols: int = 4, batches: int = 2, seed: int = 0, limit: int | None = None):
         import torch
-        from torch.utils._python_dispatch import TorchDispatchMode
 
         self.torch = torch
         self.rows, self.cols, self.batches, self.limit = rows, cols, batches, limit
@@ -98,18 +115,7 @@ class GemmCapture:
         self.skipped: dict[str, int] = {}
         self.phase = ""
         self.settings = settings(torch)
-        capture = self
-
-        class _Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                out = func(*args, **kwargs)
-                name = func.overloadpacket.__name__
-                if name in OPS and func.__name__.endswith("default"):
-                    capture._record(name, args, kwargs, out)
-                return out
-
-        self._mode = _Mode()
+        self._mode = gemm_mode(self._record)
 
     def __enter__(self) -> GemmCapture:
         self._mode.__enter__()
