@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.plans import plans_dir
 
@@ -37,6 +38,8 @@ def group_of(key: list[Any]) -> str:
 
 
 def coverage(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise TcsmtError(f"no plan catalog {path} (the shipped GPUs: h100, h200)")
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     refused = {int(i): json.loads(zlib.decompress(b)).get("why") for i, b in db.execute("SELECT id, fields FROM plans")}
     fams = {int(i): json.loads(k) for i, k in db.execute("SELECT id, key FROM families")}
