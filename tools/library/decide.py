@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 
 from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.library_calls import make_inputs
@@ -34,11 +35,14 @@ from tcsmt.library.convert import convert
 from tcsmt.library.families import matches as _matches
 from tcsmt.library.plans import Call, Plan, load_table
 from tcsmt.library.replay import replay_call
+from tcsmt.library.rules import CUTLASS_K_TILE
 from tcsmt.sim.inputs import read_json
+from tools.library import chain_probe
 
 RESULTS = Path(__file__).resolve().parents[2] / "evidence"
-CUTLASS_TILE = r"^cutlass::Kernel2<cutlass_80_\w*?gemm\w*?_\d+x\d+_(\d+)x\d+_"
-"""A CUTLASS 2.x kernel name; group 1 is the threadblock tile's K (``..._64x64_32x6_...``: 32 k's, 6 stages)."""
+CUTLASS_TILE = CUTLASS_K_TILE.pattern
+"""A CUTLASS 2.x kernel name; group 1 is the threadblock tile's K (``..._64x64_32x6_...``: 32 k's, 6 stages;
+``cutlass_75_wmma_..._32x32_32x1_...``: 32 k's, 1 stage): the catalogs' own pattern."""
 
 _SIMT_CHAINS = {f"{what} (models/hopper.toml fp32 simt_ffma{'' if hyp is None else ', hypothesis ' + hyp})":
                 {"chain": {"arch": "hopper" if hyp is None else f"hopper:{hyp}", "in_fmt": "fp32", "out_fmt": "fp32",
@@ -49,6 +53,17 @@ _SIMT_CHAINS = {f"{what} (models/hopper.toml fp32 simt_ffma{'' if hyp is None el
 """The K-chains the fp32 kernels with tf32 off are tested against (the CUDA-core and the gemmSN kernels alike)."""
 
 
+SM75_16BIT = r"^cutlass::Kernel2<cutlass_75_tensorop_\w*s1688gemm_(bf16|f16)_"
+"""The sm75 CUTLASS 16-bit tensor-op kernels cuBLAS runs on Hopper (``cutlass_75_tensorop_bf16_s1688gemm_bf16_64x64_
+nn_align1``; ``s1688gemm_bf16`` without the leading ``bf16_`` writes fp32): their names carry no K tile."""
+
+
+def _block8(fmt: str) -> dict[str, str]:
+    """The cuBLAS K-chain of ``fmt`` (bf16, fp16) -> fp32 with blocks of 8 products (models/hopper.toml, hypothesis
+    ``block8`` of the ``cublas`` path)."""
+    return {"arch": "hopper:block8", "in_fmt": fmt, "out_fmt": "fp32", "instr": "cublas"}
+
+
 QUESTIONS: list[dict[str, Any]] = [
     {"question": "K iteration inside a slice of the sm80 CUTLASS 16-bit kernels",
      "match": {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_\w*s16816gemm"},
@@ -56,6 +71,17 @@ QUESTIONS: list[dict[str, Any]] = [
                     "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
     {"question": "K iteration inside a slice of the sm80 CUTLASS tf32 kernels",
      "match": {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_s1688gemm"},
+     "hypotheses": {"blocks from the slice start": None,
+                    "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
+    *[{"question": f"K-chain and K iteration of the sm75 CUTLASS {name} kernels (s1688gemm: mma m16n8k8)",
+       "on": "probe", "match": {"a_dtype": dtype, "kernel_regex": SM75_16BIT},
+       "hypotheses": {"blocks of 16 from the slice start (the wgmma kernels' chain)": None,
+                      "blocks of 16, residue first, K tile 32": {"k_tile": 32},
+                      "blocks of 8 (one m16n8k8 each) from the slice start": {"chain": _block8(fmt)},
+                      "blocks of 8 (one m16n8k8 each), residue first, K tile 32": {"chain": _block8(fmt), "k_tile": 32}}}
+      for name, dtype, fmt in (("bf16", "bfloat16", "bf16"), ("fp16", "float16", "fp16"))],
+    {"question": "K iteration of the sm75 CUTLASS bf16 WMMA kernels (s161616gemm: wmma m16n16k16)",
+     "on": "probe", "match": {"a_dtype": "bfloat16", "kernel_regex": r"^cutlass::Kernel2<cutlass_75_wmma_tensorop_\w*s161616gemm"},
      "hypotheses": {"blocks from the slice start": None,
                     "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
     {"question": "fp32 -> tf32 input rounding of the sm80 CUTLASS tf32 kernels",
@@ -111,7 +137,9 @@ QUESTIONS: list[dict[str, Any]] = [
 ]
 """Questions with ``on`` = ``more`` are asked of the calls of ``--more`` (evidence/library/addmm_beta1.json.gz,
 this GPU's calls not ``excluded``) and skipped without it; a hypothesis ``c_init`` is computed by
-:func:`tools.library.addmm_samples.c_init_outputs` on the plan of the question's first hypothesis."""
+:func:`tools.library.addmm_samples.c_init_outputs` on the plan of the question's first hypothesis.  Questions with
+``on`` = ``probe`` are asked of the calls of ``--probe`` (:mod:`tools.library.chain_probe`: every output of the kept
+batches of whole calls) and skipped without it."""
 
 
 def plans_for(raw: dict[str, Any], val: dict[str, Any], decisions: list[dict[str, Any]], val_name: str) -> dict:
@@ -142,7 +170,8 @@ def _c_init_replay(c: dict[str, Any], inputs: dict, plan: Plan) -> tuple[int, se
 
 
 def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
-           more: dict[str, Any] | None = None, more_name: str = "") -> dict[str, Any]:
+           more: dict[str, Any] | None = None, more_name: str = "",
+           probe: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None, probe_name: str = "") -> dict[str, Any]:
     """Run every question in order; returns the decision file's object."""
     decisions: list[dict[str, Any]] = []
     report = []
@@ -154,11 +183,14 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
             raise TcsmtError(f"{more_name}: no run on {raw['gpu']} with its plan file's torch, cuBLAS and cuBLASLt")
         more = dict(more, gpu=raw["gpu"], **{k: runs[0].get(k) for k in ("torch", "cuda", "cublas", "cublaslt")},
                     calls=[c for c in more["calls"] if c.get("gpu") == raw["gpu"] and "excluded" not in c])
+    if probe is not None and probe[0].get("gpu") != raw["gpu"]:
+        raise TcsmtError(f"{probe_name}: a probe of {probe[0].get('gpu')}, not of {raw['gpu']}")
     for q in QUESTIONS:
-        on_more = q.get("on") == "more"
-        if on_more and more is None:
+        on_more, on_probe = q.get("on") == "more", q.get("on") == "probe"
+        if (on_more and more is None) or (on_probe and probe is None):
             continue
-        src, src_name = (more, more_name) if on_more else (val, val_name)
+        src, src_name = (more, more_name) if on_more else (probe[0], probe_name) if probe and on_probe else \
+            (val, val_name)
         assert src is not None
         calls = [(n, c) for n, c in enumerate(src["calls"]) if _matches(c, q["match"])]
         results: dict[str, dict[str, Any]] = {}
@@ -173,11 +205,18 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
             ok: dict[tuple, bool] = {}
             for n, c in calls:
                 found: list[Plan] = by_key.get(_call_of(c).key(), [])
-                if on_more:  # the same call fields may be sampled under two settings: the plan of its own kernels
+                if on_more or on_probe:  # the same call fields may be sampled under two settings or layouts: the plan
+                    # of its own kernels
                     found = [p for p in found if list(p.kernels) == list(c["kernels"])]
                 if not found:
                     continue
                 used += 1
+                if on_probe and probe is not None:
+                    agree_at = chain_probe.replay(c, probe[1], found[0])
+                    ok.update({(n, i): bool(v) for i, v in enumerate(agree_at)})
+                    total += agree_at.size
+                    agree += int(agree_at.sum())
+                    continue
                 if (src_name, n) not in inputs_cache:
                     inputs_cache[(src_name, n)] = make_inputs(c, int(c["seed"]))
                 if c_init:
@@ -213,7 +252,8 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
         report.append(entry)
         if decided is not None and q["hypotheses"][decided] is not None and not q["hypotheses"][decided].get("c_init"):
             ev = (f"{q['question']}: '{decided}' agrees with {results[decided]['agree']} of "
-                  f"{results[decided]['samples']} sampled outputs of {results[decided]['calls']} validation calls ("
+                  f"{results[decided]['samples']} sampled outputs of {results[decided]['calls']} "
+                  f"{'probe' if q.get('on') == 'probe' else 'validation'} calls ("
                   f"{src_name}); " + "; ".join(f"'{h}' {r['agree']} of {r['samples']}" for h, r in results.items()
                                                if h != decided) + " (python -m tools.library.decide)")
             decisions.append({"match": q["match"], "set": q["hypotheses"][decided], "evidence": ev})
@@ -230,15 +270,18 @@ _IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--validation", type=_IN_FILE, default=RESULTS / "h100_library_validation.json", show_default=True)
 @click.option("--more", type=_IN_FILE, default=None,
               help="sampled calls of the questions 'on' more (evidence/library/addmm_beta1.json.gz)")
+@click.option("--probe", type=_IN_FILE, default=None,
+              help="whole calls of the questions 'on' probe (evidence/library/h100_sm75_cutlass_chain_probe.json)")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path),
               default=RESULTS / "h100_library_decisions.json", show_default=True)
-def library_decide_cmd(plans: Path, validation: Path, more: Path | None, out: Path) -> int:
+def library_decide_cmd(plans: Path, validation: Path, more: Path | None, probe: Path | None, out: Path) -> int:
     raw, val = read_json(plans), read_json(validation)
     extra = None
     if more is not None:
         with gzip.open(more, "rt") if more.suffix == ".gz" else open(more) as f:
             extra = json.load(f)
-    doc = decide(raw, val, validation.name, more=extra, more_name=more.name if more else "")
+    doc = decide(raw, val, validation.name, more=extra, more_name=more.name if more else "",
+                 probe=chain_probe.load(probe) if probe else None, probe_name=probe.name if probe else "")
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out}: {len(doc['decisions'])} decisions")
     return 0
