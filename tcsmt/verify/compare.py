@@ -6,7 +6,10 @@ Three stages, each answer replayed or proven:
    on fixed families of rows (:func:`candidate_rows`), then a seeded local search mutates the rows closest to
    an answer; a row where the first scheme's error is larger (checked exactly) is the answer.  The families
    reach what uniform sampling almost never does: ties of the splits, products that cancel, and rows whose
-   split errors cancel in the exact sum, so that a scheme that loses its residuals is exact there.
+   split errors cancel in the exact sum, so that a scheme that loses its residuals is exact there.  Where the
+   local search ends without an answer, rounds of rows built at the accumulator's rounding decisions
+   (:mod:`tcsmt.verify.rounding_rows`: exact sums near an fp32 rounding midpoint, and factored rows whose exact
+   sum is 0 while their pieces differ).
 2. **Equal results** (one solver query, only where every simulated row gave both schemes the same result):
    "the two results differ" is unsat, so neither error can exceed the other.  This query has no exact
    products in it and answers where the comparison query does not.
@@ -31,6 +34,7 @@ from tcsmt.verify.evaluate import params_for, random_inputs, simulate_scheme
 from tcsmt.verify.lemmas import _domain_symbol
 from tcsmt.verify.pieces import chain_scheme
 from tcsmt.verify.results import CompareResult, Witness, _model_inputs, replay
+from tcsmt.verify.rounding_rows import factored_rows, midpoint_rows, tuned_rows
 from tcsmt.verify.schemes import scheme_key
 from tcsmt.verify.search import tie_rows
 from tcsmt.verify.smt import SB, error_terms, make_problem, output_pattern, scheme_term, symmetry, worse
@@ -216,6 +220,8 @@ def _mutate(rng: np.random.Generator, a: np.ndarray, b: np.ndarray, dom: Domain,
 
 #: the local search of :func:`search_rows`: rounds, rows per round, rows kept between rounds
 LOCAL_ROUNDS, LOCAL_ROWS, LOCAL_KEEP = 24, 1024, 16
+#: the rounding rounds of :func:`search_rows`: rounds, midpoint rows (and as many tuned ones), factored rows per round
+ROUNDING_ROUNDS, MIDPOINT_ROWS, FACTORED_ROWS = 16, 4096, 2048
 
 
 def _answer(algos: tuple[str, str], ps: dict[str, ModelParams | None], run: _Run) -> Witness | None:
@@ -235,7 +241,10 @@ def search_rows(algo1: str, algo2: str, arch: str, K: int, dom: Domain, seed: in
     """(an input where algo1's error exceeds algo2's, or None; whether every row gave both the same result).
 
     The rows of :func:`candidate_rows`, then LOCAL_ROUNDS rounds of :func:`_mutate` on the LOCAL_KEEP rows of
-    highest score so far (the fp64 difference of the errors over sum|a_k b_k|); deterministic."""
+    highest score so far (the fp64 difference of the errors over sum|a_k b_k|), then ROUNDING_ROUNDS rounds of
+    :func:`tcsmt.verify.rounding_rows.midpoint_rows`, :func:`~tcsmt.verify.rounding_rows.tuned_rows` and
+    :func:`~tcsmt.verify.rounding_rows.factored_rows`;
+    deterministic."""
     algos = (scheme_key(algo1), scheme_key(algo2))
     p1, p2 = params_for(algos[0], arch), params_for(algos[1], arch)
     ps = {algos[0]: p1, algos[1]: p2, "fp32": None}
@@ -258,6 +267,13 @@ def search_rows(algo1: str, algo2: str, arch: str, K: int, dom: Domain, seed: in
         allS = np.concatenate([ks, r.score])
         top = np.argsort(-allS, kind="stable")[:LOCAL_KEEP]
         ka, kb, ks = allA[top], allB[top], allS[top]
+    rm, rt, rf = (np.random.default_rng(seed + s) for s in (2, 3, 4))  # one stream per family
+    for _ in range(ROUNDING_ROUNDS):
+        for ra, rb in (midpoint_rows(rm, MIDPOINT_ROWS, K, dom), tuned_rows(rt, MIDPOINT_ROWS, K, dom),
+                       factored_rows(rf, FACTORED_ROWS, K, dom)):
+            w = _answer(algos, ps, _run(algos, (p1, p2), ra, rb)) if len(ra) else None
+            if w is not None:
+                return w, False
     return None, False
 
 
