@@ -7,8 +7,11 @@ import numpy as np
 
 from tcsmt import verify as V
 from tcsmt.arith.formats import FP32
+from tcsmt.backends.numpy import NumpyBackend
+from tcsmt.verify.chain_equal import extension_equal
 from tcsmt.verify.compare import EQUAL, candidate_rows, search_rows, zero_pieces
 from tcsmt.verify.rounding_rows import factored_rows, midpoint_rows, tuned_rows
+from tcsmt.verify.schemes import tc
 
 
 def test_candidate_rows_are_fixed_and_in_the_domain():
@@ -46,15 +49,32 @@ def test_equal_results_proven_and_shared_by_both_directions():
     # subnormal), so markidis-full's extra product R_A.R_B adds nothing: the results are equal, and neither
     # scheme can be the less accurate; the one proof serves both directions
     dom = V.parse_range("2^-30..2^-26")
-    assert zero_pieces("markidis", dom, "auto", 60) == ([1], 1)
+    assert zero_pieces("markidis", dom, "auto", 60) == ([0, 1], 2)  # x_h = fp16(x) too: x <= 2^-26 < 2^-25
+    assert zero_pieces("markidis", V.parse_range("2^-36..2^-14"), "auto", 60) == ([1], 2)
     w, same = search_rows("markidis", "markidis-full", "turing", 1, dom)
     assert w is None and same
     EQUAL.clear()
     r1 = V.compare("markidis", "markidis-full", "turing", 1, dom, timeout=60)
     r2 = V.compare("markidis-full", "markidis", "turing", 1, dom, timeout=60)
-    assert r1.status == r2.status == "impossible" and "equal" in r1.how
-    # two lemmas "the residual is zero on the domain" (one per scheme) and the equality query, asked once
+    assert r1.status == r2.status == "impossible" and "equal" in r1.how and "composed" in r1.how
+    # two zero lemmas (one per piece) and the identity lemma TC(0.0 + C) = C, asked once
     assert r1.queries == r2.queries == 3 and len(EQUAL) == 1
+    assert [lem.status for lem in r1.lemmas] == ["unsat", "unsat", "unsat"]
+
+
+def test_extension_proof_on_a_model_that_flushes_subnormals():
+    # CDNA2 flushes a subnormal C: TC(0.0 + C) is +0 for C = 2^-144 (pattern 0x20), so the identity lemma holds only
+    # for C not subnormal, and the proof adds that no instruction returns a subnormal (the cell timed out as one
+    # whole-chain query on CDNA2's exact block sums)
+    p = V.params_for("markidis", "cdna2")
+    zero16 = [np.array([0], dtype=np.int64)]
+    assert int(np.asarray(tc(NumpyBackend(), p, zero16, zero16, np.array([0x20], dtype=np.int64)))[0]) == 0
+    log: list = []
+    assert extension_equal(("markidis", "markidis-full"), p, 1, V.parse_range("2^-36..2^-14"), "auto", 10,
+                           log) == (True, 4)
+    assert [lem.statement.split(":")[0] for lem in log] == ["zero lemma", "zero lemma", "identity lemma",
+                                                            "no-subnormal lemma"]
+    assert [lem.status for lem in log] == ["sat", "unsat", "unsat", "unsat"]  # x_h = fp16(2^-14) is not zero
 
 
 # ------------------------------------------------------------ rows at the accumulator's rounding decisions

@@ -10,9 +10,10 @@ Three stages, each answer replayed or proven:
    local search ends without an answer, rounds of rows built at the accumulator's rounding decisions
    (:mod:`tcsmt.verify.rounding_rows`: exact sums near an fp32 rounding midpoint, and factored rows whose exact
    sum is 0 while their pieces differ).
-2. **Equal results** (one solver query, only where every simulated row gave both schemes the same result):
-   "the two results differ" is unsat, so neither error can exceed the other.  This query has no exact
-   products in it and answers where the comparison query does not.
+2. **Equal results** (only where every simulated row gave both schemes the same result): where one scheme's chain
+   is the other's with extra instructions whose pieces are zero on the domain, a proof from small lemmas
+   (:mod:`tcsmt.verify.chain_equal`); otherwise one solver query "the two results differ" (unsat: neither error
+   can exceed the other), which has no exact products in it and answers where the comparison query does not.
 3. **The comparison query** (:func:`tcsmt.verify.smt.worse`), for what is left.
 """
 from __future__ import annotations
@@ -29,9 +30,9 @@ from tcsmt.arith.formats import FP32, get_format
 from tcsmt.arith.params import ModelParams
 from tcsmt.errors import InternalError, TcsmtError
 from tcsmt.solve.solvers import solve
+from tcsmt.verify.chain_equal import LemmaLine, extension_equal, zero_facts, zero_pieces
 from tcsmt.verify.domain import Domain
 from tcsmt.verify.evaluate import params_for, random_inputs, simulate_scheme
-from tcsmt.verify.lemmas import _domain_symbol
 from tcsmt.verify.pieces import chain_scheme
 from tcsmt.verify.results import CompareResult, Witness, _model_inputs, replay
 from tcsmt.verify.rounding_rows import factored_rows, midpoint_rows, tuned_rows
@@ -278,45 +279,35 @@ def search_rows(algo1: str, algo2: str, arch: str, K: int, dom: Domain, seed: in
 
 
 #: proofs that two schemes' results are equal, by (the two schemes, arch, K, LO, HI): (equal, a model where they
-#: differ or None, queries asked); both directions of a comparison ask once
-EQUAL: dict[tuple, tuple[bool, dict[str, int] | None, int]] = {}
+#: differ or None, queries asked, the queries' lines); both directions of a comparison ask once
+EQUAL: dict[tuple, tuple[bool, dict[str, int] | None, int, list[LemmaLine]]] = {}
 
 
-def zero_pieces(algo: str, dom: Domain, solver: str, timeout: float) -> tuple[list[int], int]:
-    """(the pieces i >= 1 of the scheme's split that are zero (+0 or -0) for every fp32 x in the domain, queries
-    asked): one query on one free input each ("piece i of x is not zero").  Markidis's residual fp16(x - x_h) is
-    zero below 2^-24 (half of fp16's smallest subnormal at most), and so every product with it."""
-    try:
-        cs = chain_scheme(algo)
-    except TcsmtError:
-        return [], 0
-    x, sym, cons = _domain_symbol(dom, "x")
-    zero, asked = [], 0
-    for i, piece in enumerate(cs.cut(SB, x)[1:], 1):
-        d = sem.decode(SB, cs.fmt, piece)
-        asked += 1
-        if solve(And(cons, SB.ne(d.sig, 0)), {"x": sym}, solver, timeout).status == "unsat":  # cons: x >= 0,
-            zero.append(i)                                                                # the splits are odd
-    return zero, asked
-
-
-def _equal_results(prob, algos: tuple[str, str], terms: tuple, sym, solver: str, timeout: float
+def _equal_results(prob, algos: tuple[str, str], ps: tuple[ModelParams | None, ModelParams | None], terms: tuple,
+                   sym, solver: str, timeout: float, log: list[LemmaLine]
                    ) -> tuple[bool, dict[str, int] | None, int]:
-    """Whether the two result terms are equal as values (+0 = -0) on every input of the problem: the query "they
-    differ" is unsat, with the proven facts of :func:`zero_pieces` (each piece zero on the whole domain) added
-    for every input, which spares the solver the splits' rounding.  (equal, a model where they differ, queries)."""
+    """Whether the two result terms are equal as values (+0 = -0) on every input of the problem.  First the
+    extension proof of :mod:`tcsmt.verify.chain_equal` where both schemes run on one path; otherwise the query "they
+    differ" (unsat: equal), with the proven facts of :func:`zero_pieces` (each piece, as the scheme's model reads it,
+    a finite zero on the whole domain) added for every input, which spares the solver the splits' rounding.
+    (equal, a model where they differ, queries)."""
+    asked = 0
+    if ps[0] is not None and ps[0] == ps[1]:
+        eq, asked = extension_equal(algos, ps[0], len(prob.a), prob.dom, solver, timeout, log)
+        if eq:
+            return True, None, asked
     d1, d2 = terms
     differ = Not(Or(Equals(output_pattern(d1), output_pattern(d2)), And(_is_zero(d1), _is_zero(d2))))
-    facts, asked = [], 0
-    for algo in dict.fromkeys(algos):
-        zero, n = zero_pieces(algo, prob.dom, solver, timeout)
+    facts = []
+    for algo, p in dict(zip(algos, ps)).items():
+        keep = p.subnormal_in if p is not None else True
+        zero, n = zero_pieces(algo, prob.dom, solver, timeout, keep, log)
         asked += n
         if zero:
-            cs = chain_scheme(algo)
-            for x in prob.a + prob.b:
-                parts = cs.cut(SB, x)
-                facts += [SB.eq(sem.decode(SB, cs.fmt, parts[i]).sig, 0) for i in zero]
+            facts += zero_facts(chain_scheme(algo), zero, keep, prob.a + prob.b)
     ans = solve(And(prob.constraint, sym, *facts, differ), prob.symbols, solver, timeout)
+    log.append(LemmaLine(f"the results of {algos[0]} and {algos[1]} differ on an input, {prob.dom.describe()}",
+                         ans.status, ans.seconds))
     return ans.status == "unsat", ans.model if ans.status == "sat" else None, asked + 1
 
 
@@ -349,11 +340,15 @@ def compare(algo1: str, algo2: str, arch: str, K: int, dom: Domain, solver: str 
     if same:
         key = (frozenset((a1, a2)), arch, K, dom.lo, dom.hi)
         if key not in EQUAL:
-            EQUAL[key] = _equal_results(prob, (a1, a2), (t1, t2), sym, solver, timeout)
-        eq, model, asked = EQUAL[key]
+            log: list[LemmaLine] = []
+            EQUAL[key] = (*_equal_results(prob, (a1, a2), (p1, p2), (t1, t2), sym, solver, timeout, log), log)
+        eq, model, asked, lines = EQUAL[key]
         res.queries += asked
+        res.lemmas = list(lines)
         if eq:
-            res.status, res.how = "impossible", "the results are equal on every input (solver)"
+            composed = any(line.statement.startswith("identity lemma") for line in lines)
+            res.status, res.how = "impossible", ("the results are equal on every input (" + (
+                "composed: zero-piece and identity lemmas, -v)" if composed else "solver)"))
             res.seconds = time.perf_counter() - t0
             return res
         if model is not None:
