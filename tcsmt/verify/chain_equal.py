@@ -164,7 +164,7 @@ def extension_equal(algos: tuple[str, str], p: ModelParams, K: int, dom: Domain,
         if flush_c:
             facts.append(SB.not_(SB.and_(SB.eq(expf, 0), SB.ne(frac, 0))))
         asked += 1
-        stmt = (f"identity lemma: TC(U.V + C) = C as a value, {n} products of {fmt.name} zeros as {p.name} reads "
+        stmt = (f"identity lemma: TC(U.V + C) = C as a value, {n} product(s) of {fmt.name} zeros as {p.name} reads "
                 f"them, every fp32 C{' not subnormal' if flush_c else ''}")
         if _ask(log, stmt, And(*facts, Not(equal_values(tc(SB, p, us, vs, c), c))), symbols, solver,
                 timeout) != "unsat":
@@ -177,7 +177,7 @@ def extension_equal(algos: tuple[str, str], p: ModelParams, K: int, dom: Domain,
             c = _free_pattern("c", 32, symbols)
             _, expf, frac = SB.fields(FP32, tc(SB, p, us, vs, c))
             asked += 1
-            stmt = f"no-subnormal lemma: TC(U.V + C) of {p.name} is never an fp32 subnormal ({n} products)"
+            stmt = f"no-subnormal lemma: TC(U.V + C) of {p.name} is never an fp32 subnormal ({n} product(s))"
             if _ask(log, stmt, And(SB.eq(expf, 0), SB.ne(frac, 0)), symbols, solver, timeout) != "unsat":
                 return False, asked
     pairs = cs[long_].pairs
@@ -193,7 +193,7 @@ def extension_equal(algos: tuple[str, str], p: ModelParams, K: int, dom: Domain,
             same = Or(zeros, And(d1.nan, d2.nan))
             asked += 1
             stmt = (f"zero-sign lemma: TC(U.V + C1) = TC(U.V + C2) as values for C1, C2 both zeros or both NaN "
-                    f"({p.name}, {n} products)")
+                    f"({p.name}, {n} product(s))")
             query = And(same, Not(equal_values(tc(SB, p, us, vs, c1), tc(SB, p, us, vs, c2))))
             if _ask(log, stmt, query, symbols, solver, timeout) != "unsat":
                 return False, asked
