@@ -123,3 +123,16 @@ def test_unprobed_kernel_or_k_is_refused_in_one_line():
     other_k = checked_entry(entry, {}, [1, 6, 96, 32], [k["name"]], "h100", "t", blocks=[k["block"]])
     assert "read at K = " in other_k["why"]
     assert s["K"] == 128 and gemv_orders("h100")
+
+
+def test_profiler_and_recorded_kernel_names_are_one_key():
+    """The probes name kernels as torch.profiler does (``void`` and the parameter list included); the recordings'
+    graph reader writes neither (evidence/library/recordings/h100_attn_families.json.gz): one table key for both."""
+    from tcsmt.library.rules import kernel_key
+
+    gemvx = ("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, false, 7, "
+             "cublasGemvParamsEx<int, float> >")
+    assert kernel_key(gemvx + "(cublasGemvParamsEx<int, float>)") == gemvx
+    assert kernel_key("void gemv2T_kernel_val<int, 128, 16>(cublasGemvParamsEx<int>, float, float)") == \
+        "gemv2T_kernel_val<int, 128, 16>"
+    assert kernel_key("gemv2T_kernel_val<int, 128, 16>") == "gemv2T_kernel_val<int, 128, 16>"

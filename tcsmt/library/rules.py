@@ -191,9 +191,16 @@ _gemv_tables: dict[str, dict[tuple[str, tuple[int, ...]], dict[str, Any]]] = {}
 
 
 def kernel_key(name: str) -> str:
-    """A demangled kernel name as the recordings write it: the profiler's ``void `` return type dropped (the
-    graph reader's names of ``void`` kernels have none; a templated return type such as gemvx's stays)."""
-    return name.removeprefix("void ")
+    """A demangled kernel name as the recordings write it: the profiler's ``void `` return type and parameter list
+    dropped (the graph reader's names have neither; a templated return type such as gemvx's stays)."""
+    name = name.removeprefix("void ")
+    if name.endswith(")"):
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                return name[:i]
+    return name
 
 
 def gemv_orders(gpu: str) -> dict[tuple[str, tuple[int, ...]], dict[str, Any]]:
