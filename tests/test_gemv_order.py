@@ -136,3 +136,21 @@ def test_profiler_and_recorded_kernel_names_are_one_key():
     assert kernel_key("void gemv2T_kernel_val<int, 128, 16>(cublasGemvParamsEx<int>, float, float)") == \
         "gemv2T_kernel_val<int, 128, 16>"
     assert kernel_key("gemv2T_kernel_val<int, 128, 16>") == "gemv2T_kernel_val<int, 128, 16>"
+
+
+def test_halving_matches_ieee_float32_adds_in_its_order():
+    """Eight random fp32 partials: halving is (((P0+P4)+(P2+P6))+((P1+P5)+(P3+P7))), each add IEEE binary32 RNE
+    (numpy float32); a serial sum of the same partials differs on some of them, so the test sees the order."""
+    rng = np.random.default_rng(5)
+    vals = (rng.standard_normal((8, 2000)) * 2.0 ** rng.integers(-20, 20, (8, 2000))).astype(np.float32)
+    parts = [v.view(np.uint32).astype(np.int64) for v in vals]
+    got, _ = sem.reduce_partials(NumpyBackend(), IEEE32, parts, FP32, get_format("bf16"), "halving")
+    p = list(vals)
+    while len(p) > 1:
+        h = len(p) // 2
+        p = [np.float32(p[i] + p[i + h]) for i in range(h)]
+    assert np.array_equal(np.asarray(got).astype(np.uint32), p[0].view(np.uint32))
+    serial = vals[0]
+    for v in vals[1:]:
+        serial = np.float32(serial + v)
+    assert (serial.view(np.uint32) != p[0].view(np.uint32)).sum() > 100
