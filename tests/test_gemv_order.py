@@ -104,10 +104,11 @@ SAMPLED = [("h100", 32, 6, 128, True), ("h100", 128, 128, 34, False), ("h100", 1
 
 @pytest.mark.parametrize("gpu,batch,N,K,b_t", SAMPLED)
 def test_committed_gpu_samples_replay_bit_for_bit(gpu, batch, N, K, b_t):
-    """Random and probe inputs of probed calls (their first 16 outputs each), as the H100 / H200 returned them."""
+    """Random and probe inputs of probed calls (their first 16 outputs each, 4 at K > 8192), as the H100 / H200
+    returned them."""
     r = result(gpu, batch, N, K, b_t)
     plan = gemv_plan(gpu, r)
-    for kind, a, b, got in sampled_inputs(r, 16):
+    for kind, a, b, got in sampled_inputs(r, 4 if K > 8192 else 16):
         y = np.asarray(evaluate_pairs(plan, a, b)).astype(np.uint16)
         assert (y == got).all(), (kind, np.flatnonzero(y != got)[:5])
 
