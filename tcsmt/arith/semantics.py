@@ -1035,7 +1035,7 @@ def fma_rounded(B: Backend, p: ModelParams, x_bits: V, y_bits: V, xy_fmt: Format
     return apply_flags(B, fmt, merge_flags(B, [fl, zfl]), bits)
 
 
-REDUCTIONS = ("fp32_forward", "pairwise", "out_rounded", "out_chain", "out_chain_acc_add")
+REDUCTIONS = ("fp32_forward", "pairwise", "halving", "out_rounded", "out_chain", "out_chain_acc_add")
 
 
 def reduce_partials(B: Backend, p: ModelParams, parts: Sequence[V], acc: Format, out: Format, scheme: str) -> tuple[V, Format]:
@@ -1048,6 +1048,11 @@ def reduce_partials(B: Backend, p: ModelParams, parts: Sequence[V], acc: Format,
                       reduction of bitequiv and mmaemu).
     ``pairwise``      a balanced tree: (P0+P1), (P2+P3), ..., an odd last one carried
                       up unchanged, each sum RN_acc.
+    ``halving``       a tree that halves the partials (a count that is a power of two): with n
+                      partials, P_s = RN_acc(P_s + P_(s+n/2)) for s < n/2, then n/2, ... down
+                      to P0 (a shared-memory or xor-shuffle reduction over n threads, as
+                      cuBLAS's CUDA-core GEMV kernels combine their threads' sums: lanes whose
+                      indices differ first in bit b join at the step of offset 2^b).
     ``out_rounded``   every partial first rounded to ``out`` (RNE), then summed as
                       ``fp32_forward`` in ``acc``.
     ``out_chain``     a serial chain in ``out``: r = RN_out(P0); r = RN_out(r + P_s)
@@ -1070,6 +1075,13 @@ def reduce_partials(B: Backend, p: ModelParams, parts: Sequence[V], acc: Format,
         for q in parts[1:]:
             r = add_rounded(B, p, r, acc, q, acc, acc, "rne")
         return r, acc
+    if scheme == "halving":
+        if len(parts) & (len(parts) - 1):
+            raise TcsmtError(f"the halving reduction needs a power-of-two count of partials, not {len(parts)}")
+        while len(parts) > 1:
+            h = len(parts) // 2
+            parts = [add_rounded(B, p, parts[i], acc, parts[i + h], acc, acc, "rne") for i in range(h)]
+        return parts[0], acc
     if scheme == "pairwise":
         while len(parts) > 1:
             nxt = [add_rounded(B, p, parts[i], acc, parts[i + 1], acc, acc, "rne")

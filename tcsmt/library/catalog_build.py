@@ -40,7 +40,7 @@ from tcsmt.library.catalog_runs import plan_runs, progressions  # noqa: F401 (pr
 from tcsmt.library.checks import make_call
 from tcsmt.library.families import SAME_KEYS, class_of
 from tcsmt.library.plans import OPS, Call
-from tcsmt.library.rules import RULES_NAME, VariantRules, checked_entry, classed, k_tiled, make_context
+from tcsmt.library.rules import RULES_NAME, VariantRules, checked_entry, classed, gemv_kernel, k_tiled, make_context
 from tcsmt.library.settings import settings_key
 
 CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
@@ -173,8 +173,9 @@ def raw_call(tmpl: dict[str, Any], vary: str, t: int, plan: list[Any], tables: d
     c = {k: tmpl.get(k) for k in CALL_FIELDS}
     for d in vary:
         c[d] = t
-    kernels, _blocks, _clusters, _gz, _other, S, red, lt, err, cap_err = plan
+    kernels, blocks, _clusters, _gz, _other, S, red, lt, err, cap_err = plan
     c["kernels"] = [tables["kernels"][k] for k in kernels]
+    c["blocks"] = blocks
     c["split_k"] = S
     c["reduction_scheme"] = red or "none"
     c["lt_algo"] = [tables["lt"][i] for i in lt]
@@ -224,7 +225,8 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
             f"kernels of class {cls}", *(classed(x, cls) for x in fields.get("sources", [])[1:])]
     entry = {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
              "kernels": [cls], "sources": srcs}
-    return checked_entry(entry, ident, [c["M"], c["N"], c["K"], c["batch"]], c["kernels"], ctx.gpu, name, probed)
+    return checked_entry(entry, ident, [c["M"], c["N"], c["K"], c["batch"]], c["kernels"], ctx.gpu, name, probed,
+                         blocks=c.get("blocks"))
 
 
 def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext, out: Path,
@@ -283,8 +285,9 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             slot = cover.setdefault((fam, vary, d1, d2), {})
             plan = tables["plans"][pid]
             # an entry depends on the token count only through a K-dependent grain or CUTLASS tile (vary K) or, for a GPU
-            # borrowing another's rules, through the other GPU's record of the same call
-            per_t = "K" in vary and (int(plan[5] or 1) > 1 or k_tiled([tables["kernels"][k] for k in plan[0]]))
+            # borrowing another's rules, through the other GPU's record of the same call; a GEMV kernel's through its K order
+            ks = [tables["kernels"][k] for k in plan[0]]
+            per_t = "K" in vary and (int(plan[5] or 1) > 1 or k_tiled(ks) or gemv_kernel(ks))
             for t in ts:
                 key = (fam, pid, d1, d2)
                 borrowed = bool(ctx.same_as) and _recorded_there(ctx, tmpl, vary, t)

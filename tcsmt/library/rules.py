@@ -9,7 +9,10 @@ checks the copy.  A recorded plan file (with a decision file) may stand in for i
 :func:`checked_entry` keeps a converted plan only where the rules are certain at the call's shape; a split-K plan
 counts only for the operand layouts whose slice rule bits read (:func:`variant_rules`: the rules file keeps the
 layouts of the plan file's own calls as ``probed_layouts`` and, with the H100's layout probes, every variant's
-rules as ``layout_rules``), and takes its grain (and ``k_floor``) from that variant's rule.
+rules as ``layout_rules``), and takes its grain (and ``k_floor``) from that variant's rule.  A call on cuBLAS's
+CUDA-core GEMV kernels gets the K order read for its kernel and block dims (:func:`gemv_fields`, the table
+``models/library/<gpu>_gemv_orders.json`` made by ``python -m tools.library.gemv_orders`` from FPRev probes), or is
+refused.
 """
 from __future__ import annotations
 
@@ -172,9 +175,78 @@ CUTLASS_K_TILE = re.compile(r"^cutlass::Kernel2<cutlass_(?:75|80)_\w*?gemm\w*?_\
 """A CUTLASS 2.x kernel name; group 1 is its threadblock tile's K (the decisions' ``k_tile_regex``)."""
 
 
+def gemv_kernel(kernels: Sequence[str]) -> bool:
+    """Whether the kernels include a CUDA-core GEMV kernel (its entry depends on K: :func:`gemv_fields`)."""
+    return any(UNREAD_K_ORDER.search(k.split("<")[0]) or UNREAD_K_ORDER.search(k) for k in map(kernel_key, kernels))
+
+
 def k_tiled(kernels: Sequence[str]) -> bool:
     """Whether the kernels include a CUTLASS 2.x kernel with a K tile (its entry may then depend on K)."""
     return any(CUTLASS_K_TILE.search(k) for k in kernels)
+
+
+GEMV_ORDERS = "{gpu}_gemv_orders.json"
+"""The K orders of the GEMV kernels read on a GPU (``models/library/``; ``tools/library/gemv_orders.py``)."""
+_gemv_tables: dict[str, dict[tuple[str, tuple[int, ...]], dict[str, Any]]] = {}
+
+
+def kernel_key(name: str) -> str:
+    """A demangled kernel name as the recordings write it: the profiler's ``void `` return type and parameter list
+    dropped (the graph reader's names have neither; a templated return type such as gemvx's stays)."""
+    name = name.removeprefix("void ")
+    if name.endswith(")"):
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                return name[:i]
+    return name
+
+
+def gemv_orders(gpu: str) -> dict[tuple[str, tuple[int, ...]], dict[str, Any]]:
+    """The GEMV orders read on ``gpu``, by (kernel name, block dims); empty where none were read."""
+    if gpu not in _gemv_tables:
+        path = plans_dir() / GEMV_ORDERS.format(gpu=gpu)
+        rows = read_json(path, "GEMV order table").get("orders", []) if path.exists() else []
+        _gemv_tables[gpu] = {(kernel_key(str(e["kernel"])), tuple(int(x) for x in e["block"])): e for e in rows}
+    return _gemv_tables[gpu]
+
+
+def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], blocks: Sequence[Sequence[int]] | None,
+                gpu: str) -> tuple[dict[str, Any], str]:
+    """(the entry with the GEMV kernel's K order, '') or (entry, why not).
+
+    The order (``tools/library/gemv_orders.py``): L threads each chain their k's by FFMA from +0 (tiles of g k's
+    dealt round-robin: g = 1, or ``chunk64``: g = min(64, ceil(K/L))), as L split-K slices ``interleaved`` with
+    grain g and the simt_ffma chain, their fp32 sums joined by the entry's tree (``halving`` or ``fp32_forward``),
+    then RNE to the output format.  An entry read with its threads along blockDim.y applies at any K, the others at
+    the K values probed only; a call with an epilogue (alpha, beta, bias) is refused (the probes ran bmm)."""
+    probes = f"evidence/library/{gpu}_gemv_probes.json.gz"
+    if not blocks or len(kernels) != 1 or len(blocks) != 1:
+        return entry, f"{len(kernels)} kernels with {len(blocks or ())} block shapes recorded: one GEMV kernel expected"
+    e = gemv_orders(gpu).get((kernel_key(kernels[0]), tuple(int(x) for x in blocks[0])))
+    name = kernel_key(kernels[0])
+    short = UNREAD_K_ORDER.search(name.split("<")[0]) or UNREAD_K_ORDER.search(name)
+    what = f"the {short.group(1) if short else 'GEMV'} kernel with block {list(blocks[0])}"
+    if e is None:
+        return entry, f"K order of {what} not read (no probe of this kernel and block: {probes})"
+    K = plan.call.K
+    if e["K"] != "any" and K not in e["K"]:
+        return entry, f"K order of {what} read at K = {', '.join(map(str, e['K']))} only, not {K} ({probes})"
+    if plan.epilogue or entry.get("epilogue"):
+        return entry, f"K order of {what} read without an epilogue; this call has {list(plan.epilogue)}"
+    L = int(e["lanes"])
+    g = 1 if e["grain"] == "1" else min(64, -(-K // L))
+    out = {**entry, "split_k": L, "grain": g, "slices": "interleaved", "remainder": "last", "reduce": e["reduce"],
+           "chain": {**dict(entry.get("chain") or {}), "instr": "simt_ffma", "out_fmt": "fp32"},
+           "sources": [*entry.get("sources", []),
+                       f"K order of {what} read by FPRev probes ({probes}, "
+                       f"tools/library/gemv_orders.py): {L} threads ({e['lanes_are']}), tiles of {g} k's "
+                       f"round-robin, FFMA chains, {e['reduce']} tree; {e['outputs_bit_exact']} sampled outputs "
+                       f"bit-exact at K = {', '.join(map(str, e['K_probed']))}"]}
+    out.pop("k_tile", None)
+    out.pop("k_floor", None)
+    return out, ""
 
 
 UNREAD_K_ORDER = re.compile(r"(?:^|::)((?:gemv|gemmSN|gemmk1|dot_kernel)\w*)")
@@ -207,7 +279,8 @@ def _variant_slices(entry: dict[str, Any], plan: Plan, fam: str, tags: list[str]
 
 
 def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int], kernels: Sequence[str], gpu: str,
-                  where: str, probed: VariantRules | set[tuple[str, str]] | None = None) -> dict[str, Any]:
+                  where: str, probed: VariantRules | set[tuple[str, str]] | None = None,
+                  blocks: Sequence[Sequence[int]] | None = None) -> dict[str, Any]:
     """``entry`` (plan fields) where its plan loads and is certain at ``shape`` ([M, N, K, batch]), else ``ident``
     with the reason: the fields must make a plan (a K-chain of the GPU's model, fields that agree); a split-K plan's
     kernels must have an operand layout whose slice rules bits read (``probed``, :func:`variant_rules`; a set of
@@ -233,11 +306,17 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
             if why:
                 return {**ident, "why": why}
             plan = dataclasses.replace(plan, grain=entry["grain"], k_floor=entry.get("k_floor", 0))
-    gemv = sorted({m.group(1) for k in kernels for m in [UNREAD_K_ORDER.search(k.split("<")[0]) or
-                                                         UNREAD_K_ORDER.search(k)] if m})
+    gemv = sorted({m.group(1) for k in map(kernel_key, kernels) for m in [UNREAD_K_ORDER.search(k.split("<")[0]) or
+                                                                          UNREAD_K_ORDER.search(k)] if m})
     if gemv and plan.call.K > 1:
-        return {**ident, "why": f"K order of the {', '.join(gemv)} kernel not read (GPT-2's LM head at M = 1 on the H100 "
-                                "splits K at 384 inside gemv2T_kernel_val: evidence/h100_invariance_witnesses.json)"}
+        entry, why = gemv_fields(entry, plan, kernels, blocks, gpu)
+        if why:
+            return {**ident, "why": why}
+        try:
+            plan_from_fields(entry, plan.call, gpu, "", where, where)
+        except TcsmtError as exc:
+            return {**ident, "why": f"its GEMV plan does not load here: {str(exc).removeprefix(where + ': ')}"}
+        return entry
     tiles = [int(m.group(1)) for k in kernels for m in [CUTLASS_K_TILE.search(k)] if m]
     block = plan.chain.block_k
     if tiles and not plan.k_tile and block > 1:

@@ -1,0 +1,157 @@
+"""The K order of cuBLAS's CUDA-core GEMV kernels: the halving reduction, the plans the catalog rules make for the
+probed kernels, and the committed GPU probes (evidence/library/{h100,h200}_gemv_probes.json.gz, made by
+tools/device/gemv_probes.py; the order table models/library/<gpu>_gemv_orders.json by tools/library/gemv_orders.py)
+replayed bit for bit."""
+from __future__ import annotations
+
+import gzip
+import json
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tcsmt.arith import semantics as sem
+from tcsmt.arith.formats import FP32, get_format
+from tcsmt.backends.numpy import NumpyBackend
+from tcsmt.errors import TcsmtError
+from tcsmt.library.evaluate import IEEE32, evaluate_pairs
+from tcsmt.library.plans import call_from_entry, plan_from_fields
+from tcsmt.library.rules import checked_entry, gemv_orders
+from tools.library.gemv_orders import revealed, sampled_inputs
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@cache
+def probes(gpu: str) -> dict:
+    with gzip.open(REPO / "evidence" / "library" / f"{gpu}_gemv_probes.json.gz", "rt") as f:
+        return json.load(f)
+
+
+def result(gpu: str, batch: int, N: int, K: int, b_t: bool) -> dict:
+    for r in probes(gpu)["results"]:
+        s = r["spec"]
+        if (s["batch"], s["N"], s["K"], bool(s["b_t"])) == (batch, N, K, b_t) and r.get("kernels"):
+            return r
+    raise AssertionError(f"no probe of {batch}x{N}x{K} in {gpu}")
+
+
+def f32(x: float) -> int:
+    return int(np.float32(x).view(np.uint32))
+
+
+def test_halving_joins_partials_s_and_s_plus_half_first():
+    """Four partials 2^24, 1, -2^24, 1: halving sums (P0 + P2) + (P1 + P3) = 0 + 2 = 2; serial and adjacent-pair trees
+    lose a 1 to RNE at 2^24 + 1 and give 1.  (The halving tree is what the GEMV probes read: subtree sizes 128, 64, 128,
+    32, ... for thread 0 against threads 1, 2, 3, 4, ... in evidence/library/h100_gemv_probes.json.gz.)"""
+    parts = [np.array([f32(v)], dtype=np.int64) for v in (2.0 ** 24, 1.0, -(2.0 ** 24), 1.0)]
+    bf16 = get_format("bf16")
+    got = {s: int(sem.reduce_partials(NumpyBackend(), IEEE32, parts, FP32, bf16, s)[0][0])
+           for s in ("halving", "fp32_forward", "pairwise")}
+    assert got == {"halving": f32(2.0), "fp32_forward": f32(1.0), "pairwise": f32(1.0)}
+    with pytest.raises(TcsmtError, match="power-of-two"):
+        sem.reduce_partials(NumpyBackend(), IEEE32, parts[:3], FP32, bf16, "halving")
+
+
+def gemv_plan(gpu: str, r: dict, **change):
+    """The plan the catalog rules make for the probed call (its kernel and block from the probe file)."""
+    s, k = r["spec"], r["kernels"][0]
+    entry = {"op": s["op"], "a_dtype": s["a_dtype"], "out_dtype": s["out_dtype"], "split_k": 1, "epilogue": [],
+             "chain": {"arch": "hopper", "in_fmt": {"bfloat16": "bf16", "float16": "fp16"}[s["a_dtype"]],
+                       "out_fmt": "fp32", "instr": "cublas"}, "kernels": ["gemv"], "sources": ["test"]}
+    shape = [1, s["N"], s["K"], s["batch"]]
+    got = checked_entry(entry, {}, shape, [k["name"]], gpu, "test", blocks=[k["block"]])
+    assert "why" not in got, got.get("why")
+    got = {**got, **change}
+    return plan_from_fields(got, call_from_entry(got, shape, "test"), gpu, "", "", "test")
+
+
+def probe_rows(r: dict, plan, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(model, GPU) counts of the first revealed rows (K <= 256: one window of ones, +B at i, -B at j)."""
+    K = r["spec"]["K"]
+    model, gpu = [], []
+    for i, sub in list(revealed(r).items())[:rows]:
+        js = [j for j in range(K) if j != i]
+        val = np.ones((len(js), K))
+        val[:, i] = 2.0 ** 40
+        val[np.arange(len(js)), js] = -(2.0 ** 40)
+        bits = (val.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)  # exact bf16 values
+        y = evaluate_pairs(plan, np.full((len(js), K), 0x3F80, dtype=np.uint16), np.ascontiguousarray(bits.T))
+        model.append(np.asarray(y).astype(np.uint16))
+        gpu.append(K - sub[js])
+    counts = np.concatenate(model).astype(np.uint32) << 16
+    return counts.view(np.float32).astype(np.int64), np.concatenate(gpu)
+
+
+def test_rows_of_the_decode_score_kernel_are_the_plans_tree():
+    """LLaMA decode q.K^T at 32 heads (bmm 32x1x6x128 bf16, gemvx<..., false, true, true, false, 7> block [32, 4]):
+    the H100's revealed rows (evidence/library/h100_gemv_probes.json.gz) are the counts the plan gives (32 threads of
+    4 k's, halving); dealing single k's instead differs."""
+    r = result("h100", 32, 6, 128, True)
+    model, gpu = probe_rows(r, gemv_plan("h100", r), 4)
+    assert (model == gpu).all()
+    wrong, gpu = probe_rows(r, gemv_plan("h100", r, grain=1), 4)
+    assert (wrong != gpu).sum() > 100
+
+
+SAMPLED = [("h100", 32, 6, 128, True), ("h100", 128, 128, 34, False), ("h100", 128, 34, 128, True),
+           ("h100", 24, 128, 4044, False), ("h100", 1, 64, 385, False), ("h100", 96, 2343, 128, True),
+           ("h200", 32, 6, 128, True), ("h200", 128, 128, 36, False), ("h200", 128, 34, 128, True),
+           ("h200", 40, 128, 5161, False)]
+
+
+@pytest.mark.parametrize("gpu,batch,N,K,b_t", SAMPLED)
+def test_committed_gpu_samples_replay_bit_for_bit(gpu, batch, N, K, b_t):
+    """Random and probe inputs of probed calls (their first 16 outputs each, 4 at K > 8192), as the H100 / H200
+    returned them."""
+    r = result(gpu, batch, N, K, b_t)
+    plan = gemv_plan(gpu, r)
+    for kind, a, b, got in sampled_inputs(r, 4 if K > 8192 else 16):
+        y = np.asarray(evaluate_pairs(plan, a, b)).astype(np.uint16)
+        assert (y == got).all(), (kind, np.flatnonzero(y != got)[:5])
+
+
+def test_unprobed_kernel_or_k_is_refused_in_one_line():
+    r = result("h100", 32, 6, 128, True)
+    s, k = r["spec"], r["kernels"][0]
+    entry = {"op": "bmm", "a_dtype": "bfloat16", "out_dtype": "bfloat16", "split_k": 1, "epilogue": [],
+             "chain": {"arch": "hopper", "in_fmt": "bf16", "out_fmt": "fp32", "instr": "cublas"},
+             "kernels": ["gemv"], "sources": ["test"]}
+    other_block = checked_entry(entry, {}, [1, 6, 128, 32], [k["name"]], "h100", "t", blocks=[[7, 7, 1]])
+    assert "not read" in other_block["why"] and "\n" not in other_block["why"]
+    other_k = checked_entry(entry, {}, [1, 6, 96, 32], [k["name"]], "h100", "t", blocks=[k["block"]])
+    assert "read at K = " in other_k["why"]
+    assert s["K"] == 128 and gemv_orders("h100")
+
+
+def test_profiler_and_recorded_kernel_names_are_one_key():
+    """The probes name kernels as torch.profiler does (``void`` and the parameter list included); the recordings'
+    graph reader writes neither (evidence/library/recordings/h100_attn_families.json.gz): one table key for both."""
+    from tcsmt.library.rules import kernel_key
+
+    gemvx = ("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, false, 7, "
+             "cublasGemvParamsEx<int, float> >")
+    assert kernel_key(gemvx + "(cublasGemvParamsEx<int, float>)") == gemvx
+    assert kernel_key("void gemv2T_kernel_val<int, 128, 16>(cublasGemvParamsEx<int>, float, float)") == \
+        "gemv2T_kernel_val<int, 128, 16>"
+    assert kernel_key("gemv2T_kernel_val<int, 128, 16>") == "gemv2T_kernel_val<int, 128, 16>"
+
+
+def test_halving_matches_ieee_float32_adds_in_its_order():
+    """Eight random fp32 partials: halving is (((P0+P4)+(P2+P6))+((P1+P5)+(P3+P7))), each add IEEE binary32 RNE
+    (numpy float32); a serial sum of the same partials differs on some of them, so the test sees the order."""
+    rng = np.random.default_rng(5)
+    vals = (rng.standard_normal((8, 2000)) * 2.0 ** rng.integers(-20, 20, (8, 2000))).astype(np.float32)
+    parts = [v.view(np.uint32).astype(np.int64) for v in vals]
+    got, _ = sem.reduce_partials(NumpyBackend(), IEEE32, parts, FP32, get_format("bf16"), "halving")
+    p = list(vals)
+    while len(p) > 1:
+        h = len(p) // 2
+        p = [np.float32(p[i] + p[i + h]) for i in range(h)]
+    assert np.array_equal(np.asarray(got).astype(np.uint32), p[0].view(np.uint32))
+    serial = vals[0]
+    for v in vals[1:]:
+        serial = np.float32(serial + v)
+    assert (serial.view(np.uint32) != p[0].view(np.uint32)).sum() > 100

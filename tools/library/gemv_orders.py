@@ -1,0 +1,235 @@
+"""The K order of cuBLAS's CUDA-core GEMV kernels, read from FPRev swamping probes, as a table the catalog rules use.
+
+    python -m tools.library.gemv_orders evidence/library/h100_gemv_probes.json.gz [--gpu h100]
+        [--out models/library/h100_gemv_orders.json] [--outputs 32]
+
+The probes (``tools/device/gemv_probes.py``, run on the GPU through torch; method of Xie et al., "Revealing
+Floating-Point Accumulation Orders in Software/Hardware Implementations", arXiv 2411.00442) give, for a call
+whose kernels include ``gemvx`` or ``gemv2T_kernel_val``, rows of the summation tree: for a leaf i and every j,
+the number of k's in the subtree where i and j first meet (products +B at i, -B at j, ones in windows of 256
+elsewhere: the ones outside that subtree survive).  Every candidate order below is checked against those rows
+(integer logic) and then against the sampled outputs of random and probe inputs of the same call, evaluated bit for
+bit by the plan the candidate makes (``tcsmt.library.evaluate``: the simt_ffma chain of ``models/hopper.toml`` per
+thread, split-K slices for the threads, the reduction over them, RNE to the output format).
+
+A candidate is (the block axis that counts the threads along K: L = blockDim.x or blockDim.y; the threads' k's:
+``1``, k in thread k mod L, or ``chunk64``, tiles of g = min(64, ceil(K/L)) k's dealt round-robin to the L threads;
+the tree over the L sums: ``halving`` or ``fp32_forward``).  A kernel (full demangled name) with its block dims is
+written to the table only where one candidate's plan fits every probe of it (rows and outputs) and no probe of it
+contradicts; the table lists the K values probed and the outputs compared.  ``K`` says where an entry applies:
+``any`` where its threads run along blockDim.y (the non-transposed kernels, whose K is the KV length of decode
+attention: the same rule held at every probed K, 2 to 16,159), else the probed K values only (the transposed
+kernels, K = the head dim: at K = 128 some of them deal single k's where the same template deals tiles of 8 at
+K = 64).  Anything else stays refused.
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from tcsmt.errors import TcsmtError
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
+from tcsmt.library.evaluate import evaluate_pairs, fmt_of
+from tcsmt.library.plans import call_from_entry, plan_from_fields
+from tcsmt.sim.simulator import to_bits
+from tools.device.gemv_probes import BIG, ONE, random_bits, windowed_params
+
+REPO = Path(__file__).resolve().parents[2]
+GEMV = re.compile(r"(?:^|::|\s)(gemvx::kernel|gemv2T_kernel_val)\b")
+GRAINS = ("1", "chunk64")
+TREES = ("halving", "fp32_forward")
+FMT = {"bfloat16": "bf16", "float16": "fp16"}
+
+
+def grain_of(rule: str, K: int, L: int) -> int:
+    """The tile of k's each thread takes in turn: 1, or min(64, ceil(K/L))."""
+    return 1 if rule == "1" else min(64, -(-K // L))
+
+
+def plan_raw(spec: dict[str, Any], L: int, g: int, tree: str, source: str) -> dict[str, Any]:
+    """Plan fields of one probed call under a candidate order."""
+    return {"op": spec["op"], "a_dtype": spec["a_dtype"], "out_dtype": spec["out_dtype"], "split_k": L,
+            "grain": g, "slices": "interleaved", "reduce": tree, "epilogue": [],
+            "chain": {"arch": "hopper", "in_fmt": FMT[spec["a_dtype"]], "out_fmt": "fp32", "instr": "simt_ffma"},
+            "sources": [source]}
+
+
+def subtree_sizes(K: int, L: int, g: int, tree: str, i: int) -> np.ndarray:
+    """For every j: the number of k's under the node where leaves i and j first meet (-1 at j = i), when thread
+    (k // g) mod L chains its k's in order and the L sums meet by ``tree``."""
+    k = np.arange(K)
+    lane = (k // g) % L
+    pos = np.zeros(K, dtype=np.int64)
+    count = np.bincount(lane, minlength=L)
+    for t in range(L):
+        pos[lane == t] = np.arange(count[t])
+    out = np.empty(K, dtype=np.int64)
+    same = lane == lane[i]
+    out[same] = np.maximum(pos[same], pos[i]) + 1
+    lanes = np.arange(L)
+    for j in np.flatnonzero(~same):
+        a, b = int(lane[i]), int(lane[j])
+        if tree == "halving":  # they meet at the offset of their lowest differing bit; the group: lanes = a mod it
+            low = (a ^ b) & -(a ^ b)
+            out[j] = count[lanes % low == a % low].sum()
+        else:  # serial from thread 0: the node after thread max(a, b)
+            out[j] = count[: max(a, b) + 1].sum()
+    out[i] = -1
+    return out
+
+
+def revealed(result: dict[str, Any]) -> dict[int, np.ndarray]:
+    rows = {}
+    for i, text in result.get("reveal", {}).items():
+        c = np.frombuffer(base64.b64decode(text), np.int16).astype(np.int64)
+        sub = len(c) - c
+        sub[int(i)] = -1
+        rows[int(i)] = sub
+    return rows
+
+
+def _bits(values: np.ndarray, fmt: str) -> np.ndarray:
+    return np.asarray(to_bits(values, fmt_of(fmt), "probe input")).astype(np.uint16)
+
+
+def sampled_inputs(result: dict[str, Any], n: int) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+    """(kind, A rows (m, K), B columns (K, m), GPU outputs (m,)) of the first ``n`` outputs of every sampled call."""
+    s = result["spec"]
+    dt, b, K, N = s["a_dtype"], s["batch"], s["K"], s["N"]
+    out = []
+    for rec in result.get("normal", []):
+        rng = np.random.default_rng(rec["seed"])
+        a = random_bits(rng, dt, (b, 1, K) if s["op"] == "bmm" else (1, K)).reshape(b, K)
+        B = random_bits(rng, dt, (b, K, N))
+        got = np.frombuffer(base64.b64decode(rec["out"]), np.uint16)
+        m = min(n, len(got))
+        o = np.arange(m)
+        out.append(("random", a[o // N], np.ascontiguousarray(B[o // N, :, o % N].T), got[:m]))
+    for rec in result.get("windowed", []):
+        i, j, w0, ln = windowed_params(rec["seed"], K, b * N)
+        got = np.frombuffer(base64.b64decode(rec["out"]), np.uint16)
+        m = min(n, len(got))
+        k = np.arange(K)[None, :]
+        val = np.where((k >= w0[:m, None]) & (k < (w0 + ln)[:m, None]), ONE[dt], 0.0)
+        val = np.where(k == i[:m, None], BIG[dt], val)
+        val = np.where(k == j[:m, None], -BIG[dt], val)
+        if K == 1:
+            val = np.full_like(val, ONE[dt])
+        out.append(("probe", _bits(np.ones((m, K)), dt), _bits(val.T, dt), got[:m]))
+    return out
+
+
+def lane_counts(kernel: dict[str, Any]) -> dict[str, int]:
+    """The thread counts a kernel may split K over: its block dims x and y, and the integer template arguments
+    after its compute type (gemv2T_kernel_val<..., float, 128, 16, 2, 2, ...>)."""
+    out = {"blockDim.x": int(kernel["block"][0]), "blockDim.y": int(kernel["block"][1])}
+    m = re.search(r"float, ((?:\d+, )+)", kernel["name"])
+    for v in (m.group(1).split(", ")[:-1] if m else []):
+        out.setdefault(f"template argument {v}", int(v))
+    return out
+
+
+def candidates(result: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The (thread count, grain rule, tree) candidates whose trees give the probed call's revealed rows (with two
+    threads the two trees are one sum: only fp32_forward is kept)."""
+    s, rows = result["spec"], revealed(result)
+    fits = []
+    for axis, L in lane_counts(result["kernels"][0]).items():
+        for rule in GRAINS:
+            for tree in TREES:
+                if tree == "halving" and (L & (L - 1) or L <= 2):
+                    continue
+                g = grain_of(rule, s["K"], L)
+                if rows and all((subtree_sizes(s["K"], L, g, tree, i) == v).all() for i, v in rows.items()):
+                    fits.append((axis, rule, tree))
+    return fits
+
+
+def differing(result: dict[str, Any], cand: tuple[str, str, str], n: int) -> tuple[int, int]:
+    """(outputs that differ, outputs compared) of the call's samples under the candidate's plan."""
+    s = result["spec"]
+    axis, rule, tree = cand
+    L = lane_counts(result["kernels"][0])[axis]
+    raw = plan_raw(s, L, grain_of(rule, s["K"], L), tree, "candidate")
+    plan = plan_from_fields(raw, call_from_entry(raw, [1, s["N"], s["K"], s["batch"]], "probe"), "h100", "", "",
+                            "probe")
+    bad = total = 0
+    for _kind, a, b, got in sampled_inputs(result, n):
+        y = evaluate_pairs(plan, a, b)
+        bad += int((np.asarray(y).astype(np.uint16) != got).sum())
+        total += len(got)
+    return bad, total
+
+
+def order_table(probes: dict[str, Any], name: str, n: int, progress=None) -> dict[str, Any]:
+    """The table: one entry per GEMV kernel and block dims that one candidate fits everywhere."""
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in probes["results"]:
+        ks = r.get("kernels") or []
+        if len(ks) != 1 or not GEMV.search(ks[0]["name"].split("<")[0] + " " + ks[0]["name"]):
+            continue
+        by_key.setdefault((ks[0]["name"], json.dumps(ks[0]["block"])), []).append(r)
+    entries, left = [], []
+    for (kernel, block), results in sorted(by_key.items()):
+        common = None
+        for r in results:  # calls probed for outputs only (no rows revealed) check the candidates of the others
+            if r.get("reveal"):
+                c = set(candidates(r))
+                common = c if common is None else common & c
+        fitting = []
+        for cand in sorted(common or ()):
+            counts = [differing(r, cand, n) for r in results]
+            if progress:
+                progress(f"{kernel[:60]} {block} {cand}: {counts}")
+            if all(bad == 0 for bad, _ in counts):
+                fitting.append((cand, sum(t for _, t in counts)))
+        lanes = lane_counts(results[0]["kernels"][0])
+        plans = {tuple((lanes[c[0]], grain_of(c[1], r["spec"]["K"], lanes[c[0]]), c[2]) for r in results)
+                 for c, _ in fitting}
+        ks = sorted({r["spec"]["K"] for r in results})
+        if common is None:
+            continue  # no row revealed: not probed
+        if len(plans) != 1:
+            left.append({"kernel": kernel, "block": json.loads(block), "K": ks,
+                         "why": "no candidate fits every probe" if not plans else
+                                f"{len(plans)} candidates fit and differ at the probed K"})
+            continue
+        (axis, rule, tree), total = fitting[0]
+        entries.append({"kernel": kernel, "block": json.loads(block), "lanes": lanes[axis], "lanes_are": axis,
+                        "grain": rule, "reduce": tree, "K": "any" if axis == "blockDim.y" else ks, "K_probed": ks,
+                        "calls_probed": len(results),
+                        "rows_revealed": sum(len(r["reveal"]) for r in results), "outputs_bit_exact": total})
+    return {"format": "tcsmt GEMV K orders, v1", "made_by": "python -m tools.library.gemv_orders " + name,
+            "device": probes["device"], "method": __doc__.split("\n\n")[1], "orders": entries, "not_decided": left}
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("probes", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--gpu", default="h100", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--outputs", default=32, show_default=True, help="sampled outputs compared per sampled call")
+def gemv_orders_cmd(probes: Path, gpu: str, out: Path | None, outputs: int) -> None:
+    try:
+        with gzip.open(probes, "rt") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise TcsmtError(f"cannot read {probes}: {exc}") from None
+    table = order_table(data, str(probes.relative_to(REPO) if probes.is_absolute() else probes), outputs,
+                        progress=lambda m: print(m, file=sys.stderr, flush=True))
+    out = out or REPO / "models" / "library" / f"{gpu}_gemv_orders.json"
+    out.write_text(json.dumps(table, indent=1) + "\n")
+    print(f"{len(table['orders'])} kernel/block orders written to {out}; {len(table['not_decided'])} not decided")
+
+
+main = script_main(gemv_orders_cmd, "python -m tools.library.gemv_orders")
+
+if __name__ == "__main__":
+    sys.exit(main())
