@@ -49,6 +49,17 @@ _SIMT_CHAINS = {f"{what} (models/hopper.toml fp32 simt_ffma{'' if hyp is None el
 """The K-chains the fp32 kernels with tf32 off are tested against (the CUDA-core and the gemmSN kernels alike)."""
 
 
+NVJET_BETA1_CLASSES = (
+    ("_badd_ (C added by the GEMM kernel, no split-K)", r"^nvjet_sm90_[a-z]+_\w+_badd(_coop[AB])?_[NT]{3}$"),
+    ("_bz_bias_ (cuBLASLt's EPILOGUE_BIAS, no split-K: the Conv1D forward)",
+     r"^nvjet_sm90_[a-z]+_\w+_bz(_coop[AB])?_bias_[NT]{3}$"),
+    ("_bz_splitK_bias_ (EPILOGUE_BIAS with split-K)", r"^nvjet_sm90_[a-z]+_\w+_bz_splitK_bias_[NT]{3}$"),
+    ("_bx_splitK_ (split-K, C added by the splitKreduce kernel)", r"^nvjet_sm90_[a-z]+_\w+_bx_splitK_[NT]{3}$"),
+)
+"""The nvjet kernel classes of ``addmm`` with beta = 1, by the epilogue part of the kernel's name (one question
+each: a class is decided only by its own samples)."""
+
+
 QUESTIONS: list[dict[str, Any]] = [
     {"question": "K iteration inside a slice of the sm80 CUTLASS 16-bit kernels",
      "match": {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_\w*s16816gemm"},
@@ -96,6 +107,12 @@ QUESTIONS: list[dict[str, Any]] = [
      "match": {"op": "addmm", "alpha_is_1": False, "beta_is_0": False, "split": True},
      "hypotheses": {"FFMA(beta, C, RN32(alpha*y))": {"epilogue": ["alpha", "beta_c"]},
                     "FFMA(alpha, y, RN32(beta*C))": {"epilogue": ["alpha_beta_c"]}}},
+    *[{"question": f"epilogue of addmm with alpha = 1 and beta = 1 on the nvjet {what} kernels",
+       "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta": 1.0, "kernel_regex": regex},
+       "hypotheses": {"RN32(y + C) after the reduced sum": {"epilogue": ["beta_c"]},
+                      "RN_out(RN32(RN_out(y) + C))": {"epilogue": ["out_round_c"]},
+                      "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}}
+      for what, regex in NVJET_BETA1_CLASSES],
     {"question": "epilogue of addmm with alpha = 1 and beta = 1 (a 1-D bias or a matrix C; GPT-2's Conv1D)",
      "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta": 1.0},
      "hypotheses": {"RN32(y + C) after the reduced sum": {"epilogue": ["beta_c"]},
@@ -142,8 +159,11 @@ def _c_init_replay(c: dict[str, Any], inputs: dict, plan: Plan) -> tuple[int, se
 
 
 def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
-           more: dict[str, Any] | None = None, more_name: str = "") -> dict[str, Any]:
-    """Run every question in order; returns the decision file's object."""
+           more: dict[str, Any] | None = None, more_name: str = "",
+           earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run every question in order; returns the decision file's object.  ``earlier`` (a decision file of the same
+    plan and validation files): the questions asked of the validation calls are taken from it as they were
+    answered there (their entries and decisions) instead of replayed; only the questions ``on`` more run."""
     decisions: list[dict[str, Any]] = []
     report = []
     inputs_cache: dict[tuple[str, int], dict] = {}
@@ -154,9 +174,19 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
             raise TcsmtError(f"{more_name}: no run on {raw['gpu']} with its plan file's torch, cuBLAS and cuBLASLt")
         more = dict(more, gpu=raw["gpu"], **{k: runs[0].get(k) for k in ("torch", "cuda", "cublas", "cublaslt")},
                     calls=[c for c in more["calls"] if c.get("gpu") == raw["gpu"] and "excluded" not in c])
+    kept = {e["question"]: e for e in (earlier or {}).get("questions", [])}
+    kept_decisions = {d["evidence"].split(": '", 1)[0]: d for d in (earlier or {}).get("decisions", [])}
     for q in QUESTIONS:
         on_more = q.get("on") == "more"
         if on_more and more is None:
+            continue
+        if earlier is not None and not on_more:
+            if q["question"] not in kept:
+                raise TcsmtError(f"the earlier decision file has no question {q['question']!r}: run without it")
+            report.append(kept[q["question"]])
+            if q["question"] in kept_decisions:
+                decisions.append(kept_decisions[q["question"]])
+            log(f"{q['question']}: as in the earlier decision file")
             continue
         src, src_name = (more, more_name) if on_more else (val, val_name)
         assert src is not None
@@ -228,17 +258,24 @@ _IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 @click.option("--plans", type=_IN_FILE, default=RESULTS / "h100_cublas_plans.json.gz", show_default=True)
 @click.option("--validation", type=_IN_FILE, default=RESULTS / "h100_library_validation.json", show_default=True)
-@click.option("--more", type=_IN_FILE, default=None,
-              help="sampled calls of the questions 'on' more (evidence/library/addmm_beta1.json.gz)")
+@click.option("--more", type=_IN_FILE, multiple=True,
+              help="sampled calls of the questions 'on' more (evidence/library/addmm_beta1.json.gz, "
+                   "addmm_beta1_cancel.json.gz; repeat: their runs and calls joined)")
+@click.option("--earlier", type=_IN_FILE, default=None,
+              help="a decision file made from the same plan and validation files: its answers to the questions "
+                   "of the validation calls are kept, only the questions 'on' more run")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path),
               default=RESULTS / "h100_library_decisions.json", show_default=True)
-def library_decide_cmd(plans: Path, validation: Path, more: Path | None, out: Path) -> int:
+def library_decide_cmd(plans: Path, validation: Path, more: tuple[Path, ...], earlier: Path | None, out: Path) -> int:
     raw, val = read_json(plans), read_json(validation)
     extra = None
-    if more is not None:
-        with gzip.open(more, "rt") if more.suffix == ".gz" else open(more) as f:
-            extra = json.load(f)
-    doc = decide(raw, val, validation.name, more=extra, more_name=more.name if more else "")
+    for path in more:
+        with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as f:
+            doc_more = json.load(f)
+        extra = doc_more if extra is None else dict(extra, runs=extra["runs"] + doc_more["runs"],
+                                                    calls=extra["calls"] + doc_more["calls"])
+    prior = json.loads(earlier.read_text()) if earlier is not None else None
+    doc = decide(raw, val, validation.name, more=extra, more_name=" + ".join(p.name for p in more), earlier=prior)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out}: {len(doc['decisions'])} decisions")
     return 0
