@@ -137,6 +137,11 @@ C_CANCEL_TAIL = 64
 """``c_cancel``: k's of each small run (after the lead, and the last ones of K)."""
 
 
+def _power_of_two(fmt: str, sign: int, exp: int) -> np.ndarray:
+    """The pattern of (-1)^sign * 2^exp in ``fmt`` (a 0-d array)."""
+    return compose(fmt, np.array(sign), np.array(exp), np.array(0))
+
+
 def _c_cancel_operands(a_fmt: str, b_fmt: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...],
                        rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """A and B of the ``c_cancel`` inputs (K >= 2 * C_CANCEL_LEAD + 2 * C_CANCEL_TAIL): the first
@@ -154,8 +159,8 @@ def _c_cancel_operands(a_fmt: str, b_fmt: str, a_shape: tuple[int, ...], b_shape
     a_bits, b_bits = FORMATS[a_fmt][0], FORMATS[b_fmt][0]
     A = np.zeros(a_shape, dtype=UINT[a_bits])
     B = np.zeros(b_shape, dtype=UINT[b_bits])
-    A[..., :lead] = compose(a_fmt, 0, 3, 0)
-    B[..., :lead, :] = compose(b_fmt, 0, 3, 0)
+    A[..., :lead] = _power_of_two(a_fmt, 0, 3)
+    B[..., :lead, :] = _power_of_two(b_fmt, 0, 3)
     for ks in (slice(lead, lead + tail), slice(K - tail, K)):
         sa = A[..., ks].shape
         sb = B[..., ks, :].shape
@@ -175,13 +180,13 @@ def make_inputs(call: dict, seed: int) -> dict[str, np.ndarray]:
     rng = _rng(call, seed, "AB")
     if dist == "c_cancel":  # zeros but the lead and the two small runs; the addend -2^11
         A, B = _c_cancel_operands(a_fmt, b_fmt, (*lead, M, K), (*lead, K, N), rng)
-        out = {"A": A, "B": B}
-        minus = compose(out_fmt, 1, C_CANCEL_LEAD_EXP, 0)
+        res = {"A": A, "B": B}
+        minus = _power_of_two(out_fmt, 1, C_CANCEL_LEAD_EXP)
         if op in ("addmm", "linear", "scaled_mm") and call.get("bias"):
-            out["bias"] = np.full((N,), minus, dtype=minus.dtype)
+            res["bias"] = np.full((N,), minus, dtype=minus.dtype)
         elif op == "addmm":
-            out["C"] = np.full((M, N), minus, dtype=minus.dtype)
-        return out
+            res["C"] = np.full((M, N), minus, dtype=minus.dtype)
+        return res
     A = random_matrix(a_fmt, (*lead, M, K), dist, rng, K)
     B = random_matrix(b_fmt, (*lead, K, N), dist, rng, K)
     if dist == "cancel" and K >= 2:
