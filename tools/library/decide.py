@@ -22,6 +22,7 @@ import gzip
 import json
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,12 @@ NVJET_BETA1_CLASSES = (
 )
 """The nvjet kernel classes of ``addmm`` with beta = 1, by the epilogue part of the kernel's name (one question
 each: a class is decided only by its own samples)."""
+OTHER_BETA1_CLASSES = (
+    ("sm75 / sm80 CUTLASS (no split-K)", {"kernel_regex": r"^cutlass::Kernel2<cutlass_", "split": False}),
+    ("sm75 / sm80 CUTLASS split-K", {"kernel_regex": r"^cutlass::Kernel2<cutlass_", "split": True}),
+    ("sm90 xmma tf32", {"kernel_regex": r"^sm90_xmma_gemm_f32f32_tf32f32"}),
+)
+"""The other kernel classes of ``addmm`` with beta = 1 that samples cover (one question each)."""
 
 
 QUESTIONS: list[dict[str, Any]] = [
@@ -113,7 +120,14 @@ QUESTIONS: list[dict[str, Any]] = [
                       "RN_out(RN32(RN_out(y) + C))": {"epilogue": ["out_round_c"]},
                       "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}}
       for what, regex in NVJET_BETA1_CLASSES],
-    {"question": "epilogue of addmm with alpha = 1 and beta = 1 (a 1-D bias or a matrix C; GPT-2's Conv1D)",
+    *[{"question": f"epilogue of addmm with alpha = 1 and beta = 1 on the {what} kernels",
+       "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta": 1.0, **match},
+       "hypotheses": {"RN32(y + C) after the reduced sum": {"epilogue": ["beta_c"]},
+                      "RN_out(RN32(RN_out(y) + C))": {"epilogue": ["out_round_c"]},
+                      "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}}
+      for what, match in OTHER_BETA1_CLASSES],
+    {"question": "epilogue of addmm with alpha = 1 and beta = 1 (a 1-D bias or a matrix C; the kernels of no class "
+                 "above, and every class together)",
      "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta": 1.0},
      "hypotheses": {"RN32(y + C) after the reduced sum": {"epilogue": ["beta_c"]},
                     "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}},
@@ -252,6 +266,21 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
             "method": __doc__.split("\n\n")[1].replace("\n", " "), "decisions": decisions, "questions": report}
 
 
+MORE = [RESULTS / "library" / "addmm_beta1.json.gz", RESULTS / "library" / "addmm_beta1_cancel.json.gz"]
+"""The sampled calls the questions ``on`` more are asked of (what evidence/h100_library_decisions.json was made from)."""
+
+
+def read_more(paths: Sequence[Path]) -> dict[str, Any] | None:
+    """The sampled-call files ``paths`` as one (their runs and calls joined; None for none)."""
+    extra = None
+    for path in paths:
+        with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as f:
+            doc_more = json.load(f)
+        extra = doc_more if extra is None else dict(extra, runs=extra["runs"] + doc_more["runs"],
+                                                    calls=extra["calls"] + doc_more["calls"])
+    return extra
+
+
 _IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
@@ -268,12 +297,7 @@ _IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
               default=RESULTS / "h100_library_decisions.json", show_default=True)
 def library_decide_cmd(plans: Path, validation: Path, more: tuple[Path, ...], earlier: Path | None, out: Path) -> int:
     raw, val = read_json(plans), read_json(validation)
-    extra = None
-    for path in more:
-        with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as f:
-            doc_more = json.load(f)
-        extra = doc_more if extra is None else dict(extra, runs=extra["runs"] + doc_more["runs"],
-                                                    calls=extra["calls"] + doc_more["calls"])
+    extra = read_more(more)
     prior = json.loads(earlier.read_text()) if earlier is not None else None
     doc = decide(raw, val, validation.name, more=extra, more_name=" + ".join(p.name for p in more), earlier=prior)
     out.write_text(json.dumps(doc, indent=1) + "\n")
