@@ -76,3 +76,23 @@ def test_c_cancel_inputs_separate_the_epilogue_hypotheses():
     first = rounded_first(call, inputs, plan)
     assert set(first) == {0}
     assert sum(a != 0 for a in after) > 200 and sum(a != c for a, c in zip(after, c_init)) > 200
+
+
+def test_conv1d_split_k_through_the_public_api():
+    """tcsmt.library.addmm with a 1-D bias at alpha = beta = 1 on the H100's recorded plan of 64 x 64 x 4096 bf16
+    (nvjet ``_bz_splitK_bias_``, S = 3, from h100_cublas_plans.json.gz; epilogue decided in h100_library_decisions.json)
+    gives the H100's 256 sampled outputs of that call on ``c_cancel`` inputs (evidence/library/addmm_beta1_cancel.json.gz,
+    nvidia-h100-x1, 2026-11-26), which RN32(y + C) and C as the initial accumulator tell apart."""
+    import tcsmt.library as L
+    with gzip.open(REPO / "evidence" / "library" / "addmm_beta1_cancel.json.gz", "rt") as f:
+        doc = json.load(f)
+    call = next(c for c in doc["calls"] if (c["M"], c["N"], c["K"], c["a_dtype"], c["out_dtype"], c["bias"],
+                                            c["setting"]) == (64, 64, 4096, "bfloat16", "bfloat16", True, "default"))
+    assert int(call["split_k"]) == 3 and "_bz_splitK_bias_" in call["kernels"][0]
+    p = L.plan("addmm", 64, 64, 4096, a_dtype="bfloat16", alpha=1.0, beta=1.0, bias=True)
+    assert p.epilogue == ("beta_c",) and p.split_k == 3
+    x = make_inputs(call, int(call["seed"]))
+    out = np.asarray(L.addmm(x["bias"], x["A"], x["B"], dtype="bfloat16", gpu="h100"))
+    got = [int(out[i, j]) for i, j, _ in call["samples"]]
+    want = [int(str(s[-1]), 16) for s in call["samples"]]
+    assert got == want and len(set(want)) > 50
