@@ -262,6 +262,10 @@ class FacadeCheck:
             row["refused"] = f"facade refused: {exc}"
             self.calls.append(row)
             return
+        except Exception as exc:  # a failure of the facade itself: counted against it, and the run goes on
+            row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            self.calls.append(row)
+            return
         ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[out.element_size()]
         differ = int((got.reshape(out.shape).contiguous().view(ints) != out.contiguous().view(ints)).sum().item())
         row.update({"outputs": int(out.numel()), "differ": differ, "seconds": round(_time.perf_counter() - t0, 3)})
@@ -269,7 +273,7 @@ class FacadeCheck:
 
     def save(self, path, info=None) -> None:
         rows = self.calls
-        ans = [r for r in rows if "outputs" in r]
+        ans = [r for r in rows if "outputs" in r or "error" in r]
         reasons: dict = {}
         for r in rows:
             if "refused" in r:
@@ -277,16 +281,18 @@ class FacadeCheck:
         doc = {"tool": "examples/model_replay.py facade", "plans_of": self.gpu, "settings": self.settings,
                "device": self.torch.cuda.get_device_name(0), "torch": self.torch.__version__, "info": info or {},
                "totals": {"calls": len(rows), "answered": len(ans),
-                          "bit_exact_calls": sum(1 for r in ans if r["differ"] == 0),
-                          "outputs_compared": sum(r["outputs"] for r in ans),
-                          "outputs_differ": sum(r["differ"] for r in ans), "refused": len(rows) - len(ans),
-                          "seconds": round(sum(r["seconds"] for r in ans), 1)},
+                          "bit_exact_calls": sum(1 for r in ans if r.get("differ") == 0),
+                          "facade_errors": sum(1 for r in ans if "error" in r),
+                          "outputs_compared": sum(r.get("outputs", 0) for r in ans),
+                          "outputs_differ": sum(r.get("differ", 0) for r in ans), "refused": len(rows) - len(ans),
+                          "seconds": round(sum(r.get("seconds", 0) for r in ans), 1)},
                "refusals": reasons, "calls": rows}
         target = Path(path).with_name("facade_" + Path(path).name).with_suffix(".json")
         target.write_text(json.dumps(doc, indent=1) + "\n")
         t = doc["totals"]
         log(f"{target.name}: {t['calls']} calls, {t['answered']} answered, {t['bit_exact_calls']} bit-exact "
-            f"({t['outputs_compared'] - t['outputs_differ']} of {t['outputs_compared']} outputs), {t['refused']} refused")
+            f"({t['outputs_compared'] - t['outputs_differ']} of {t['outputs_compared']} outputs), {t['refused']} refused, "
+            f"{t['facade_errors']} facade errors")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -230,6 +230,9 @@ class ConvertContext:
                 srcs.append(ep_src)
             d = _decided(call, decided, "k_tile_regex")
             tile = [int(m.group(1)) for k in kernels for m in [re.search(d["set"]["k_tile_regex"], k)] if m] if d else []
+            if not tile:  # a K tile decided for kernels whose names carry none (the sm75 CUTLASS kernels)
+                d = _decided(call, decided, "k_tile")
+                tile = [int(d["set"]["k_tile"])] if d else []
             if tile:
                 fields["k_tile"] = tile[0]
                 srcs.append(f"K tiles of {tile[0]} k's, residue first, decided from recorded outputs "

@@ -168,7 +168,7 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-CUTLASS_K_TILE = re.compile(r"^cutlass::Kernel2<cutlass_80_\w*?gemm\w*?_\d+x\d+_(\d+)x\d+_")
+CUTLASS_K_TILE = re.compile(r"^cutlass::Kernel2<cutlass_(?:75|80)_\w*?gemm\w*?_\d+x\d+_(\d+)x\d+_")
 """A CUTLASS 2.x kernel name; group 1 is its threadblock tile's K (the decisions' ``k_tile_regex``)."""
 
 

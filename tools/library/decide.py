@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 
 from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.library_calls import make_inputs
@@ -35,11 +36,14 @@ from tcsmt.library.convert import convert
 from tcsmt.library.families import matches as _matches
 from tcsmt.library.plans import Call, Plan, load_table
 from tcsmt.library.replay import replay_call
+from tcsmt.library.rules import CUTLASS_K_TILE
 from tcsmt.sim.inputs import read_json
+from tools.library import chain_probe
 
 RESULTS = Path(__file__).resolve().parents[2] / "evidence"
-CUTLASS_TILE = r"^cutlass::Kernel2<cutlass_80_\w*?gemm\w*?_\d+x\d+_(\d+)x\d+_"
-"""A CUTLASS 2.x kernel name; group 1 is the threadblock tile's K (``..._64x64_32x6_...``: 32 k's, 6 stages)."""
+CUTLASS_TILE = CUTLASS_K_TILE.pattern
+"""A CUTLASS 2.x kernel name; group 1 is the threadblock tile's K (``..._64x64_32x6_...``: 32 k's, 6 stages;
+``cutlass_75_wmma_..._32x32_32x1_...``: 32 k's, 1 stage): the catalogs' own pattern."""
 
 _SIMT_CHAINS = {f"{what} (models/hopper.toml fp32 simt_ffma{'' if hyp is None else ', hypothesis ' + hyp})":
                 {"chain": {"arch": "hopper" if hyp is None else f"hopper:{hyp}", "in_fmt": "fp32", "out_fmt": "fp32",
@@ -48,6 +52,17 @@ _SIMT_CHAINS = {f"{what} (models/hopper.toml fp32 simt_ffma{'' if hyp is None el
                                   ("2 products at a time, exact with the running sum, one RNE", "pairs"),
                                   ("8 products at a time, exact with the running sum, one RNE", "k_blocks8"))}
 """The K-chains the fp32 kernels with tf32 off are tested against (the CUDA-core and the gemmSN kernels alike)."""
+
+
+SM75_16BIT = r"^cutlass::Kernel2<cutlass_75_tensorop_\w*s1688gemm_(bf16|f16)_"
+"""The sm75 CUTLASS 16-bit tensor-op kernels cuBLAS runs on Hopper (``cutlass_75_tensorop_bf16_s1688gemm_bf16_64x64_
+nn_align1``; ``s1688gemm_bf16`` without the leading ``bf16_`` writes fp32): their names carry no K tile."""
+
+
+def _block8(fmt: str) -> dict[str, str]:
+    """The cuBLAS K-chain of ``fmt`` (bf16, fp16) -> fp32 with blocks of 8 products (models/hopper.toml, hypothesis
+    ``block8`` of the ``cublas`` path)."""
+    return {"arch": "hopper:block8", "in_fmt": fmt, "out_fmt": "fp32", "instr": "cublas"}
 
 
 NVJET_BETA1_CLASSES = (
@@ -60,11 +75,24 @@ NVJET_BETA1_CLASSES = (
 """The nvjet kernel classes of ``addmm`` with beta = 1, by the epilogue part of the kernel's name (one question
 each: a class is decided only by its own samples)."""
 OTHER_BETA1_CLASSES = (
+    ("sm75 CUTLASS tensor-op (s1688gemm, no split-K)", {"kernel_regex": SM75_16BIT, "split": False}),
+    ("sm75 CUTLASS tensor-op split-K with fp32 partials (s1688gemm writing fp32, reduced by cuBLASLt's splitKreduce)",
+     {"kernel_regex": r"^cutlass::Kernel2<cutlass_75_tensorop_s1688gemm_(bf16|f16)_", "split": True}),
+    ("sm80 CUTLASS 16-bit tensor-op (s16816gemm, no split-K)",
+     {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_\w*s16816gemm", "split": False}),
     ("sm75 / sm80 CUTLASS (no split-K)", {"kernel_regex": r"^cutlass::Kernel2<cutlass_", "split": False}),
     ("sm75 / sm80 CUTLASS split-K", {"kernel_regex": r"^cutlass::Kernel2<cutlass_", "split": True}),
     ("sm90 xmma tf32", {"kernel_regex": r"^sm90_xmma_gemm_f32f32_tf32f32"}),
 )
-"""The other kernel classes of ``addmm`` with beta = 1 that samples cover (one question each)."""
+"""The other kernel classes of ``addmm`` with beta = 1 that samples cover (one question each; the sm75 tensor-op
+kernels, whose K-chain the probe questions decide, first)."""
+FP32_OUT_BETA1_CLASSES = (
+    ("sm90 xmma tf32 segment_k_off", {"kernel_regex": r"^sm90_xmma_gemm_f32f32_tf32f32_f32_\w*_segment_k_off_"}),
+    ("sm80 CUTLASS tf32 (s1688gemm, no split-K)",
+     {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_", "split": False}),
+)
+"""Kernel classes of ``addmm`` with beta = 1 writing fp32 (tf32), where rounding the sum to the output format first
+changes nothing: only C after the sum and C as the initial accumulator are told apart (one question each)."""
 
 
 QUESTIONS: list[dict[str, Any]] = [
@@ -74,6 +102,17 @@ QUESTIONS: list[dict[str, Any]] = [
                     "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
     {"question": "K iteration inside a slice of the sm80 CUTLASS tf32 kernels",
      "match": {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_s1688gemm"},
+     "hypotheses": {"blocks from the slice start": None,
+                    "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
+    *[{"question": f"K-chain and K iteration of the sm75 CUTLASS {name} kernels (s1688gemm: mma m16n8k8)",
+       "on": "probe", "match": {"a_dtype": dtype, "kernel_regex": SM75_16BIT},
+       "hypotheses": {"blocks of 16 from the slice start (the wgmma kernels' chain)": None,
+                      "blocks of 16, residue first, K tile 32": {"k_tile": 32},
+                      "blocks of 8 (one m16n8k8 each) from the slice start": {"chain": _block8(fmt)},
+                      "blocks of 8 (one m16n8k8 each), residue first, K tile 32": {"chain": _block8(fmt), "k_tile": 32}}}
+      for name, dtype, fmt in (("bf16", "bfloat16", "bf16"), ("fp16", "float16", "fp16"))],
+    {"question": "K iteration of the sm75 CUTLASS bf16 WMMA kernels (s161616gemm: wmma m16n16k16)",
+     "on": "probe", "match": {"a_dtype": "bfloat16", "kernel_regex": r"^cutlass::Kernel2<cutlass_75_wmma_tensorop_\w*s161616gemm"},
      "hypotheses": {"blocks from the slice start": None,
                     "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
     {"question": "fp32 -> tf32 input rounding of the sm80 CUTLASS tf32 kernels",
@@ -123,6 +162,11 @@ QUESTIONS: list[dict[str, Any]] = [
     *[{"question": f"epilogue of addmm with alpha = 1 and beta = 1 on the {what} kernels",
        "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta": 1.0, **match},
        "hypotheses": {"RN32(y + C) after the reduced sum": {"epilogue": ["beta_c"]},
+                      "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}}
+      for what, match in FP32_OUT_BETA1_CLASSES],
+    *[{"question": f"epilogue of addmm with alpha = 1 and beta = 1 on the {what} kernels",
+       "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta": 1.0, **match},
+       "hypotheses": {"RN32(y + C) after the reduced sum": {"epilogue": ["beta_c"]},
                       "RN_out(RN32(RN_out(y) + C))": {"epilogue": ["out_round_c"]},
                       "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}}
       for what, match in OTHER_BETA1_CLASSES],
@@ -142,7 +186,9 @@ QUESTIONS: list[dict[str, Any]] = [
 ]
 """Questions with ``on`` = ``more`` are asked of the calls of ``--more`` (evidence/library/addmm_beta1.json.gz,
 this GPU's calls not ``excluded``) and skipped without it; a hypothesis ``c_init`` is computed by
-:func:`tools.library.addmm_samples.c_init_outputs` on the plan of the question's first hypothesis."""
+:func:`tools.library.addmm_samples.c_init_outputs` on the plan of the question's first hypothesis.  Questions with
+``on`` = ``probe`` are asked of the calls of ``--probe`` (:mod:`tools.library.chain_probe`: every output of the kept
+batches of whole calls) and skipped without it."""
 
 
 def plans_for(raw: dict[str, Any], val: dict[str, Any], decisions: list[dict[str, Any]], val_name: str) -> dict:
@@ -174,10 +220,12 @@ def _c_init_replay(c: dict[str, Any], inputs: dict, plan: Plan) -> tuple[int, se
 
 def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
            more: dict[str, Any] | None = None, more_name: str = "",
+           probe: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None, probe_name: str = "",
            earlier: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run every question in order; returns the decision file's object.  ``earlier`` (a decision file of the same
-    plan and validation files): the questions asked of the validation calls are taken from it as they were
-    answered there (their entries and decisions) instead of replayed; only the questions ``on`` more run."""
+    plan, validation and probe files): the questions asked of the validation calls and of the probe are taken from it
+    as they were answered there (their entries and decisions) instead of replayed; only the questions ``on`` more
+    run."""
     decisions: list[dict[str, Any]] = []
     report = []
     inputs_cache: dict[tuple[str, int], dict] = {}
@@ -188,12 +236,12 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
             raise TcsmtError(f"{more_name}: no run on {raw['gpu']} with its plan file's torch, cuBLAS and cuBLASLt")
         more = dict(more, gpu=raw["gpu"], **{k: runs[0].get(k) for k in ("torch", "cuda", "cublas", "cublaslt")},
                     calls=[c for c in more["calls"] if c.get("gpu") == raw["gpu"] and "excluded" not in c])
+    if probe is not None and probe[0].get("gpu") != raw["gpu"]:
+        raise TcsmtError(f"{probe_name}: a probe of {probe[0].get('gpu')}, not of {raw['gpu']}")
     kept = {e["question"]: e for e in (earlier or {}).get("questions", [])}
     kept_decisions = {d["evidence"].split(": '", 1)[0]: d for d in (earlier or {}).get("decisions", [])}
     for q in QUESTIONS:
-        on_more = q.get("on") == "more"
-        if on_more and more is None:
-            continue
+        on_more, on_probe = q.get("on") == "more", q.get("on") == "probe"
         if earlier is not None and not on_more:
             if q["question"] not in kept:
                 raise TcsmtError(f"the earlier decision file has no question {q['question']!r}: run without it")
@@ -202,7 +250,10 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
                 decisions.append(kept_decisions[q["question"]])
             log(f"{q['question']}: as in the earlier decision file")
             continue
-        src, src_name = (more, more_name) if on_more else (val, val_name)
+        if (on_more and more is None) or (on_probe and probe is None):
+            continue
+        src, src_name = (more, more_name) if on_more else (probe[0], probe_name) if probe and on_probe else \
+            (val, val_name)
         assert src is not None
         calls = [(n, c) for n, c in enumerate(src["calls"]) if _matches(c, q["match"])]
         results: dict[str, dict[str, Any]] = {}
@@ -217,11 +268,18 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
             ok: dict[tuple, bool] = {}
             for n, c in calls:
                 found: list[Plan] = by_key.get(_call_of(c).key(), [])
-                if on_more:  # the same call fields may be sampled under two settings: the plan of its own kernels
+                if on_more or on_probe:  # the same call fields may be sampled under two settings or layouts: the plan
+                    # of its own kernels
                     found = [p for p in found if list(p.kernels) == list(c["kernels"])]
                 if not found:
                     continue
                 used += 1
+                if on_probe and probe is not None:
+                    agree_at = chain_probe.replay(c, probe[1], found[0])
+                    ok.update({(n, i): bool(v) for i, v in enumerate(agree_at)})
+                    total += agree_at.size
+                    agree += int(agree_at.sum())
+                    continue
                 if (src_name, n) not in inputs_cache:
                     inputs_cache[(src_name, n)] = make_inputs(c, int(c["seed"]))
                 if c_init:
@@ -257,7 +315,8 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
         report.append(entry)
         if decided is not None and q["hypotheses"][decided] is not None and not q["hypotheses"][decided].get("c_init"):
             ev = (f"{q['question']}: '{decided}' agrees with {results[decided]['agree']} of "
-                  f"{results[decided]['samples']} sampled outputs of {results[decided]['calls']} validation calls ("
+                  f"{results[decided]['samples']} sampled outputs of {results[decided]['calls']} "
+                  f"{'probe' if q.get('on') == 'probe' else 'validation'} calls ("
                   f"{src_name}); " + "; ".join(f"'{h}' {r['agree']} of {r['samples']}" for h, r in results.items()
                                                if h != decided) + " (python -m tools.library.decide)")
             decisions.append({"match": q["match"], "set": q["hypotheses"][decided], "evidence": ev})
@@ -290,16 +349,21 @@ _IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--more", type=_IN_FILE, multiple=True,
               help="sampled calls of the questions 'on' more (evidence/library/addmm_beta1.json.gz, "
                    "addmm_beta1_cancel.json.gz; repeat: their runs and calls joined)")
+@click.option("--probe", type=_IN_FILE, default=None,
+              help="whole calls of the questions 'on' probe (evidence/library/h100_sm75_cutlass_chain_probe.json)")
 @click.option("--earlier", type=_IN_FILE, default=None,
-              help="a decision file made from the same plan and validation files: its answers to the questions "
-                   "of the validation calls are kept, only the questions 'on' more run")
+              help="a decision file made from the same plan, validation and probe files: its answers to the "
+                   "questions of the validation calls and of the probe are kept, only the questions 'on' more run")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path),
               default=RESULTS / "h100_library_decisions.json", show_default=True)
-def library_decide_cmd(plans: Path, validation: Path, more: tuple[Path, ...], earlier: Path | None, out: Path) -> int:
+def library_decide_cmd(plans: Path, validation: Path, more: tuple[Path, ...], probe: Path | None, earlier: Path | None,
+                       out: Path) -> int:
     raw, val = read_json(plans), read_json(validation)
     extra = read_more(more)
     prior = json.loads(earlier.read_text()) if earlier is not None else None
-    doc = decide(raw, val, validation.name, more=extra, more_name=" + ".join(p.name for p in more), earlier=prior)
+    doc = decide(raw, val, validation.name, more=extra, more_name=" + ".join(p.name for p in more),
+                 probe=chain_probe.load(probe) if probe else None, probe_name=probe.name if probe else "",
+                 earlier=prior)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out}: {len(doc['decisions'])} decisions")
     return 0
