@@ -101,6 +101,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tcsmt/verify/compare.py", "_short"): _INPUTS,
     ("tcsmt/verify/compare.py", "candidate_rows"): _INPUTS,
     ("tcsmt/verify/compare.py", "_transfer"): _INPUTS,
+    ("tcsmt/verify/rounding_rows.py", "cut"): _INPUTS,
+    ("tcsmt/verify/rounding_rows.py", "midpoint_distance"): "a filter of input generation: ranks seeded rows by "
+    "the fp64 distance of their sum to an fp32 midpoint; every answer is replayed exactly",
+    ("tcsmt/verify/rounding_rows.py", "factored_rows"): _INPUTS,
+    ("tcsmt/verify/rounding_rows.py", "factored_rows.place"): _INPUTS,
+    ("tcsmt/verify/rounding_rows.py", "tuned_rows"): _INPUTS,
     ("tcsmt/verify/search.py", "wrap_rows"): _INPUTS,
     ("tcsmt/verify/search.py", "refine_abs"): _INPUTS,
     ("tcsmt/verify/lemmas.py", "chain_lemma"): _PROOF,

@@ -292,3 +292,22 @@ def test_decisions_are_reproduced_from_the_recorded_outputs():
     out = decide(raw, val, "h100_library_validation.json", log=lambda *_: None, more=read_more(MORE),
                  more_name=" + ".join(p.name for p in MORE), probe=chain_probe.load(probe), probe_name=probe.name)
     assert json.loads(json.dumps(out)) == json.loads((RESULTS / "h100_library_decisions.json").read_text())
+
+
+@pytest.mark.parametrize("K", [2, 13, 31, 32])
+def test_a_slice_no_longer_than_its_k_tile_is_the_same_either_way(K):
+    """``rules.checked_entry`` answers CUTLASS calls whose K iteration is undecided where every slice fits in one K
+    tile: residue first is then the slice's k's followed by zero products only, and the blocks of the chain give the
+    same sums (zero products join no alignment).  Wide bf16 values (exponents -20..20), fp32 out."""
+    rng = np.random.default_rng(K)
+    chain = resolve("hopper", "bf16", "fp32", "cublas")
+    call = Call("mm", 64, 64, K, "bfloat16", "bfloat16", "float32")
+    plan = Plan(call=call, gpu="h100", library="test", chain=chain, chain_spec="hopper bf16->fp32 (cublas)")
+    a = (rng.standard_normal((64, K)) * np.exp2(rng.integers(-20, 21, (64, K)))).astype(np.float32)
+    b = (rng.standard_normal((K, 64)) * np.exp2(rng.integers(-20, 21, (K, 64)))).astype(np.float32)
+    A, B = ((x.view(np.uint32) >> 16).astype(np.uint16) for x in (a, b))
+    plain = np.asarray(L.run(plan, A, B))
+    assert np.array_equal(plain, np.asarray(L.run(dataclasses.replace(plan, k_tile=32), A, B)))
+    if K > 16 and K % 16:  # a tile shorter than the slice, its residue cutting a block: another chain
+        other = np.asarray(L.run(dataclasses.replace(plan, k_tile=16), A, B))
+        assert not np.array_equal(plain, other)

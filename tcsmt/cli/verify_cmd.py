@@ -181,7 +181,7 @@ def _run_bound(algo: str, archs: list[str], K: int, dom: V.Domain, eps: Fraction
 
 
 def _run_compare(a1: str, a2: str, archs: list[str], K: int, ranges: list[V.Domain], solver: str,
-                 timeout: float, both: bool, progress: Progress = NO_PROGRESS) -> None:
+                 timeout: float, both: bool, progress: Progress = NO_PROGRESS, verbose: bool = False) -> None:
     click.echo(f"compare: inputs where one scheme's absolute error |D - A.B| exceeds the other's "
                f"(exact A.B, K = {K}, C = 0, {timeout:g} s per query)")
     pairs = [(a1, a2)] + ([(a2, a1)] if both else [])
@@ -211,6 +211,14 @@ def _run_compare(a1: str, a2: str, archs: list[str], K: int, ranges: list[V.Doma
                    f"{_num(r.witness.errors[r.algo2])}")
         for line in _witness_lines(r.witness, [r.algo1, r.algo2, "fp32"]):
             click.echo(line)
+    proofs = [r for r in results if r.lemmas] if verbose else []
+    if proofs:
+        click.echo("\nsolver queries of the proofs (answer, time, statement):")
+    for r in proofs:
+        click.echo(f"\n{r.arch}, {format_value(r.dom.lo)} <= |x| <= {format_value(r.dom.hi)}: {r.algo1} worse than "
+                   f"{r.algo2}: {r.status}")
+        for lem in r.lemmas:
+            click.echo(f"  {lem.text()}")
     open_ = [r for r in results if r.status == "timeout"]
     if open_:
         raise TcsmtError(f"solver timeout: {len(open_)} of {len(results)} comparisons unanswered within "
@@ -259,7 +267,7 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
 @timeout_option(10.0, "seconds per solver query")
 @click.option("--budget", type=POSITIVE_FLOAT, default=None, help="worst-case search: wall-clock seconds per model (default none: the search stops only at "
               "convergence, 14 queries or a query timeout, so its answers do not depend on machine load)")
-@click.option("-v", "--verbose", is_flag=True, help="worst-case search: list every solver query")
+@click.option("-v", "--verbose", is_flag=True, help="worst-case search and --compare: list every solver query")
 @progress_option()
 def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stats, n, dist, seed, plot, force,
                solver, timeout, budget, verbose, progress) -> None:
@@ -320,7 +328,7 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
         if bound_text:
             raise TcsmtError("--bound does not apply to --compare")
         ranges = [V.parse_range(range_text, piece_fmt)] if range_text else [V.parse_range(r) for r in V.COMPARE_RANGES]
-        _run_compare(a1, a2, archs, K, ranges, solver, timeout, both=True, progress=prog)
+        _run_compare(a1, a2, archs, K, ranges, solver, timeout, both=True, progress=prog, verbose=verbose)
         return
     if modes == 0 or algo is None:
         raise TcsmtError(f"give --algo ({', '.join(ALGOS)}), --compare ALGO1 ALGO2, or --stats")

@@ -61,20 +61,29 @@ from tcsmt.errors import TcsmtError
 from tcsmt.io import load
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.call_plans import ConvertContext
+from tcsmt.library.families import class_of
 from tcsmt.library.plans import load_table, plans_dir
+from tcsmt.library.rules import VariantRules, checked_entry, variant_rules
 
 
 def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
             more_calls: Sequence[tuple[str, dict[str, Any]]] = (), decisions: dict[str, Any] | None = None,
             decisions_name: str = "", same_as: Sequence[tuple[str, dict[str, Any]]] = (),
-            confirmed: tuple[str, dict[str, Any]] | None = None) -> str:
+            confirmed: tuple[str, dict[str, Any]] | None = None,
+            probe_files: Sequence[tuple[str, dict[str, Any]]] = ()) -> str:
     """The plan table (TOML text) for one raw plan file, its calls and those of ``more_calls`` ((name, file)
     pairs of the same GPU and library), with the ``decisions`` (a decision file's object) applied.  With
     ``same_as`` ((name, file) pairs of another GPU, the first a plan file): only calls that recorded the same
     plan there (:func:`plan_signature`) get a plan, with that file's families; the rest are unknown, except, with
     ``confirmed`` ((name, object) of a confirmation file: per :func:`class_of` class, ``confirmed`` true or false and,
     for split-K family classes, ``probed_split_k``), the calls of a class confirmed on this GPU (a family class at a
-    probed S), which get their own recorded plan under those families."""
+    probed S), which get their own recorded plan under those families.
+
+    Every plan then passes the catalogs' certainty check (:func:`tcsmt.library.rules.checked_entry`): a split-K plan
+    takes the slice rule that bits read for its kernels' operand layout (the family's, or a layout probe's of
+    ``probe_files``, :func:`tcsmt.library.rules.variant_rules`) and is refused where none was read; the CUDA-core
+    matrix-vector kernels whose K order no probe read and a CUTLASS kernel whose undecided K iteration cuts a block are
+    refused too, so that a table never answers a call that the catalogs refuse."""
     for key in ("gpu", "calls"):
         if key not in raw:
             raise TcsmtError(f"{source_name}: not a recorded plan file (no {key!r})")
@@ -86,6 +95,7 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
                 raise TcsmtError(f"{name}: {key} {other.get(key)!r} differs from {source_name}'s {raw.get(key)!r}")
     ctx = ConvertContext.make(raw, source_name, gpu, more_calls, decisions, decisions_name, same_as, confirmed)
     arch, gpu = ctx.arch, ctx.gpu
+    probed = variant_rules(same_as[0][1] if same_as else raw, ctx.families, probe_files)
     method = raw.get("method")
     lib = f"cuBLAS {raw.get('cublas')}, cuBLASLt {raw.get('cublaslt')}, torch {raw.get('torch')}, CUDA {raw.get('cuda')}"
     made_from = ", ".join([source_name] + [n for n, _ in more_calls] + ([decisions_name] if decisions else []) +
@@ -104,6 +114,8 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
             [(name, n, c) for name, other in more_calls for n, c in enumerate(other["calls"])]:
         ident, fields, why = ctx.entry(file_name, n, call)
         shape = [int(call["M"]), int(call["N"]), int(call["K"]), int(call.get("batch", 1))]
+        if not why:
+            fields, why = _certain(ctx, call, ident, fields, shape, f"{file_name}: call {n}", probed)
         if why:
             key = json.dumps([ident, why], sort_keys=True)
             unknown.setdefault(key, {**ident, "why": why, "shapes": []})["shapes"].append(shape)
@@ -116,6 +128,24 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
     for entry in unknown.values():
         out += ["", "[[unknown]]"] + [f"{k} = {_toml(v)}" for k, v in entry.items()]
     return "\n".join(out) + "\n"
+
+
+def _certain(ctx: ConvertContext, call: dict[str, Any], ident: dict[str, Any], fields: dict[str, Any],
+             shape: list[int], where: str, probed: VariantRules) -> tuple[dict[str, Any], str]:
+    """(the plan fields under the slice rule read for the call's layout, '') or ({}, why the plan is not certain):
+    :func:`tcsmt.library.rules.checked_entry` on the call's plan class, as the catalogs check theirs."""
+    kernels = [str(k) for k in call.get("kernels") or []]
+    entry = {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
+             "kernels": [class_of(call, ctx.families) or " + ".join(kernels)], "sources": list(fields["sources"])}
+    checked = checked_entry(entry, ident, shape, kernels, ctx.gpu, where, probed)
+    if "why" in checked:
+        return {}, str(checked["why"])
+    out = dict(fields)
+    out.pop("k_floor", None)
+    for key in ("grain", "k_floor", "sources"):
+        if key in checked:
+            out[key] = checked[key]
+    return out, ""
 
 
 def _toml(v: Any) -> str:
@@ -139,7 +169,7 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
 
 def convert_file(raw_path: Path, out_path: Path | None = None, gpu: str | None = None, force: bool = False,
                  calls: Sequence[Path] = (), decisions: Path | None = None, same_as: Sequence[Path] = (),
-                 confirmed: Path | None = None) -> Path:
+                 confirmed: Path | None = None, probes: Sequence[Path] = ()) -> Path:
     """Convert ``raw_path`` (with the calls of ``calls`` and the ``decisions`` file); write the table (refusing
     to overwrite unless ``force``) and check it loads."""
     name = load.document_name  # h100_cublas_plans.json for evidence/h100_cublas_plans.json.gz
@@ -150,7 +180,9 @@ def convert_file(raw_path: Path, out_path: Path | None = None, gpu: str | None =
     conf = (name(confirmed), _read_json(confirmed, "confirmation file")) if confirmed is not None else None
     if conf is not None and not same_as:
         raise TcsmtError("--confirmed widens a --same-as table: pass the other GPU's files with --same-as")
-    text = convert(raw, name(raw_path), gpu, more, dec, name(decisions) if decisions is not None else "", ref, conf)
+    docs = [(name(p), _read_json(p, "layout-probe file")) for p in probes]
+    text = convert(raw, name(raw_path), gpu, more, dec, name(decisions) if decisions is not None else "", ref, conf,
+                   docs)
     if out_path is None:
         m = re.search(r'^gpu = "([^"]+)"', text, re.M)
         assert m is not None  # convert() writes gpu = "<name>" for a name that find_arch accepted
@@ -194,10 +226,12 @@ _IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--confirmed", type=_IN_FILE, default=None,
               help="with --same-as: a confirmation file (tools/library/h200_confirm.py summary): calls whose "
                    "own plan differs get it where their class is confirmed on this GPU")
+@click.option("--probes", type=_IN_FILE, multiple=True,
+              help="layout-probe files (evidence/library/*_layout_probes*.json): the slice rules read per layout")
 def library_import_cmd(raw: Path, calls: tuple[Path, ...], decisions: Path | None, out: Path | None, gpu: str | None,
-                       force: bool, same_as: tuple[Path, ...], confirmed: Path | None) -> int:
+                       force: bool, same_as: tuple[Path, ...], confirmed: Path | None, probes: tuple[Path, ...]) -> int:
     """RAW: the recorded plan file (JSON, or gzip-compressed JSON)."""
-    path = convert_file(raw, out, gpu, force, list(calls), decisions, list(same_as), confirmed)
+    path = convert_file(raw, out, gpu, force, list(calls), decisions, list(same_as), confirmed, list(probes))
     t = load_table(path)
     print(f"wrote {path}: {len(t.plans)} plans, {len(t.unknown)} calls without a plan")
     return 0

@@ -6,10 +6,14 @@ Three stages, each answer replayed or proven:
    on fixed families of rows (:func:`candidate_rows`), then a seeded local search mutates the rows closest to
    an answer; a row where the first scheme's error is larger (checked exactly) is the answer.  The families
    reach what uniform sampling almost never does: ties of the splits, products that cancel, and rows whose
-   split errors cancel in the exact sum, so that a scheme that loses its residuals is exact there.
-2. **Equal results** (one solver query, only where every simulated row gave both schemes the same result):
-   "the two results differ" is unsat, so neither error can exceed the other.  This query has no exact
-   products in it and answers where the comparison query does not.
+   split errors cancel in the exact sum, so that a scheme that loses its residuals is exact there.  Where the
+   local search ends without an answer, rounds of rows built at the accumulator's rounding decisions
+   (:mod:`tcsmt.verify.rounding_rows`: exact sums near an fp32 rounding midpoint, and factored rows whose exact
+   sum is 0 while their pieces differ).
+2. **Equal results** (only where every simulated row gave both schemes the same result): where one scheme's chain
+   is the other's with extra instructions whose pieces are zero on the domain, a proof from small lemmas
+   (:mod:`tcsmt.verify.chain_equal`); otherwise one solver query "the two results differ" (unsat: neither error
+   can exceed the other), which has no exact products in it and answers where the comparison query does not.
 3. **The comparison query** (:func:`tcsmt.verify.smt.worse`), for what is left.
 """
 from __future__ import annotations
@@ -26,11 +30,12 @@ from tcsmt.arith.formats import FP32, get_format
 from tcsmt.arith.params import ModelParams
 from tcsmt.errors import InternalError, TcsmtError
 from tcsmt.solve.solvers import solve
+from tcsmt.verify.chain_equal import LemmaLine, extension_equal, zero_facts, zero_pieces
 from tcsmt.verify.domain import Domain
 from tcsmt.verify.evaluate import params_for, random_inputs, simulate_scheme
-from tcsmt.verify.lemmas import _domain_symbol
 from tcsmt.verify.pieces import chain_scheme
 from tcsmt.verify.results import CompareResult, Witness, _model_inputs, replay
+from tcsmt.verify.rounding_rows import factored_rows, midpoint_rows, tuned_rows
 from tcsmt.verify.schemes import scheme_key
 from tcsmt.verify.search import tie_rows
 from tcsmt.verify.smt import SB, error_terms, make_problem, output_pattern, scheme_term, symmetry, worse
@@ -216,6 +221,8 @@ def _mutate(rng: np.random.Generator, a: np.ndarray, b: np.ndarray, dom: Domain,
 
 #: the local search of :func:`search_rows`: rounds, rows per round, rows kept between rounds
 LOCAL_ROUNDS, LOCAL_ROWS, LOCAL_KEEP = 24, 1024, 16
+#: the rounding rounds of :func:`search_rows`: rounds, midpoint rows (and as many tuned ones), factored rows per round
+ROUNDING_ROUNDS, MIDPOINT_ROWS, FACTORED_ROWS = 16, 4096, 2048
 
 
 def _answer(algos: tuple[str, str], ps: dict[str, ModelParams | None], run: _Run) -> Witness | None:
@@ -235,7 +242,10 @@ def search_rows(algo1: str, algo2: str, arch: str, K: int, dom: Domain, seed: in
     """(an input where algo1's error exceeds algo2's, or None; whether every row gave both the same result).
 
     The rows of :func:`candidate_rows`, then LOCAL_ROUNDS rounds of :func:`_mutate` on the LOCAL_KEEP rows of
-    highest score so far (the fp64 difference of the errors over sum|a_k b_k|); deterministic."""
+    highest score so far (the fp64 difference of the errors over sum|a_k b_k|), then ROUNDING_ROUNDS rounds of
+    :func:`tcsmt.verify.rounding_rows.midpoint_rows`, :func:`~tcsmt.verify.rounding_rows.tuned_rows` and
+    :func:`~tcsmt.verify.rounding_rows.factored_rows`;
+    deterministic."""
     algos = (scheme_key(algo1), scheme_key(algo2))
     p1, p2 = params_for(algos[0], arch), params_for(algos[1], arch)
     ps = {algos[0]: p1, algos[1]: p2, "fp32": None}
@@ -258,49 +268,46 @@ def search_rows(algo1: str, algo2: str, arch: str, K: int, dom: Domain, seed: in
         allS = np.concatenate([ks, r.score])
         top = np.argsort(-allS, kind="stable")[:LOCAL_KEEP]
         ka, kb, ks = allA[top], allB[top], allS[top]
+    rm, rt, rf = (np.random.default_rng(seed + s) for s in (2, 3, 4))  # one stream per family
+    for _ in range(ROUNDING_ROUNDS):
+        for ra, rb in (midpoint_rows(rm, MIDPOINT_ROWS, K, dom), tuned_rows(rt, MIDPOINT_ROWS, K, dom),
+                       factored_rows(rf, FACTORED_ROWS, K, dom)):
+            w = _answer(algos, ps, _run(algos, (p1, p2), ra, rb)) if len(ra) else None
+            if w is not None:
+                return w, False
     return None, False
 
 
 #: proofs that two schemes' results are equal, by (the two schemes, arch, K, LO, HI): (equal, a model where they
-#: differ or None, queries asked); both directions of a comparison ask once
-EQUAL: dict[tuple, tuple[bool, dict[str, int] | None, int]] = {}
+#: differ or None, queries asked, the queries' lines); both directions of a comparison ask once
+EQUAL: dict[tuple, tuple[bool, dict[str, int] | None, int, list[LemmaLine]]] = {}
 
 
-def zero_pieces(algo: str, dom: Domain, solver: str, timeout: float) -> tuple[list[int], int]:
-    """(the pieces i >= 1 of the scheme's split that are zero (+0 or -0) for every fp32 x in the domain, queries
-    asked): one query on one free input each ("piece i of x is not zero").  Markidis's residual fp16(x - x_h) is
-    zero below 2^-24 (half of fp16's smallest subnormal at most), and so every product with it."""
-    try:
-        cs = chain_scheme(algo)
-    except TcsmtError:
-        return [], 0
-    x, sym, cons = _domain_symbol(dom, "x")
-    zero, asked = [], 0
-    for i, piece in enumerate(cs.cut(SB, x)[1:], 1):
-        d = sem.decode(SB, cs.fmt, piece)
-        asked += 1
-        if solve(And(cons, SB.ne(d.sig, 0)), {"x": sym}, solver, timeout).status == "unsat":  # cons: x >= 0,
-            zero.append(i)                                                                # the splits are odd
-    return zero, asked
-
-
-def _equal_results(prob, algos: tuple[str, str], terms: tuple, sym, solver: str, timeout: float
+def _equal_results(prob, algos: tuple[str, str], ps: tuple[ModelParams | None, ModelParams | None], terms: tuple,
+                   sym, solver: str, timeout: float, log: list[LemmaLine]
                    ) -> tuple[bool, dict[str, int] | None, int]:
-    """Whether the two result terms are equal as values (+0 = -0) on every input of the problem: the query "they
-    differ" is unsat, with the proven facts of :func:`zero_pieces` (each piece zero on the whole domain) added
-    for every input, which spares the solver the splits' rounding.  (equal, a model where they differ, queries)."""
+    """Whether the two result terms are equal as values (+0 = -0) on every input of the problem.  First the
+    extension proof of :mod:`tcsmt.verify.chain_equal` where both schemes run on one path; otherwise the query "they
+    differ" (unsat: equal), with the proven facts of :func:`zero_pieces` (each piece, as the scheme's model reads it,
+    a finite zero on the whole domain) added for every input, which spares the solver the splits' rounding.
+    (equal, a model where they differ, queries)."""
+    asked = 0
+    if ps[0] is not None and ps[0] == ps[1]:
+        eq, asked = extension_equal(algos, ps[0], len(prob.a), prob.dom, solver, timeout, log)
+        if eq:
+            return True, None, asked
     d1, d2 = terms
     differ = Not(Or(Equals(output_pattern(d1), output_pattern(d2)), And(_is_zero(d1), _is_zero(d2))))
-    facts, asked = [], 0
-    for algo in dict.fromkeys(algos):
-        zero, n = zero_pieces(algo, prob.dom, solver, timeout)
+    facts = []
+    for algo, p in dict(zip(algos, ps)).items():
+        keep = p.subnormal_in if p is not None else True
+        zero, n = zero_pieces(algo, prob.dom, solver, timeout, keep, log)
         asked += n
         if zero:
-            cs = chain_scheme(algo)
-            for x in prob.a + prob.b:
-                parts = cs.cut(SB, x)
-                facts += [SB.eq(sem.decode(SB, cs.fmt, parts[i]).sig, 0) for i in zero]
+            facts += zero_facts(chain_scheme(algo), zero, keep, prob.a + prob.b)
     ans = solve(And(prob.constraint, sym, *facts, differ), prob.symbols, solver, timeout)
+    log.append(LemmaLine(f"the results of {algos[0]} and {algos[1]} differ on an input, {prob.dom.describe()}",
+                         ans.status, ans.seconds))
     return ans.status == "unsat", ans.model if ans.status == "sat" else None, asked + 1
 
 
@@ -333,11 +340,15 @@ def compare(algo1: str, algo2: str, arch: str, K: int, dom: Domain, solver: str 
     if same:
         key = (frozenset((a1, a2)), arch, K, dom.lo, dom.hi)
         if key not in EQUAL:
-            EQUAL[key] = _equal_results(prob, (a1, a2), (t1, t2), sym, solver, timeout)
-        eq, model, asked = EQUAL[key]
+            log: list[LemmaLine] = []
+            EQUAL[key] = (*_equal_results(prob, (a1, a2), (p1, p2), (t1, t2), sym, solver, timeout, log), log)
+        eq, model, asked, lines = EQUAL[key]
         res.queries += asked
+        res.lemmas = list(lines)
         if eq:
-            res.status, res.how = "impossible", "the results are equal on every input (solver)"
+            composed = any(line.statement.startswith("identity lemma") for line in lines)
+            res.status, res.how = "impossible", ("the results are equal on every input (" + (
+                "composed: zero-piece and identity lemmas, -v)" if composed else "solver)"))
             res.seconds = time.perf_counter() - t0
             return res
         if model is not None:

@@ -40,12 +40,16 @@ class ChainScheme:
     cut: Callable[[Any, Any], list[Any]]
     scales: tuple[int, ...] = ()
     """s_i: piece i stands for 2^-s_i times its pattern's value (Ootomo-Yokota's scaled residual); default 0"""
+    split: tuple | None = None
+    """what ``cut`` computes: two chain schemes with the same split cut every input into the same leading pieces
+    (``pieces(x, fmt, n)`` begins with ``pieces(x, fmt, m)`` for m < n); None: not stated"""
 
 
 def split_scheme(residual_log2: int, pairs: list[tuple[int, int]] | None = None) -> ChainScheme:
     """The fp16 split x_h = fp16(x), 2^-s lo with lo = fp16(2^s (x - x_h)) (verify_schemes.split): Markidis
     (s = 0), Ootomo-Yokota (s = 11)."""
-    return ChainScheme(FP16, 2, pairs or [], lambda B, x: list(split(B, x, residual_log2)), (0, residual_log2))
+    return ChainScheme(FP16, 2, pairs or [], lambda B, x: list(split(B, x, residual_log2)), (0, residual_log2),
+                       ("fp16 split", residual_log2))
 
 
 def chain_scheme(algo: str) -> ChainScheme:
@@ -55,7 +59,8 @@ def chain_scheme(algo: str) -> ChainScheme:
         return split_scheme(0, markidis_pairs(key == "markidis-full"))
     if key in VENDOR:
         fmt, n, full, order = VENDOR[key]
-        return ChainScheme(fmt, n, piece_pairs(n, full, order), lambda B, x: pieces(B, x, fmt, n))
+        return ChainScheme(fmt, n, piece_pairs(n, full, order), lambda B, x: pieces(B, x, fmt, n), (),
+                           ("pieces", fmt.name))
     if key == "ootomo":  # the pieces x_h and 2^-11 dx; the products are not one chain (_ootomo_chains)
         return split_scheme(OOTOMO_SCALE_LOG2, markidis_pairs(False))
     raise TcsmtError(f"no composed proof for {key}: only chain schemes (one tensor-core accumulator from +0: "

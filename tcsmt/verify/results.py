@@ -110,3 +110,5 @@ class CompareResult:
     """what answered: the simulator search, the solver's proof that the results are equal, or the comparison query"""
     queries: int = 0
     """solver queries asked"""
+    lemmas: list = field(default_factory=list)
+    """the proof's solver queries (``chain_equal.LemmaLine``: statement, answer, seconds), for ``-v``"""
