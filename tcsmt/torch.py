@@ -31,7 +31,7 @@ from tcsmt.library import api as _lib
 from tcsmt.library.checks import make_call
 from tcsmt.library.layouts import DESCRIBED, VARIANTS, covered, describe, operand_layout
 from tcsmt.library.lookup import Target, gpu_short_name
-from tcsmt.library.plans import Plan
+from tcsmt.library.plans import C_STEPS, Plan
 from tcsmt.library.settings import settings_from_torch
 from tcsmt.library.tensors import bits_tensor, dtype_name, import_torch
 from tcsmt.library.tensors import tensor_patterns as tensor_bits  # CUDA tensors' patterns stay on their GPU
@@ -158,7 +158,7 @@ def baddbmm(input: Any, batch1: Any, batch2: Any, *, beta: float = 1, alpha: flo
     nb, M, _ = batch1.shape
     N = batch2.shape[2]
     steps = set(plan.epilogue)
-    C = input.expand(nb, M, N) if {"beta_c", "alpha_beta_c"} & steps else None
+    C = input.expand(nb, M, N) if C_STEPS & steps else None
     if od is not None and od != plan.call.out_dtype:
         raise TcsmtError(f"out_dtype {od} differs from the plan's output dtype {plan.call.out_dtype}")
     outs = [_lib.run(plan, batch1[i], batch2[i], C=None if C is None else C[i]) for i in range(nb)]

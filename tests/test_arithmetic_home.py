@@ -47,6 +47,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tcsmt/hwcheck/library_calls.py", "_max_finite_exp"): _FIELDS,
     ("tcsmt/hwcheck/library_calls.py", "compose"): _INPUTS,
     ("tcsmt/hwcheck/library_calls.py", "make_inputs"): _INPUTS,
+    ("tcsmt/hwcheck/library_calls.py", "_c_cancel_operands"): _INPUTS,
     ("tcsmt/hwcheck/library_calls.py", "random_matrix"): _INPUTS,
     ("tcsmt/hwcheck/library_calls.py", "values"): "reads recorded probe patterns back as values (exact decoding)",
     ("tools/device/gemv_probes.py", "main"): "rounds seconds for the progress line",

@@ -116,7 +116,8 @@ SCALARS = [1.0, 1.5, 0.75, -2.0, 0.0, -0.0, 3e38, 1e-40, float("inf")]
 
 
 @pytest.mark.parametrize("steps", [("alpha",), ("beta_c",), ("alpha_beta_c",), ("bias",), ("scale",),
-                                   ("scale_b_then_a",), ("alpha", "bias"), ("beta_c", "bias")])
+                                   ("scale_b_then_a",), ("alpha", "bias"), ("beta_c", "bias"),
+                                   ("out_round_c",)])
 @pytest.mark.parametrize("out_dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("kind", ["wide", "narrow", "tiny", "huge"])
 def test_epilogues_match_numpy(lib, steps, out_dtype, kind):
@@ -131,7 +132,7 @@ def test_epilogues_match_numpy(lib, steps, out_dtype, kind):
                        scale=scale if {"scale", "scale_b_then_a"} & set(steps) else None)
         parts = partials(rng, 1 + trial, (r, c), kind)
         kw = {}
-        if {"beta_c", "alpha_beta_c"} & set(steps):
+        if {"beta_c", "alpha_beta_c", "out_round_c"} & set(steps):
             kw["C"] = to_fp32(out_patterns(rng, out_fmt.name, (r, c)), out_fmt)
         if "bias" in steps:
             kw["bias"] = to_fp32(out_patterns(rng, "bf16", (c,)), get_format("bf16"))

@@ -282,11 +282,15 @@ def test_recorded_table_is_the_converters_output():
 
 @pytest.mark.slow
 def test_decisions_are_reproduced_from_the_recorded_outputs():
-    """evidence/h100_library_decisions.json is what library_decide computes (about 10 minutes on 2 cores)."""
-    from tools.library.decide import decide
+    """evidence/h100_library_decisions.json is what library_decide computes with the addmm beta = 1 samples
+    (``--more``) and the sm75 CUTLASS chain probe (``--probe``): about 30 minutes on 2 cores."""
+    from tools.library import chain_probe
+    from tools.library.decide import MORE, decide, read_more
 
     raw, val = evidence_json("h100_cublas_plans.json.gz"), evidence_json("h100_library_validation.json")
-    out = decide(raw, val, "h100_library_validation.json", log=lambda *_: None)
+    probe = RESULTS / "library" / "h100_sm75_cutlass_chain_probe.json"
+    out = decide(raw, val, "h100_library_validation.json", log=lambda *_: None, more=read_more(MORE),
+                 more_name=" + ".join(p.name for p in MORE), probe=chain_probe.load(probe), probe_name=probe.name)
     assert json.loads(json.dumps(out)) == json.loads((RESULTS / "h100_library_decisions.json").read_text())
 
 

@@ -933,6 +933,13 @@ def convert(B: Backend, bits: V, src: Format, dst: Format, mode: str, keep_subno
     return apply_flags(B, dst, fl, out)
 
 
+def round_through(B: Backend, bits: V, wide: Format, narrow: Format, mode: str) -> V:
+    """Patterns of ``wide`` rounded to ``narrow`` with ``mode`` and converted back to ``wide`` exactly (a value
+    stored in the narrower format and loaded again: the kept bits are ``narrow``'s significand, the rest rounded
+    away once; specials keep their kind).  ``narrow`` must fit in ``wide`` (every value of it exact there)."""
+    return convert(B, convert(B, bits, wide, narrow, mode), narrow, wide, mode)
+
+
 def groups(K: int, p: ModelParams) -> list[list[list[int]]]:
     """Instructions, each a list of blocks, each the list of k indices it sums (in k order)."""
     instr_k = p.instr_k or max(K, 1)  # 0: one "instruction" of all K (library chains)

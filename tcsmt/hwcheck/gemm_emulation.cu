@@ -659,6 +659,7 @@ DEVFN unsigned int convert_bits_one(unsigned int bits, Fmt src, Fmt dst, int mod
 #define STEP_ALPHA_BETA_C 4
 #define STEP_BIAS 5
 #define STEP_SCALE_B_THEN_A 6
+#define STEP_OUT_ROUND_C 7
 
 // The operands of the finish of one call: partials (S, n) row-major, n = r * c outputs of r rows and
 // c columns; optional fp32 C (n), bias (c), scales (1, r or c values); steps: 4 bits each, first
@@ -731,6 +732,8 @@ DEVFN unsigned int finish_one(const FinishArgs& a, long long idx) {
             y = fma_rounded_bits(a.beta, a.C[idx], A, y, A, A);
         } else if (step == STEP_ALPHA_BETA_C) {
             y = fma_rounded_bits(a.alpha, y, A, mul_rounded_bits(a.beta, a.C[idx], A), A, A);
+        } else if (step == STEP_OUT_ROUND_C) {  // semantics.round_through to the output format, then + C
+            y = add_rounded_bits(convert_bits_one(convert_bits_one(y, A, O, RNE_MODE), O, A, RNE_MODE), A, a.C[idx], A, A);
         } else if (step == STEP_BIAS) {
             y = add_rounded_bits(y, A, a.bias[j], A, A);
         }

@@ -36,7 +36,7 @@ UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32}
 SINT = {8: "int8", 16: "int16", 32: "int32"}
 CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta",
                "tf32", "scale", "fast_accum")
-DISTS = ("normal", "wide", "tiny", "cancel", "tf32_exact", "fp32_raw", "smallint")
+DISTS = ("normal", "wide", "tiny", "cancel", "tf32_exact", "fp32_raw", "smallint", "c_cancel")
 
 
 def _max_finite_exp(fmt: str) -> int:
@@ -103,7 +103,7 @@ def _exp_range(fmt: str, dist: str, K: int) -> tuple[int, int]:
     top = _max_finite_exp(fmt)
     _bits, _e_bits, m_bits, bias = FORMATS[fmt]
     low = 1 - bias
-    if dist in ("normal", "cancel", "tf32_exact", "fp32_raw"):
+    if dist in ("normal", "cancel", "tf32_exact", "fp32_raw", "c_cancel"):
         return (-3, 1)
     if dist == "wide":
         if fmt in ("float32", "bfloat16"):
@@ -130,6 +130,47 @@ def random_matrix(fmt: str, shape: tuple[int, ...], dist: str, rng: np.random.Ge
     return compose(fmt, sign, exp, mant)
 
 
+C_CANCEL_LEAD = 32
+"""``c_cancel``: k's of the lead (each product 2^3 * 2^3 = 2^6: the lead sums to 2^11 exactly)."""
+C_CANCEL_LEAD_EXP = 11
+C_CANCEL_TAIL = 64
+"""``c_cancel``: k's of each small run (after the lead, and the last ones of K)."""
+
+
+def _power_of_two(fmt: str, sign: int, exp: int) -> np.ndarray:
+    """The pattern of (-1)^sign * 2^exp in ``fmt`` (a 0-d array)."""
+    return compose(fmt, np.array(sign), np.array(exp), np.array(0))
+
+
+def _c_cancel_operands(a_fmt: str, b_fmt: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...],
+                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A and B of the ``c_cancel`` inputs (K >= 2 * C_CANCEL_LEAD + 2 * C_CANCEL_TAIL): the first
+    :data:`C_CANCEL_LEAD` k's give products of 2^6 each (a lead of 2^11, exact in every chain), the next
+    :data:`C_CANCEL_TAIL` and the last :data:`C_CANCEL_TAIL` k's small products (A 2^-14 .. 2^-12, B 2^-3 .. 2^1,
+    random significands: bits far below the fp32 grid of 2^11, which is 2^-12), every other k a zero product.
+    The addend (C, or the 1-D bias) is -2^11, so the exact output is the small runs' sum: an epilogue that adds C
+    after the sum was held in fp32 (near 2^11) rounds them to 2^-12, one that starts the first slice's K-chain from
+    C keeps them (the accumulator is near 0 when they come), and one that rounds the sum to the output format
+    first gives 0."""
+    K = a_shape[-1]
+    lead, tail = C_CANCEL_LEAD, C_CANCEL_TAIL
+    if K < 2 * (lead + tail):
+        raise ValueError(f"c_cancel needs K >= {2 * (lead + tail)}, not {K}")
+    a_bits, b_bits = FORMATS[a_fmt][0], FORMATS[b_fmt][0]
+    A = np.zeros(a_shape, dtype=UINT[a_bits])
+    B = np.zeros(b_shape, dtype=UINT[b_bits])
+    A[..., :lead] = _power_of_two(a_fmt, 0, 3)
+    B[..., :lead, :] = _power_of_two(b_fmt, 0, 3)
+    for ks in (slice(lead, lead + tail), slice(K - tail, K)):
+        sa = A[..., ks].shape
+        sb = B[..., ks, :].shape
+        A[..., ks] = compose(a_fmt, rng.integers(0, 2, size=sa), rng.integers(-14, -11, size=sa),
+                             rng.integers(0, 1 << FORMATS[a_fmt][2], size=sa)).astype(UINT[a_bits])
+        B[..., ks, :] = compose(b_fmt, rng.integers(0, 2, size=sb), rng.integers(-3, 2, size=sb),
+                                rng.integers(0, 1 << FORMATS[b_fmt][2], size=sb)).astype(UINT[b_bits])
+    return A, B
+
+
 def make_inputs(call: dict, seed: int) -> dict[str, np.ndarray]:
     """The inputs of one validation call as bit-pattern arrays (numpy only; deterministic in call and seed)."""
     op, M, N, K, batch = call["op"], call["M"], call["N"], call["K"], call.get("batch", 1)
@@ -137,6 +178,15 @@ def make_inputs(call: dict, seed: int) -> dict[str, np.ndarray]:
     a_fmt, b_fmt, out_fmt = call["a_dtype"], call["b_dtype"], call["out_dtype"]
     lead = (batch,) if op == "bmm" else ()
     rng = _rng(call, seed, "AB")
+    if dist == "c_cancel":  # zeros but the lead and the two small runs; the addend -2^11
+        A, B = _c_cancel_operands(a_fmt, b_fmt, (*lead, M, K), (*lead, K, N), rng)
+        res = {"A": A, "B": B}
+        minus = _power_of_two(out_fmt, 1, C_CANCEL_LEAD_EXP)
+        if op in ("addmm", "linear", "scaled_mm") and call.get("bias"):
+            res["bias"] = np.full((N,), minus, dtype=minus.dtype)
+        elif op == "addmm":
+            res["C"] = np.full((M, N), minus, dtype=minus.dtype)
+        return res
     A = random_matrix(a_fmt, (*lead, M, K), dist, rng, K)
     B = random_matrix(b_fmt, (*lead, K, N), dist, rng, K)
     if dist == "cancel" and K >= 2:

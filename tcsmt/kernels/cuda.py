@@ -261,7 +261,8 @@ def gemm(params: ModelParams, A_bits, B_bits):
 # ------------------------------------------------------------------------------ library finish
 REDUCE_CODES = {"fp32_forward": 0, "pairwise": 1, "out_rounded": 2, "out_chain": 3, "out_chain_acc_add": 4}
 """The reductions of :func:`tcsmt.arith.semantics.reduce_partials` as the CUDA source numbers them."""
-STEP_CODES = {"scale": 1, "alpha": 2, "beta_c": 3, "alpha_beta_c": 4, "bias": 5, "scale_b_then_a": 6}
+STEP_CODES = {"scale": 1, "alpha": 2, "beta_c": 3, "alpha_beta_c": 4, "bias": 5, "scale_b_then_a": 6,
+              "out_round_c": 7}
 """The epilogue steps of :data:`tcsmt.library.plans.EPILOGUE_STEPS` as the CUDA source numbers them."""
 MAX_PARTS = 64
 """Split-K partials a pairwise reduction may have (the tree's local array in the CUDA source)."""

@@ -19,7 +19,7 @@ from tcsmt.errors import TcsmtError
 from tcsmt.library.checks import make_call
 from tcsmt.library.evaluate import array_module, checked_bits, evaluate, evaluate_pairs, fmt_of, inputs_to_chain, to_fp32
 from tcsmt.library.lookup import Answer, Target, answer
-from tcsmt.library.plans import Call, Plan
+from tcsmt.library.plans import C_STEPS, Call, Plan
 
 __all__ = ["Answer", "Call", "Plan", "Target", "addmm", "bmm", "explain", "linear", "mm", "plan", "run", "run_pairs", "scaled_mm"]
 
@@ -159,7 +159,7 @@ def _checked(plan: Plan, A_rows, B_cols, C, bias, scale_a, scale_b, *, paired: b
                          f"got {r} rows and {c} columns")
     shape = (r,) if paired else (r, c)
     steps = set(plan.epilogue)
-    uses_c = bool(steps & {"beta_c", "alpha_beta_c"})
+    uses_c = bool(steps & C_STEPS)
     c32 = b32 = sa = sb = None
     if uses_c and C is None and bias is not None and call.op == "addmm" and call.bias:
         bb = _bits(bias, fmt_of(call.out_dtype), "bias", call.out_dtype).reshape(-1)
@@ -249,7 +249,7 @@ def addmm(input, A, B, *, dtype: str, beta: float = 1.0, alpha: float = 1.0, out
     p = _fits(plan, "addmm", M, N, K, gpu=gpu, a_dtype=dtype, out_dtype=out_dtype, alpha=alpha, beta=beta,
               bias=is_bias)
     if is_bias:  # a 1-D input: added by the bias epilogue, expanded to C (beta != 1), or ignored (beta = 0)
-        takes = "bias" in p.epilogue or bool({"beta_c", "alpha_beta_c"} & set(p.epilogue))
+        takes = "bias" in p.epilogue or bool(C_STEPS & set(p.epilogue))
         return run(p, A, B, bias=input if takes else None)
     return run(p, A, B, C=input)
 

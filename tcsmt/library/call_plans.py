@@ -200,7 +200,7 @@ class ConvertContext:
         elif chain is None:
             why = why_chain + _open_question(call, decisions, decisions_name, "chain")
         elif steps is None:
-            why = ep_src
+            why = ep_src + _open_question(call, decisions, decisions_name, "epilogue")
         elif int(S) > 1 and family is None:
             why = f"slice rule unknown (no family of {families_name} covers kernels {kernels})"
         elif family is not None and int(S) > 1 and reduce is None:

@@ -42,7 +42,7 @@ from tcsmt.library.api import run
 from tcsmt.library.checks import make_call
 from tcsmt.library.evaluate import fmt_of
 from tcsmt.library.lookup import lookup
-from tcsmt.library.plans import EPILOGUE_STEPS, IN_ROUNDS, K_TILE, REMAINDERS, SLICES, Call, Plan, _check_plan
+from tcsmt.library.plans import C_STEPS, EPILOGUE_STEPS, IN_ROUNDS, K_TILE, REMAINDERS, SLICES, Call, Plan, _check_plan
 
 PLAN_FIELDS = {
     "split_k": "S, the number of split-K slices (>= 1)",
@@ -231,7 +231,7 @@ def _extras(plan: Plan, rng: np.random.Generator | None) -> dict[str, np.ndarray
     steps = set(plan.epilogue)
     out: dict[str, np.ndarray] = {}
     ofmt = fmt_of(plan.call.out_dtype)
-    if steps & {"beta_c", "alpha_beta_c"}:
+    if steps & C_STEPS:
         out["C"] = np.array([[_random_value(ofmt, rng) if rng is not None else 0]], dtype=ofmt.dtype)
     if "bias" in steps:
         bfmt = fmt_of(plan.call.a_dtype if plan.call.op in ("addmm", "linear") else plan.call.out_dtype)
@@ -331,7 +331,7 @@ def _random(pa: Plan, seed: int, n: int) -> Iterator[tuple[str, np.ndarray, np.n
 def evaluate(plan: Plan, a: np.ndarray, b: np.ndarray, extras: dict[str, np.ndarray]) -> int:
     """The output pattern of ``plan`` at a row a (K,) and a column b (K,) (with the C, bias, scales given)."""
     kw = dict(extras)
-    if "C" in kw and not set(plan.epilogue) & {"beta_c", "alpha_beta_c"}:
+    if "C" in kw and not set(plan.epilogue) & C_STEPS:
         kw.pop("C")
     if "bias" in kw and "bias" not in plan.epilogue:
         kw.pop("bias")

@@ -197,6 +197,9 @@ def epilogue(plan: Plan, y: np.ndarray, *, C=None, bias=None, scale_a=None, scal
         elif step == "alpha_beta_c":
             bc = sem.mul_rounded(_B, IEEE32, _const32(plan.call.beta), C, FP32, "rne")
             acc = sem.fma_rounded(_B, IEEE32, _const32(plan.call.alpha), acc, FP32, bc, FP32, FP32, "rne")
+        elif step == "out_round_c":
+            acc = sem.add_rounded(_B, IEEE32, sem.round_through(_B, acc, FP32, fmt_of(plan.call.out_dtype), "rne"),
+                                  FP32, C, FP32, FP32, "rne")
         elif step == "bias":
             acc = sem.add_rounded(_B, IEEE32, acc, FP32, np.broadcast_to(per_col(bias), (r, c)), FP32,
                                   FP32, "rne")

@@ -31,7 +31,7 @@ from tcsmt.library.api import run
 from tcsmt.library.checks import make_call
 from tcsmt.library.layouts import DESCRIBED, VARIANTS, covered, describe, operand_layout
 from tcsmt.library.lookup import Answer, answer
-from tcsmt.library.plans import Call
+from tcsmt.library.plans import C_STEPS, Call
 from tcsmt.library.settings import settings_from_values
 
 ALIASES = "mm(x, w.t()) is linear(x, w); addmm(b, x, w.t()) with alpha = beta = 1 and a 1-D b is linear(x, w, b)"
@@ -148,9 +148,9 @@ def replay_call(rec: dict[str, Any], arrays: dict[str, np.ndarray], ans: Answer)
         if rec["op"] == "addmm":
             C = arrays[key + "C"][bi]  # the input at the sampled (i, j): a 1-D input expanded
             if plan.call.bias:  # added by the bias epilogue, expanded to C (beta != 1), or ignored (beta = 0)
-                kw["bias"] = C[0] if steps & {"bias", "beta_c", "alpha_beta_c"} else None
+                kw["bias"] = C[0] if steps & ({"bias"} | C_STEPS) else None
             else:
-                kw["C"] = C if steps & {"beta_c", "alpha_beta_c"} else None
+                kw["C"] = C if steps & C_STEPS else None
         if rec["op"] == "_scaled_mm":
             kw["scale_a"], kw["scale_b"] = arrays[key + "scale_a"], arrays[key + "scale_b"]
             if key + "bias" in arrays:

@@ -71,7 +71,11 @@ EPILOGUE_STEPS = {
     "alpha_beta_c": "y = FFMA(alpha, y, RN32(beta * C))",
     "bias": "y = RN32(y + bias[j]) (bias converted exactly to fp32)",
     "scale_b_then_a": "y = RN32(RN32(y * scale_b[j]) * scale_a[i]) (row-wise scales: column scale first)",
+    "out_round_c": "y = RN32(RN_out(y) + C) (y rounded to the output format with RNE first, C converted exactly "
+                   "to fp32; the output rounding follows: RN_out(RN32(RN_out(y) + C)))",
 }
+C_STEPS = frozenset({"beta_c", "alpha_beta_c", "out_round_c"})
+"""The epilogue steps that read C (the matrix, or the 1-D bias of an ``addmm`` broadcast over the rows)."""
 
 
 def plans_dir() -> Path:

@@ -28,7 +28,7 @@ from tcsmt.io.options import bounded_int
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.api import plan as plan_of
 from tcsmt.library.api import run_pairs
-from tcsmt.library.plans import Plan
+from tcsmt.library.plans import C_STEPS, Plan
 
 
 @dataclass
@@ -82,10 +82,10 @@ def replay_call(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Plan,
         iv = np.array([i for i, _, _ in picks], dtype=np.int64)
         jv = np.array([j for _, j, _ in picks], dtype=np.int64)
         kw: dict[str, Any] = {}
-        if "C" in inputs and inputs["C"] is not None and {"beta_c", "alpha_beta_c"} & set(plan.epilogue):
+        if "C" in inputs and inputs["C"] is not None and C_STEPS & set(plan.epilogue):
             C = inputs["C"][b] if b is not None else inputs["C"]
             kw["C"] = C[iv, jv]
-        c_from_bias = bool({"beta_c", "alpha_beta_c"} & set(plan.epilogue)) and "C" not in inputs
+        c_from_bias = bool(C_STEPS & set(plan.epilogue)) and "C" not in inputs
         if plan.call.bias and ("bias" in plan.epilogue or c_from_bias):
             kw["bias"] = np.asarray(inputs["bias"]).reshape(-1)[jv]
         if {"scale", "scale_b_then_a"} & set(plan.epilogue):

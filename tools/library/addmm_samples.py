@@ -61,6 +61,8 @@ UNREAD = re.compile(r"^(gemv|gemmSN|gemmk1|dot_kernel|std::enable_if)")
 refuse their calls whatever the epilogue, so no call of theirs is sampled."""
 MAX_ELEMS = 1 << 22
 """Largest operands + output of a sampled call (elements)."""
+CANCEL_MAX_ELEMS = 1 << 25
+"""The same for the ``c_cancel`` calls (the nvjet cooperative kernels run the larger token counts)."""
 
 
 def kernel_kind(kernels: list[str]) -> str:
@@ -74,17 +76,33 @@ def kernel_kind(kernels: list[str]) -> str:
     return re.split(r"_\d+x\d+", ks[0])[0]
 
 
+NVJET_EPILOGUE = re.compile(r"_((?:badd|bz|bx)(?:_splitK)?(?:_coop[AB])?(?:_bias)?)_[NT]{3}$")
+"""The epilogue part of an nvjet kernel's name: ``badd`` (beta * C added), ``bz`` (beta = 0: a 1-D bias through
+cuBLASLt's EPILOGUE_BIAS), ``bx`` (split-K: the splitKreduce kernel adds C), ``coopA`` / ``coopB`` (the cooperative
+schedules), ``bias``."""
+
+
+def nvjet_variant(kernels: list[str]) -> str:
+    """The epilogue part of the main nvjet kernel's name (:data:`NVJET_EPILOGUE`), '' for other kernels."""
+    for k in kernels:
+        m = NVJET_EPILOGUE.search(k) if k.startswith("nvjet_") else None
+        if m:
+            return m.group(1)
+    return ""
+
+
 def group_key(c: dict[str, Any], p: dict[str, Any], setting: str) -> tuple:
-    """What an addmm call's plan can depend on (module docstring)."""
+    """What an addmm call's plan can depend on (module docstring), the nvjet kernels' epilogue variant last."""
     S = int(p["split_k"] or 1)
     return (setting, c["a_dtype"], c["out_dtype"], bool(c.get("tf32")), bool(c.get("a_t")), bool(c.get("b_t")),
             bool(c.get("bias")), float(c["alpha"]) == 1.0, kernel_kind(p["kernels"]), str(layout_tag(p["kernels"])),
-            S > 1, p["reduction_scheme"] or "")
+            S > 1, p["reduction_scheme"] or "", nvjet_variant(p["kernels"]))
 
 
-def scan(gpu: str = "h100", rec_dir: Path = RECORDINGS) -> dict[tuple, list[tuple[int, dict[str, Any]]]]:
-    """Group -> (elements, call) of every recorded addmm call with beta = 1 (token-count runs: their first two and
-    last token counts)."""
+def scan(gpu: str = "h100", rec_dir: Path = RECORDINGS,
+         max_elems: int = MAX_ELEMS) -> dict[tuple, list[tuple[int, dict[str, Any]]]]:
+    """Group -> (elements, call) of every recorded addmm call with beta = 1 of at most ``max_elems`` operand and
+    output elements (token-count runs: their first two and last token counts)."""
     out: dict[tuple, list] = {}
     for path in sorted(rec_dir.glob(f"{gpu}_*.json.gz")):
         rec = R.load(str(path))
@@ -100,7 +118,7 @@ def scan(gpu: str = "h100", rec_dir: Path = RECORDINGS) -> dict[tuple, list[tupl
             if p["torch_error"] or p["capture_error"] or not p["kernels"]:
                 return
             n = c["M"] * c["N"] + c["M"] * c["K"] + c["K"] * c["N"]
-            if n <= MAX_ELEMS:
+            if n <= max_elems:
                 out.setdefault(group_key(c, p, setting), []).append((n, {**c, "recorded": {
                     "kernels": p["kernels"], "split_k": p["split_k"], "reduction_scheme": p["reduction_scheme"],
                     "file": path.name}}))
@@ -150,6 +168,30 @@ def sample_calls(groups: dict[tuple, list]) -> list[dict[str, Any]]:
     return calls
 
 
+def cancel_calls(groups: dict[tuple, list], seed0: int = 7000) -> list[dict[str, Any]]:
+    """The ``c_cancel`` calls (``make_inputs``: the addend cancels a lead of the sum, so the epilogue hypotheses give
+    other outputs): per 16-bit group, the cheapest recorded call with 256 or more outputs and K >= 192 and the one at
+    the 1/4 point of the group's sizes, each with alpha = beta = 1, a 1-D bias and a matrix C; seeds from ``seed0``."""
+    from tcsmt.hwcheck.library_calls import C_CANCEL_LEAD, C_CANCEL_TAIL
+    calls: list[dict[str, Any]] = []
+    for g in sorted(groups, key=str):
+        if UNREAD.match(g[8]) or g[1] == "float32":
+            continue
+        big = [c for n, c in sorted(groups[g], key=lambda x: x[0])
+               if c["M"] * c["N"] >= 256 and c["K"] >= 2 * (C_CANCEL_LEAD + C_CANCEL_TAIL)]
+        if not big:
+            continue
+        for c in dict.fromkeys(id(x) for x in (big[0], big[len(big) // 4])):
+            src = next(x for x in big if id(x) == c)
+            for bias in (bool(src.get("bias")), not src.get("bias")):
+                e = {k: src.get(k) for k in FIELDS}
+                e.update(a_t=bool(src.get("a_t")), b_t=bool(src.get("b_t")), tf32=False, alpha=1.0, bias=bias,
+                         dist="c_cancel", seed=seed0 + len(calls), group=" | ".join(str(x) for x in g),
+                         recorded=src["recorded"] if bias == bool(src.get("bias")) else None)
+                calls.append(e)
+    return calls
+
+
 @click.group(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 def addmm_cmd() -> None:
     pass
@@ -157,9 +199,11 @@ def addmm_cmd() -> None:
 
 @addmm_cmd.command("lists", help="write DIR/addmm_list.json and DIR/addmm_list_lt.json from the H100 recordings")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
-def lists_cmd(out: Path) -> int:
-    groups = scan()
-    calls = sample_calls(groups)
+@click.option("--dist", type=click.Choice(["mixed", "c_cancel"]), default="mixed", show_default=True,
+              help="mixed: normal / wide / tf32_exact inputs (sample_calls); c_cancel: cancel_calls")
+def lists_cmd(out: Path, dist: str) -> int:
+    groups = scan(max_elems=MAX_ELEMS if dist == "mixed" else CANCEL_MAX_ELEMS)
+    calls = sample_calls(groups) if dist == "mixed" else cancel_calls(groups)
     out.mkdir(parents=True, exist_ok=True)
     for name, setting in (("addmm_list.json", "default"), ("addmm_list_lt.json", "cublaslt")):
         mine = [c for c in calls if c["group"].startswith(setting + " |")]
@@ -256,7 +300,10 @@ def rounded_first(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Pla
               show_default=True)
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path),
               default=REPO / "evidence" / "library" / "addmm_beta1_verdicts.json", show_default=True)
-def verdicts_cmd(samples: Path, out: Path) -> int:
+@click.option("--every-gpu", is_flag=True,
+              help="every GPU's calls (the H200's too, under the H100 plan file's families and decisions), the GPU "
+                   "first in each class")
+def verdicts_cmd(samples: Path, out: Path, every_gpu: bool) -> int:
     from tcsmt.hwcheck.library_calls import make_inputs
     from tcsmt.library.replay import replay_call
     from tools.library.decide import _call_of, plans_for
@@ -264,7 +311,7 @@ def verdicts_cmd(samples: Path, out: Path) -> int:
     decisions = json.loads((REPO / "evidence" / "h100_library_decisions.json").read_text())["decisions"]
     with gzip.open(samples, "rt") as f:
         doc = json.load(f)
-    calls = [c for c in doc["calls"] if c["gpu"] == raw["gpu"] and "excluded" not in c]
+    calls = [c for c in doc["calls"] if (every_gpu or c["gpu"] == raw["gpu"]) and "excluded" not in c]
     src = dict(doc, gpu=raw["gpu"], **{k: raw.get(k) for k in ("torch", "cuda", "cublas", "cublaslt")}, calls=calls)
     h1 = {"match": {"op": "addmm", "alpha": 1.0, "beta": 1.0}, "set": {"epilogue": ["beta_c"]}, "evidence": "h"}
     by_key = plans_for(raw, src, [*decisions, h1], samples.name)
@@ -281,10 +328,13 @@ def verdicts_cmd(samples: Path, out: Path) -> int:
                "C as the initial accumulator": sum(g == w for g, w in zip(c_init_outputs(c, inputs, plan), want))}
         if c["alpha"] == 1.0:
             got["RN_out(RN32(RN_out(y) + C))"] = sum(g == w for g, w in zip(rounded_first(c, inputs, plan), want))
-        key = " | ".join(str(x) for x in (c["setting"], c["a_dtype"], c["out_dtype"], "bias" if c["bias"] else "C",
+        key = " | ".join(str(x) for x in ((c["gpu"],) if every_gpu else ()) + (
+                                          c["setting"], c["a_dtype"], c["out_dtype"], "bias" if c["bias"] else "C",
                                           f"alpha={c['alpha']}", f"S={'>1' if int(c['split_k'] or 1) > 1 else 1}",
                                           kernel_kind([k for k in c["kernels"] if "elementwise" not in k]),
                                           plan.reduce if plan.split_k > 1 else "-"))
+        if nvjet_variant(c["kernels"]):
+            key += " | " + nvjet_variant(c["kernels"])
         e = table.setdefault(key, {"calls": 0, "samples": 0, "agree": {}, "kernels": set()})
         e["calls"] += 1
         e["samples"] += len(want)
@@ -294,8 +344,10 @@ def verdicts_cmd(samples: Path, out: Path) -> int:
     for e in table.values():
         e["kernels"] = sorted(e["kernels"])[:4]
         e["all_agree"] = sorted(h for h, n in e["agree"].items() if n == e["samples"])
-    res = {"what": "per class of sampled addmm calls with beta = 1 (evidence/library/addmm_beta1.json.gz, the H100's), "
-                   "the sampled outputs each epilogue hypothesis gives", "made_by": "python -m tools.library.addmm_samples verdicts",
+    res = {"what": f"per class of sampled addmm calls with beta = 1 ({samples.name}, "
+                   f"{'every GPU' if every_gpu else 'the H100'}'s), the sampled outputs each epilogue hypothesis gives",
+           "made_by": "python -m tools.library.addmm_samples verdicts" + (f" --samples {samples.name} --every-gpu"
+                                                                          if every_gpu else ""),
            "method": __doc__.split("``verdicts``", 1)[1].split("\n\n")[0].strip(), "classes": table}
     out.write_text(json.dumps(res, indent=1) + "\n")
     for k, e in sorted(table.items()):

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 PLANS = REPO / "evidence" / "h100_cublas_plans.json.gz"
 DECISIONS = REPO / "evidence" / "h100_library_decisions.json"
 OUT = REPO / "models" / "library" / "h100_cublas13_rules.json"
-PROBES = [REPO / "evidence" / "library" / f"h100_layout_probes{x}.json" for x in ("", "_fresh")]
+PROBES = [REPO / "evidence" / "library" / f"h100_layout_probes{x}.json" for x in ("", "_fresh", "_kfloor2")]
 """The H100's layout-probe files: the slice rule of each (family, layout) variant read from bits."""
 HEADER = ("gpu", "sm_count", "torch", "cuda", "cublas", "cublaslt")
 

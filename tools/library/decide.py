@@ -22,6 +22,7 @@ import gzip
 import json
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,36 @@ def _block8(fmt: str) -> dict[str, str]:
     """The cuBLAS K-chain of ``fmt`` (bf16, fp16) -> fp32 with blocks of 8 products (models/hopper.toml, hypothesis
     ``block8`` of the ``cublas`` path)."""
     return {"arch": "hopper:block8", "in_fmt": fmt, "out_fmt": "fp32", "instr": "cublas"}
+
+
+NVJET_BETA1_CLASSES = (
+    ("_badd_ (C added by the GEMM kernel, no split-K)", r"^nvjet_sm90_[a-z]+_\w+_badd(_coop[AB])?_[NT]{3}$"),
+    ("_bz_bias_ (cuBLASLt's EPILOGUE_BIAS, no split-K: the Conv1D forward)",
+     r"^nvjet_sm90_[a-z]+_\w+_bz(_coop[AB])?_bias_[NT]{3}$"),
+    ("_bz_splitK_bias_ (EPILOGUE_BIAS with split-K)", r"^nvjet_sm90_[a-z]+_\w+_bz_splitK_bias_[NT]{3}$"),
+    ("_bx_splitK_ (split-K, C added by the splitKreduce kernel)", r"^nvjet_sm90_[a-z]+_\w+_bx_splitK_[NT]{3}$"),
+)
+"""The nvjet kernel classes of ``addmm`` with beta = 1, by the epilogue part of the kernel's name (one question
+each: a class is decided only by its own samples)."""
+OTHER_BETA1_CLASSES = (
+    ("sm75 CUTLASS tensor-op (s1688gemm, no split-K)", {"kernel_regex": SM75_16BIT, "split": False}),
+    ("sm75 CUTLASS tensor-op split-K with fp32 partials (s1688gemm writing fp32, reduced by cuBLASLt's splitKreduce)",
+     {"kernel_regex": r"^cutlass::Kernel2<cutlass_75_tensorop_s1688gemm_(bf16|f16)_", "split": True}),
+    ("sm80 CUTLASS 16-bit tensor-op (s16816gemm, no split-K)",
+     {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_\w*s16816gemm", "split": False}),
+    ("sm75 / sm80 CUTLASS (no split-K)", {"kernel_regex": r"^cutlass::Kernel2<cutlass_", "split": False}),
+    ("sm75 / sm80 CUTLASS split-K", {"kernel_regex": r"^cutlass::Kernel2<cutlass_", "split": True}),
+    ("sm90 xmma tf32", {"kernel_regex": r"^sm90_xmma_gemm_f32f32_tf32f32"}),
+)
+"""The other kernel classes of ``addmm`` with beta = 1 that samples cover (one question each; the sm75 tensor-op
+kernels, whose K-chain the probe questions decide, first)."""
+FP32_OUT_BETA1_CLASSES = (
+    ("sm90 xmma tf32 segment_k_off", {"kernel_regex": r"^sm90_xmma_gemm_f32f32_tf32f32_f32_\w*_segment_k_off_"}),
+    ("sm80 CUTLASS tf32 (s1688gemm, no split-K)",
+     {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_", "split": False}),
+)
+"""Kernel classes of ``addmm`` with beta = 1 writing fp32 (tf32), where rounding the sum to the output format first
+changes nothing: only C after the sum and C as the initial accumulator are told apart (one question each)."""
 
 
 QUESTIONS: list[dict[str, Any]] = [
@@ -122,7 +153,25 @@ QUESTIONS: list[dict[str, Any]] = [
      "match": {"op": "addmm", "alpha_is_1": False, "beta_is_0": False, "split": True},
      "hypotheses": {"FFMA(beta, C, RN32(alpha*y))": {"epilogue": ["alpha", "beta_c"]},
                     "FFMA(alpha, y, RN32(beta*C))": {"epilogue": ["alpha_beta_c"]}}},
-    {"question": "epilogue of addmm with alpha = 1 and beta = 1 (a 1-D bias or a matrix C; GPT-2's Conv1D)",
+    *[{"question": f"epilogue of addmm with alpha = 1 and beta = 1 on the nvjet {what} kernels",
+       "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta": 1.0, "kernel_regex": regex},
+       "hypotheses": {"RN32(y + C) after the reduced sum": {"epilogue": ["beta_c"]},
+                      "RN_out(RN32(RN_out(y) + C))": {"epilogue": ["out_round_c"]},
+                      "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}}
+      for what, regex in NVJET_BETA1_CLASSES],
+    *[{"question": f"epilogue of addmm with alpha = 1 and beta = 1 on the {what} kernels",
+       "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta": 1.0, **match},
+       "hypotheses": {"RN32(y + C) after the reduced sum": {"epilogue": ["beta_c"]},
+                      "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}}
+      for what, match in FP32_OUT_BETA1_CLASSES],
+    *[{"question": f"epilogue of addmm with alpha = 1 and beta = 1 on the {what} kernels",
+       "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta": 1.0, **match},
+       "hypotheses": {"RN32(y + C) after the reduced sum": {"epilogue": ["beta_c"]},
+                      "RN_out(RN32(RN_out(y) + C))": {"epilogue": ["out_round_c"]},
+                      "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}}
+      for what, match in OTHER_BETA1_CLASSES],
+    {"question": "epilogue of addmm with alpha = 1 and beta = 1 (a 1-D bias or a matrix C; the kernels of no class "
+                 "above, and every class together)",
      "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta": 1.0},
      "hypotheses": {"RN32(y + C) after the reduced sum": {"epilogue": ["beta_c"]},
                     "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}},
@@ -171,8 +220,12 @@ def _c_init_replay(c: dict[str, Any], inputs: dict, plan: Plan) -> tuple[int, se
 
 def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
            more: dict[str, Any] | None = None, more_name: str = "",
-           probe: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None, probe_name: str = "") -> dict[str, Any]:
-    """Run every question in order; returns the decision file's object."""
+           probe: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None, probe_name: str = "",
+           earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run every question in order; returns the decision file's object.  ``earlier`` (a decision file of the same
+    plan, validation and probe files): the questions asked of the validation calls and of the probe are taken from it
+    as they were answered there (their entries and decisions) instead of replayed; only the questions ``on`` more
+    run."""
     decisions: list[dict[str, Any]] = []
     report = []
     inputs_cache: dict[tuple[str, int], dict] = {}
@@ -185,8 +238,18 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
                     calls=[c for c in more["calls"] if c.get("gpu") == raw["gpu"] and "excluded" not in c])
     if probe is not None and probe[0].get("gpu") != raw["gpu"]:
         raise TcsmtError(f"{probe_name}: a probe of {probe[0].get('gpu')}, not of {raw['gpu']}")
+    kept = {e["question"]: e for e in (earlier or {}).get("questions", [])}
+    kept_decisions = {d["evidence"].split(": '", 1)[0]: d for d in (earlier or {}).get("decisions", [])}
     for q in QUESTIONS:
         on_more, on_probe = q.get("on") == "more", q.get("on") == "probe"
+        if earlier is not None and not on_more:
+            if q["question"] not in kept:
+                raise TcsmtError(f"the earlier decision file has no question {q['question']!r}: run without it")
+            report.append(kept[q["question"]])
+            if q["question"] in kept_decisions:
+                decisions.append(kept_decisions[q["question"]])
+            log(f"{q['question']}: as in the earlier decision file")
+            continue
         if (on_more and more is None) or (on_probe and probe is None):
             continue
         src, src_name = (more, more_name) if on_more else (probe[0], probe_name) if probe and on_probe else \
@@ -262,26 +325,45 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
             "method": __doc__.split("\n\n")[1].replace("\n", " "), "decisions": decisions, "questions": report}
 
 
+MORE = [RESULTS / "library" / "addmm_beta1.json.gz", RESULTS / "library" / "addmm_beta1_cancel.json.gz"]
+"""The sampled calls the questions ``on`` more are asked of (what evidence/h100_library_decisions.json was made from)."""
+
+
+def read_more(paths: Sequence[Path]) -> dict[str, Any] | None:
+    """The sampled-call files ``paths`` as one (their runs and calls joined; None for none)."""
+    extra = None
+    for path in paths:
+        with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as f:
+            doc_more = json.load(f)
+        extra = doc_more if extra is None else dict(extra, runs=extra["runs"] + doc_more["runs"],
+                                                    calls=extra["calls"] + doc_more["calls"])
+    return extra
+
+
 _IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 @click.option("--plans", type=_IN_FILE, default=RESULTS / "h100_cublas_plans.json.gz", show_default=True)
 @click.option("--validation", type=_IN_FILE, default=RESULTS / "h100_library_validation.json", show_default=True)
-@click.option("--more", type=_IN_FILE, default=None,
-              help="sampled calls of the questions 'on' more (evidence/library/addmm_beta1.json.gz)")
+@click.option("--more", type=_IN_FILE, multiple=True,
+              help="sampled calls of the questions 'on' more (evidence/library/addmm_beta1.json.gz, "
+                   "addmm_beta1_cancel.json.gz; repeat: their runs and calls joined)")
 @click.option("--probe", type=_IN_FILE, default=None,
               help="whole calls of the questions 'on' probe (evidence/library/h100_sm75_cutlass_chain_probe.json)")
+@click.option("--earlier", type=_IN_FILE, default=None,
+              help="a decision file made from the same plan, validation and probe files: its answers to the "
+                   "questions of the validation calls and of the probe are kept, only the questions 'on' more run")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path),
               default=RESULTS / "h100_library_decisions.json", show_default=True)
-def library_decide_cmd(plans: Path, validation: Path, more: Path | None, probe: Path | None, out: Path) -> int:
+def library_decide_cmd(plans: Path, validation: Path, more: tuple[Path, ...], probe: Path | None, earlier: Path | None,
+                       out: Path) -> int:
     raw, val = read_json(plans), read_json(validation)
-    extra = None
-    if more is not None:
-        with gzip.open(more, "rt") if more.suffix == ".gz" else open(more) as f:
-            extra = json.load(f)
-    doc = decide(raw, val, validation.name, more=extra, more_name=more.name if more else "",
-                 probe=chain_probe.load(probe) if probe else None, probe_name=probe.name if probe else "")
+    extra = read_more(more)
+    prior = json.loads(earlier.read_text()) if earlier is not None else None
+    doc = decide(raw, val, validation.name, more=extra, more_name=" + ".join(p.name for p in more),
+                 probe=chain_probe.load(probe) if probe else None, probe_name=probe.name if probe else "",
+                 earlier=prior)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out}: {len(doc['decisions'])} decisions")
     return 0

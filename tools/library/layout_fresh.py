@@ -46,7 +46,7 @@ from tools.library.layout_probes import (
     scan,
 )
 
-EARLIER = [REPO / "evidence" / "library" / f"{g}_layout_probes.json" for g in ("h100", "h200")]
+EARLIER = [REPO / "evidence" / "library" / f"{g}_layout_probes{x}.json" for g in ("h100", "h200") for x in ("", "_fresh")]
 CAP = 8
 """Calls per variant."""
 MAX_ELEMS = 1 << 28
@@ -79,7 +79,7 @@ SPREAD = 48
 FIRST = 96
 
 
-def _runs(rec: dict[str, Any]):
+def _runs(rec: dict[str, Any], k_mod64: tuple[int, ...] = ()):
     """(calls, plan id) of a recording: a token-count run as its first :data:`FIRST` token counts, :data:`SPREAD`
     more spread over the rest and up to :data:`SPREAD` multiples of 32 after the first (the K a 16-byte and a
     32-k grain tell apart), a list task's calls one by one."""
@@ -90,7 +90,8 @@ def _runs(rec: dict[str, Any]):
             for r in R.iter_runs(task):
                 run = ms[pos[r[0]]:pos[r[1]] + 1]
                 spread = run[FIRST::max(1, (len(run) - FIRST) // SPREAD)]
-                ts = sorted(set(run[:FIRST] + spread + [t for t in run[FIRST:] if t % 32 == 0][:SPREAD]))
+                ts = sorted(set(run[:FIRST] + spread + [t for t in run[FIRST:] if t % 32 == 0][:SPREAD]
+                                + [t for t in run if t % 64 in k_mod64]))
                 yield [{**task["call"], task["vary"]: t} for t in ts], r[2]
         else:
             for c, pid, _g, _w in R.iter_list(task, rec["fields"]):
@@ -98,30 +99,34 @@ def _runs(rec: dict[str, Any]):
 
 
 def candidates(gpu: str, families: dict[str, Any], seen: set[tuple],
-               rec_dir: Path = RECORDINGS) -> dict[tuple[str, str], dict[tuple, tuple]]:
+               rec_dir: Path = RECORDINGS, nvjet_k_floor: int = 8,
+               layouts: tuple[str, ...] = (), k_mod64: tuple[int, ...] = ()
+               ) -> dict[tuple[str, str], dict[tuple, tuple]]:
     """Per variant: call id -> (score, call) of every fresh, readable, discriminating recorded call (default
-    settings), its recorded plan in ``recorded``."""
+    settings), its recorded plan in ``recorded``; with ``k_mod64``, only calls whose K mod 64 is one of them (every
+    such token count of a run taken)."""
     out: dict[tuple[str, str], dict[tuple, tuple]] = {}
     for path in sorted(rec_dir.glob(f"{gpu}_*.json.gz")):
         rec = R.load(str(path))
         if (rec.get("setting") or {}).get("name") != "default":
             continue
         cache: dict[int, Any] = {}
-        for calls, pid in _runs(rec):
+        for calls, pid in _runs(rec, k_mod64):
             if pid not in cache:
                 p = R.plan_dict(rec, pid)
                 S = int(p["split_k"] or 1)
                 fam = family_of({"kernels": p["kernels"], "reduction_scheme": p["reduction_scheme"]}, families,
                                 path.name) if S > 1 else None
                 tag = str(layout_tag(p["kernels"])) if fam else ""
-                cache[pid] = (fam[0], tag, S, p) if fam and wanted(fam[0], tag) else None
+                keep = fam and wanted(fam[0], tag) and (not layouts or tag in layouts)
+                cache[pid] = (fam[0], tag, S, p) if keep else None
             v = cache[pid]
             if v is None:
                 continue
             fam, tag, S, p = v
-            rule = refined_rule(fam, tag)
+            rule = refined_rule(fam, tag, nvjet_k_floor)
             for c in calls:
-                if not _pickable(c, MAX_ELEMS) or call_id(c) in seen:
+                if not _pickable(c, MAX_ELEMS) or call_id(c) in seen or (k_mod64 and c["K"] % 64 not in k_mod64):
                     continue
                 K = c["K"]
                 mine = rule_starts(families[fam], K, S, rule, c["a_dtype"])
@@ -174,14 +179,19 @@ def fresh_cmd() -> None:
 @fresh_cmd.command("lists", help="write DIR/GPU_fresh_list.json: fresh probes of the refined slice rule")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--gpu", "gpus", multiple=True, default=("h100", "h200"), show_default=True)
-def lists_cmd(out: Path, gpus: tuple[str, ...]) -> int:
+@click.option("--nvjet-k-floor", type=int, default=8, show_default=True,
+              help="the refined rule's floor of K for the nvjet kernels (2: the fit to the first fresh probes)")
+@click.option("--layout", "layouts", multiple=True, help="only these layouts (e.g. NTN, NTT); default every one")
+@click.option("--k-mod64", "k_mod64", type=int, multiple=True, help="only calls with K mod 64 equal to one of these")
+def lists_cmd(out: Path, gpus: tuple[str, ...], nvjet_k_floor: int, layouts: tuple[str, ...],
+              k_mod64: tuple[int, ...]) -> int:
     fams = _families()
     seen = earlier_calls()
     out.mkdir(parents=True, exist_ok=True)
     for gpu in gpus:
         earlier = json.loads((REPO / "evidence" / "library" / f"{gpu}_layout_probes.json").read_text())
         first = {(v["family"], v["layout"]): v["verdict"] for v in earlier["variants"]}
-        cands = candidates(gpu, fams, seen)
+        cands = candidates(gpu, fams, seen, nvjet_k_floor=nvjet_k_floor, layouts=layouts, k_mod64=k_mod64)
         per = {k: [{**c, "config": " | ".join(k), "fresh": True} for c in pick(v)] for k, v in cands.items()}
         order = sorted(per, key=lambda k: (first.get(k) == "confirmed", k))
         plist: list[dict[str, Any]] = []
@@ -201,12 +211,15 @@ def lists_cmd(out: Path, gpus: tuple[str, ...]) -> int:
 @click.argument("raw", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--command", "device_command", required=True, help="the device command that made RAW")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path))
-def ingest_cmd(gpu: str, raw: Path, device_command: str, out: Path | None) -> int:
+@click.option("--nvjet-k-floor", type=int, default=8, show_default=True,
+              help="the refined rule's floor of K for the nvjet kernels the probes are judged against")
+def ingest_cmd(gpu: str, raw: Path, device_command: str, out: Path | None, nvjet_k_floor: int) -> int:
     fams = _families()
     header = run_header(raw, [device_command, f"python -m tools.library.layout_fresh ingest {gpu} RAW --command ..."],
                         (__doc__ or "").split("\n\n", 2)[2].strip())
     raw_probes = json.loads((raw / "r" / "probe_list.json").read_text())
-    doc = summarize(gpu, raw_probes, fams, scan(gpu, fams), grid_tags(gpu, fams), header, refined=True)
+    doc = summarize(gpu, raw_probes, fams, scan(gpu, fams), grid_tags(gpu, fams), header, refined=True,
+                    nvjet_k_floor=nvjet_k_floor)
     doc["variants"] = [v for v in doc["variants"] if v["probes"]]
     path = out or REPO / "evidence" / "library" / f"{gpu}_layout_probes_fresh.json"
     path.write_text(dump(doc))

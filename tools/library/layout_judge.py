@@ -66,13 +66,19 @@ REFINED_RULE_TEXT = ("sm80 CUTLASS kernels cut K in chunks of 128 bytes of the i
 "Layouts"), before fresh probes tested it."""
 
 
-def refined_rule(family: str, layout: str) -> dict[str, Any] | None:
-    """The refined rule (:data:`REFINED_RULE_TEXT`) of one variant as a slice rule (data:
+def refined_rule_text(nvjet_k_floor: int = 8) -> str:
+    """:data:`REFINED_RULE_TEXT` with the nvjet kernels' K floored to a multiple of ``nvjet_k_floor``."""
+    return REFINED_RULE_TEXT.replace("floored to a multiple of 8", f"floored to a multiple of {nvjet_k_floor}")
+
+
+def refined_rule(family: str, layout: str, nvjet_k_floor: int = 8) -> dict[str, Any] | None:
+    """The refined rule (:data:`REFINED_RULE_TEXT`, the nvjet floor ``nvjet_k_floor``: 8 as fitted first, 2 as
+    fitted to the fresh probes of the weight-gradient layouts) of one variant as a slice rule (data:
     :func:`tcsmt.library.families.slice_rule_fields`), None where it names none (other families)."""
     if family.startswith("cutlass_sm80_"):
         return {"grain_bytes": [128, 16] if layout in ("nn", "tn") else [16, 16]}
     if family.startswith("nvjet_sm90_"):
-        return {"k_floor": 8}
+        return {"k_floor": nvjet_k_floor}
     return None
 
 
@@ -152,7 +158,7 @@ def judge(p: dict[str, Any], families: dict[str, Any],
 
 
 def summarize(gpu: str, raw: list[dict[str, Any]], families: dict[str, Any], stats: dict, grid: set,
-              header: dict[str, Any], refined: bool = False) -> dict[str, Any]:
+              header: dict[str, Any], refined: bool = False, nvjet_k_floor: int = 8) -> dict[str, Any]:
     """The committed file: header, one entry per variant of the GPU's recordings (verdict from the probes), and
     the probes with their readings.  ``refined``: each probe is judged against its variant's refined rule
     (:func:`refined_rule`; the variant's ``slice_rule``, its ``verdict``) and against the family's own rule
@@ -162,7 +168,7 @@ def summarize(gpu: str, raw: list[dict[str, Any]], families: dict[str, Any], sta
     probes = []
     for p in raw:
         fam, tag = p["config"].split(" | ")
-        rule = refined_rule(fam, tag) if refined else None
+        rule = refined_rule(fam, tag, nvjet_k_floor) if refined else None
         ok, why, read = judge(p, families, rule)
         per[(fam, tag)].append((p, ok, why, read))
         entry = {**p, "agrees": ok, "why_not": why, "read": read}
@@ -187,8 +193,8 @@ def summarize(gpu: str, raw: list[dict[str, Any]], families: dict[str, Any], sta
                              "probes": len(ps), "agree": n_ok,
                              "probed_on_the_grid_before": key in grid}
         if refined:
-            e["slice_rule"] = refined_rule(*key)
-            e["slice_rule_text"] = REFINED_RULE_TEXT
+            e["slice_rule"] = refined_rule(*key, nvjet_k_floor)
+            e["slice_rule_text"] = refined_rule_text(nvjet_k_floor)
             oks = fam_ok.get(key, [])
             e["family_rule_verdict"] = ("not probed" if not oks else "confirmed" if all(oks) else "refuted")
             e["agree_family_rule"] = sum(oks)
