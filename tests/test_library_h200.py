@@ -60,8 +60,9 @@ def test_h200_table_is_the_converters_output() -> None:
              "h100_cublas_plans.json", "h100_library_validation.json", "h200_library_confirm.json")
     # the plan files are kept gzipped; the table names every file by its JSON name
     raw, val, dec, p100, v100, conf = (_load(n + ".gz" if "cublas_plans" in n else n) for n in names)
+    probes = [(n, _load(f"library/{n}")) for n in ("h200_layout_probes.json", "h200_layout_probes_fresh.json")]
     text = convert(raw, names[0], "h200", [(names[1], val)], dec, names[2], [(names[3], p100), (names[4], v100)],
-                   (names[5], conf))
+                   (names[5], conf), probes)
     assert text == read_table_text(REPO / "models" / "library" / "h200_cublas13_recorded.toml.gz")
 
 

@@ -275,8 +275,10 @@ def test_recorded_table_is_the_converters_output():
     files (plans, validation calls, decisions): nothing in it is edited by hand."""
     raw, val = evidence_json("h100_cublas_plans.json.gz"), evidence_json("h100_library_validation.json")
     dec = evidence_json("h100_library_decisions.json")
+    probes = [(n, evidence_json(f"library/{n}")) for n in
+              ("h100_layout_probes.json", "h100_layout_probes_fresh.json", "h100_layout_probes_kfloor2.json")]
     text = convert(raw, "h100_cublas_plans.json", None, [("h100_library_validation.json", val)], dec,
-                   "h100_library_decisions.json")
+                   "h100_library_decisions.json", probe_files=probes)
     assert text == read_table_text(REPO / "models" / "library" / "h100_cublas13_recorded.toml.gz")
 
 

@@ -70,7 +70,7 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
             more_calls: Sequence[tuple[str, dict[str, Any]]] = (), decisions: dict[str, Any] | None = None,
             decisions_name: str = "", same_as: Sequence[tuple[str, dict[str, Any]]] = (),
             confirmed: tuple[str, dict[str, Any]] | None = None,
-            probe_files: Sequence[tuple[str, dict[str, Any]]] = ()) -> str:
+            probe_files: Sequence[tuple[str, dict[str, Any]]] = (), certain: bool = True) -> str:
     """The plan table (TOML text) for one raw plan file, its calls and those of ``more_calls`` ((name, file)
     pairs of the same GPU and library), with the ``decisions`` (a decision file's object) applied.  With
     ``same_as`` ((name, file) pairs of another GPU, the first a plan file): only calls that recorded the same
@@ -83,7 +83,8 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
     takes the slice rule that bits read for its kernels' operand layout (the family's, or a layout probe's of
     ``probe_files``, :func:`tcsmt.library.rules.variant_rules`) and is refused where none was read; the CUDA-core
     matrix-vector kernels whose K order no probe read and a CUTLASS kernel whose undecided K iteration cuts a block are
-    refused too, so that a table never answers a call that the catalogs refuse."""
+    refused too, so that a table never answers a call that the catalogs refuse.  ``certain`` = False leaves the check
+    out: the H200 confirmation (``tools/library/h200_confirm.py``) computes the families' plans in order to test them."""
     for key in ("gpu", "calls"):
         if key not in raw:
             raise TcsmtError(f"{source_name}: not a recorded plan file (no {key!r})")
@@ -114,7 +115,7 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
             [(name, n, c) for name, other in more_calls for n, c in enumerate(other["calls"])]:
         ident, fields, why = ctx.entry(file_name, n, call)
         shape = [int(call["M"]), int(call["N"]), int(call["K"]), int(call.get("batch", 1))]
-        if not why:
+        if not why and certain:
             fields, why = _certain(ctx, call, ident, fields, shape, f"{file_name}: call {n}", probed)
         if why:
             key = json.dumps([ident, why], sort_keys=True)

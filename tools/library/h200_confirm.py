@@ -201,7 +201,8 @@ def _why_no_plan(p100: dict[str, Any], val: dict[str, Any], dec: dict[str, Any],
 
     raw = {k: v for k, v in p100.items() if k != "calls"} | {"calls": []}
     calls = {"gpu": p100["gpu"], "calls": [c], **{k: val[k] for k in ("cublas", "cublaslt", "torch")}}
-    text = convert(raw, "h100_cublas_plans.json (families only)", "h200", [("sample", calls)], dec, "decisions")
+    text = convert(raw, "h100_cublas_plans.json (families only)", "h200", [("sample", calls)], dec, "decisions",
+                   certain=False)
     m = re.search(r'^why = "(.*)"$', text, re.M)
     return m.group(1) if m else "no plan"
 

@@ -45,7 +45,7 @@ def own_plans(p100: dict[str, Any], v200: dict[str, Any], dec: dict[str, Any], i
              "calls": [v200["calls"][n] for n in idx]}
     text = convert(raw, "h100_cublas_plans.json (families only)", "h200",
                    [("h200_library_validation.json (calls whose plan differs)", calls)], dec,
-                   "h100_library_decisions.json")
+                   "h100_library_decisions.json", certain=False)
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "h200_own.toml"
         path.write_text(text)
