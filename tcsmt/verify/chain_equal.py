@@ -312,6 +312,9 @@ def path_equal(algos: tuple[str, str], ps: tuple[ModelParams, ModelParams], K: i
         return False, 0
     if "ootomo" in algos or cs[0].n != cs[1].n or cs[0].pairs != cs[1].pairs or any(any(c.scales) for c in cs):
         return False, 0
+    if (cs[1].fmt.emin, -cs[1].fmt.frac_bits) > (cs[0].fmt.emin, -cs[0].fmt.frac_bits):
+        # the pieces of the narrower format are redecoded in the wider one (the result is symmetric)
+        cs, algos, ps = cs[::-1], (algos[1], algos[0]), (ps[1], ps[0])
     blocks = kblocks(K, ps[0])
     if (blocks != kblocks(K, ps[1]) or any(getattr(ps[0], f) != getattr(ps[1], f) for f in ROUNDING_PARAMETERS)
             or not all(_static_path_conditions(p, k1 - k0) for p in ps for k0, k1 in blocks)
