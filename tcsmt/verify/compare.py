@@ -12,7 +12,8 @@ Three stages, each answer replayed or proven:
    sum is 0 while their pieces differ).
 2. **Equal results** (only where every simulated row gave both schemes the same result): where one scheme's chain
    is the other's with extra instructions whose pieces are zero on the domain, a proof from small lemmas
-   (:mod:`tcsmt.verify.chain_equal`); otherwise one solver query "the two results differ" (unsat: neither error
+   (:mod:`tcsmt.verify.chain_equal`); where the two multiply the same pieces in the same order on two paths, the
+   proof by decoding (:func:`tcsmt.verify.chain_equal.path_equal`); otherwise one solver query "the two results differ" (unsat: neither error
    can exceed the other), which has no exact products in it and answers where the comparison query does not.
 3. **The comparison query** (:func:`tcsmt.verify.smt.worse`), for what is left.
 """
