@@ -522,6 +522,32 @@ def _sum_as_term(B: Backend, s: BlockSum, F: int, terms: Sequence[Term]) -> Term
                 max(1, s.mag_bits - F), zero_joins=True)
 
 
+def _after_sum_exponent(B: Backend, s_term: Term, c_term: Term) -> V:
+    """M of an "after_sum" block: the larger of the products' sum exponent and C's (C where it joins: non-zero,
+    or a zero that joins at the zero exponent)."""
+    c_top = c_term.top if c_term.zero_joins else B.ite(B.ne(c_term.mag, 0), c_term.top, s_term.top_min)
+    return B.max(s_term.top, c_top)
+
+
+def block_grids(B: Backend, p: ModelParams, pterms: Sequence[Term], c_term: Term) -> list[V] | None:
+    """The exponents of the grids a window block aligns its addends to, one per alignment, coarsest of the level:
+    for c_mode "aligned" [E - F]; for "after_sum" with one product group and no ``c_drop`` [E_p - F, M - min(F,
+    sum_frac_bits)] (the products at their E_p, then their sum at M with sum_frac_bits and C at M with F).  Each
+    addend is aligned by its value and the grid alone (:func:`_align_term`), so two blocks with the same
+    addend values, the same alignment modes and the same grids align alike, and an addend on a grid at most its
+    own is placed exactly.  None for any other block (pairwise, C after the block, several product groups, no
+    window)."""
+    F = p.window_frac_bits
+    if F is None or p.reduction != "chain":
+        return None
+    if p.c_mode == "aligned":
+        return [B.sub(block_exponent(B, [*pterms, c_term], F, p), F)]
+    if p.c_mode != "after_sum" or p.product_groups != 1 or p.c_drop is not None:
+        return None
+    s_term = _sum_as_term(B, block_sum(B, pterms, F, p), F, pterms)
+    return [B.sub(s_term.top, F), B.sub(_after_sum_exponent(B, s_term, c_term), min(F, p.sum_frac_bits))]
+
+
 def after_sum_block(B: Backend, p: ModelParams, pterms: Sequence[Term], c_term: Term, F: int, fmt: Format) -> V:
     """c_mode "after_sum" (see :class:`ModelParams`): the products' window sum (in ``product_groups``
     interleaved subsets, realigned by ``late_align``), then S and C aligned again to M = max(E_S, e(C)) with
@@ -539,7 +565,7 @@ def after_sum_block(B: Backend, p: ModelParams, pterms: Sequence[Term], c_term: 
     F2 = p.sum_frac_bits
     c_joins = c_term.zero_joins
     c_top = c_term.top if c_joins else B.ite(B.ne(c_term.mag, 0), c_term.top, s_term.top_min)
-    M = B.max(s_term.top, c_top)
+    M = _after_sum_exponent(B, s_term, c_term)
     s_mag = _align_term(B, s_term, B.sub(M, F2), F2, p.late_align)
     c_mag = B.mul_const(_align_term(B, c_term, B.sub(M, F), F, p.late_align), 1 << (F2 - F))
     if p.c_drop is not None:

@@ -213,7 +213,8 @@ def extension_equal(algos: tuple[str, str], p: ModelParams, K: int, dom: Domain,
 #: the parameters whose values must agree on the two paths for :func:`path_equal`: what the block reads after its
 #: alignment exponent (the rounding, zero signs, overflow, formats of C and of the result)
 ROUNDING_PARAMETERS = ("block_frac_bits", "block_round", "subnormal_out", "overflow_result", "zero_sign", "acc_fmt",
-                       "out_fmt", "c_fmt", "subnormal_c", "align")
+                       "out_fmt", "c_fmt", "subnormal_c", "align", "c_mode", "late_align", "sum_frac_bits",
+                       "product_groups", "c_drop")
 
 
 def _piece_bounds(cs: ChainScheme, keep: bool, dom: Domain, i: int, solver: str, timeout: float,
@@ -258,15 +259,16 @@ def _on_grid_below(d: sem.Decoded, g: int, m: int | None = None):
 
 
 def _static_path_conditions(p: ModelParams, n: int) -> bool:
-    """Whether an instruction of n products on path p is one window block of aligned sums whose result depends on
-    the addends' values and the block exponent E only (read from the parameters): one block (:func:`sem.groups`),
-    C aligned with the products, chain reduction, a window (F), unbounded carries (a wrap would depend on the grid),
-    raw product exponents and no zero exponent (a product's alignment exponent is its factors' exponent sum), no
-    block scales, no product overflow rule, the result in the accumulator's format."""
-    return (len(sem.groups(n, p)[0]) == 1 and p.c_mode == "aligned" and p.reduction == "chain"
+    """Whether an instruction of n products on path p is one window block whose result depends on the addends'
+    values and the grids it aligns them to only (read from the parameters): one block (:func:`sem.groups`), grids
+    that :func:`sem.block_grids` states (C aligned with the products, or after their sum), chain reduction,
+    unbounded carries (a wrap would depend on the grid), raw product exponents (a product's alignment exponent is
+    its factors' exponent sum), no block scales, no operand conversion, the result in the accumulator's format.
+    (A product overflow rule is checked against the grid lemmas' bounds in :func:`path_equal`.)"""
+    return (len(sem.groups(n, p)[0]) == 1 and p.c_mode in ("aligned", "after_sum") and p.reduction == "chain"
             and p.window_frac_bits is not None and p.carry_bits == "unbounded" and p.product_exponent == "raw"
-            and p.zero_exponent is None and not p.scale_fmt and p.product_inf is None and not p.operand_fmt
-            and not p.b_fmt and p.out_fmt == p.acc_fmt)
+            and not p.scale_fmt and not p.operand_fmt and not p.b_fmt and p.out_fmt == p.acc_fmt
+            and (p.c_mode == "aligned" or (p.product_groups == 1 and p.c_drop is None)))
 
 
 def _finite_chain(cs: ChainScheme, bounds: list[tuple[int, int]], blocks: list[tuple[int, int]],
@@ -323,7 +325,8 @@ def path_equal(algos: tuple[str, str], ps: tuple[ModelParams, ModelParams], K: i
     blocks = kblocks(K, ps[0])
     if (blocks != kblocks(K, ps[1]) or any(getattr(ps[0], f) != getattr(ps[1], f) for f in ROUNDING_PARAMETERS)
             or not all(_static_path_conditions(p, k1 - k0) for p in ps for k0, k1 in blocks)
-            or cs[1].fmt.frac_bits < cs[0].fmt.frac_bits):
+            or cs[1].fmt.frac_bits < cs[0].fmt.frac_bits
+            or (ps[0].c_mode == "after_sum" and ps[0].window_frac_bits != ps[1].window_frac_bits)):
         return False, 0
     timeout = max(timeout, LEMMA_TIMEOUT)
     keep = (ps[0].subnormal_in, ps[1].subnormal_in)
@@ -347,8 +350,9 @@ def path_equal(algos: tuple[str, str], ps: tuple[ModelParams, ModelParams], K: i
             return False, len(log) - start
         bounds.append(b)
     G = min(bounds[i][0] + bounds[j][0] for i, j in cs[0].pairs)
-    if not _finite_chain(cs[0], bounds, blocks, ps):
-        return False, len(log) - start
+    if not _finite_chain(cs[0], bounds, blocks, ps) or any(
+            p.product_inf is not None and bounds[i][1] + bounds[j][1] > p.product_inf for p in ps for i, j in cs[0].pairs):
+        return False, len(log) - start  # (every product below 2^(m_i + m_j): a product overflow rule never fires)
     shapes: list[tuple[int, int, int, bool]] = []
     for k0, k1 in blocks:
         for t, (i, j) in enumerate(cs[0].pairs):
@@ -372,14 +376,18 @@ def path_equal(algos: tuple[str, str], ps: tuple[ModelParams, ModelParams], K: i
         c = SB.const(0) if first else _free_pattern("c", 32, symbols)
         if not first:
             facts.append(_on_grid_below(sem.decode(SB, FP32, c), G))
-        E = []
-        for p, pr, F in zip(ps, prods, Fs):
+        grids = []
+        for p, pr in zip(ps, prods):
             pterms, c_term, _ = sem.block_addends(SB, p, pr, c, get_format(p.c_fmt))
-            E.append(sem.block_exponent(SB, [*pterms, c_term], F, p))
-        L = [SB.sub(e, f) for e, f in zip(E, Fs)]
-        ok = SB.or_(SB.eq(L[0], L[1]), SB.and_(SB.le(L[0], G), SB.le(L[1], G)))
-        stmt = (f"exponent lemma: the block grids 2^(E - F) of TC(U.V + C) on {ps[0].name} and {ps[1].name} are one, "
-                f"or both at most 2^{G} (F = {Fs[0]}, {Fs[1]}), for {n} product(s) of pieces {i} x {j} "
+            grids.append(sem.block_grids(SB, p, pterms, c_term))
+        if grids[0] is None or grids[1] is None or len(grids[0]) != len(grids[1]):
+            return False, len(log) - start
+        ok = SB.true()
+        for L0, L1 in zip(grids[0], grids[1]):
+            ok = SB.and_(ok, SB.or_(SB.eq(L0, L1), SB.and_(SB.le(L0, G), SB.le(L1, G))))
+        levels = "" if len(grids[0]) == 1 else f" at each of its {len(grids[0])} alignments"
+        stmt = (f"exponent lemma: the block grids of TC(U.V + C) on {ps[0].name} and {ps[1].name} are one, or both "
+                f"at most 2^{G}{levels} (F = {Fs[0]}, {Fs[1]}), for {n} product(s) of pieces {i} x {j} "
                 f"(multiples of 2^{bounds[i][0]}, 2^{bounds[j][0]} below 2^{bounds[i][1]}, 2^{bounds[j][1]}) read "
                 f"alike by both paths, C = {'+0' if first else f'a finite multiple of 2^{G}'}")
         if _ask(log, stmt, And(*facts, SB.not_(ok)), symbols, solver, timeout) != "unsat":
