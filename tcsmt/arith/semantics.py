@@ -312,6 +312,32 @@ def _align_term(B: Backend, t: Term, L: V, F: int, align: str) -> V:
     return B.add(kept, B.ite(up, 1, 0))
 
 
+def block_exponent(B: Backend, terms: Sequence[Term], F: int, p: ModelParams) -> V:
+    """E of a window block (:func:`block_sum`, F fraction bits): the largest alignment exponent of the non-zero
+    terms (of every term that joins the alignment, ``zero_joins`` / ``join_if``), raised to ``align_floor`` where
+    the floor is not inert; the block's grid is 2^(E - F)."""
+    sentinel = min(t.top_min for t in terms) - 1
+    tops = [t.top if t.zero_joins else B.ite(B.ne(t.mag, 0) if t.join_if is None else t.join_if, t.top, sentinel)
+            for t in terms]
+    E = _tree(B, tops, B.max)
+    if p.align_floor is not None and not _floor_is_inert(terms, F, p):
+        E = B.max(E, p.align_floor)
+    return E
+
+
+def redecoded(B: Backend, x: Decoded, fmt: Format) -> Decoded:
+    """x's value as ``fmt`` decodes it, for a value that ``fmt`` holds exactly with at least x's fraction bits
+    and an exponent range reaching x's (fp16 in tf32 or fp32): the significand moves up by the fraction bits
+    fmt has more, and a subnormal x (significand below 2^fx) is normalized, sig 2^d with exponent e - d, where
+    that stays within fmt's normal range (else fmt's emin).  A zero gets fmt's emin, as :func:`decode` gives it."""
+    fx, f = x.fmt.frac_bits, fmt.frac_bits
+    sig = B.shl(x.sig, f - fx, f - fx, f + 2) if f > fx else x.sig
+    d = B.sub(f, B.msb(sig, f + 1))  # 0 for a normal x, up to fx for the smallest subnormal
+    d = B.ite(B.eq(sig, 0), 0, B.min(d, B.max(B.sub(x.e, fmt.emin), 0)))
+    e = B.ite(B.eq(sig, 0), fmt.emin, B.sub(x.e, d))
+    return Decoded(x.neg, e, B.shl(sig, d, f, f + 2), x.nan, x.inf, fmt)
+
+
 def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) -> BlockSum:
     """Align ``terms`` to the largest exponent with F fraction bits and add them (steps 3-4)."""
     nonzero = [B.ne(t.mag, 0) for t in terms]
@@ -325,13 +351,7 @@ def block_sum(B: Backend, terms: Sequence[Term], F: int | None, p: ModelParams) 
         for t in terms:
             signed.append((t.neg, on_grid(B, t, L_static)))
     else:
-        sentinel = min(t.top_min for t in terms) - 1
-        tops = [t.top if t.zero_joins else B.ite(nz if t.join_if is None else t.join_if, t.top, sentinel)
-                for nz, t in zip(nonzero, terms)]
-        E = _tree(B, tops, B.max)
-        if p.align_floor is not None and not _floor_is_inert(terms, F, p):
-            E = B.max(E, p.align_floor)
-        L = B.sub(E, F)
+        L = B.sub(block_exponent(B, terms, F, p), F)
         width = max(t.head for t in terms) + F + 1
         for t in terms:
             signed.append((t.neg, _align_term(B, t, L, F, p.align)))
@@ -502,6 +522,32 @@ def _sum_as_term(B: Backend, s: BlockSum, F: int, terms: Sequence[Term]) -> Term
                 max(1, s.mag_bits - F), zero_joins=True)
 
 
+def _after_sum_exponent(B: Backend, s_term: Term, c_term: Term) -> V:
+    """M of an "after_sum" block: the larger of the products' sum exponent and C's (C where it joins: non-zero,
+    or a zero that joins at the zero exponent)."""
+    c_top = c_term.top if c_term.zero_joins else B.ite(B.ne(c_term.mag, 0), c_term.top, s_term.top_min)
+    return B.max(s_term.top, c_top)
+
+
+def block_grids(B: Backend, p: ModelParams, pterms: Sequence[Term], c_term: Term) -> list[V] | None:
+    """The exponents of the grids a window block aligns its addends to, one per alignment, coarsest of the level:
+    for c_mode "aligned" [E - F]; for "after_sum" with one product group and no ``c_drop`` [E_p - F, M - min(F,
+    sum_frac_bits)] (the products at their E_p, then their sum at M with sum_frac_bits and C at M with F).  Each
+    addend is aligned by its value and the grid alone (:func:`_align_term`), so two blocks with the same
+    addend values, the same alignment modes and the same grids align alike, and an addend on a grid at most its
+    own is placed exactly.  None for any other block (pairwise, C after the block, several product groups, no
+    window)."""
+    F = p.window_frac_bits
+    if F is None or p.reduction != "chain":
+        return None
+    if p.c_mode == "aligned":
+        return [B.sub(block_exponent(B, [*pterms, c_term], F, p), F)]
+    if p.c_mode != "after_sum" or p.product_groups != 1 or p.c_drop is not None:
+        return None
+    s_term = _sum_as_term(B, block_sum(B, pterms, F, p), F, pterms)
+    return [B.sub(s_term.top, F), B.sub(_after_sum_exponent(B, s_term, c_term), min(F, p.sum_frac_bits))]
+
+
 def after_sum_block(B: Backend, p: ModelParams, pterms: Sequence[Term], c_term: Term, F: int, fmt: Format) -> V:
     """c_mode "after_sum" (see :class:`ModelParams`): the products' window sum (in ``product_groups``
     interleaved subsets, realigned by ``late_align``), then S and C aligned again to M = max(E_S, e(C)) with
@@ -519,7 +565,7 @@ def after_sum_block(B: Backend, p: ModelParams, pterms: Sequence[Term], c_term: 
     F2 = p.sum_frac_bits
     c_joins = c_term.zero_joins
     c_top = c_term.top if c_joins else B.ite(B.ne(c_term.mag, 0), c_term.top, s_term.top_min)
-    M = B.max(s_term.top, c_top)
+    M = _after_sum_exponent(B, s_term, c_term)
     s_mag = _align_term(B, s_term, B.sub(M, F2), F2, p.late_align)
     c_mag = B.mul_const(_align_term(B, c_term, B.sub(M, F), F, p.late_align), 1 << (F2 - F))
     if p.c_drop is not None:
@@ -536,12 +582,9 @@ def after_sum_block(B: Backend, p: ModelParams, pterms: Sequence[Term], c_term: 
 
 
 # --------------------------------------------------------------- block FMA
-def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V,
-                c_fmt: Format, sa_bits: Sequence[V] = (), sb_bits: Sequence[V] = ()) -> tuple[list[Term], Term, Flags]:
-    """A block's addends: the exact products (operands first converted to ``operand_fmt`` where the
-    model has one; on a block-scaled path multiplied by their scales, :func:`scaled_terms`, with
-    ``sa_bits``/``sb_bits`` the scale pattern of each product) and C, with the special-value flags
-    of all of them."""
+def block_products(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V]) -> list[tuple[Term, Flags]]:
+    """A block's exact products as addends, with their flags (operands first converted to ``operand_fmt`` where the
+    model has one): the first step of :func:`block_terms`."""
     fin = get_format(p.in_fmt)
     fbin = get_format(p.b_fmt) if p.b_fmt else fin  # B's format (mixed paths)
     precision, precision_b = fin.frac_bits, fbin.frac_bits
@@ -550,9 +593,26 @@ def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequenc
         a_bits = [convert(B, a, fin, fop, "rne") for a in a_bits]
         b_bits = [convert(B, b, fbin, fop, "rne") for b in b_bits]
         fin = fbin = fop
-    prods = [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fbin, b, p.subnormal_in),
-                          precision=min(precision, fin.frac_bits), precision_b=min(precision_b, fbin.frac_bits))
-             for a, b in zip(a_bits, b_bits)]
+    return [product_term(B, p, decode(B, fin, a, p.subnormal_in), decode(B, fbin, b, p.subnormal_in),
+                         precision=min(precision, fin.frac_bits), precision_b=min(precision_b, fbin.frac_bits))
+            for a, b in zip(a_bits, b_bits)]
+
+
+def block_terms(B: Backend, p: ModelParams, a_bits: Sequence[V], b_bits: Sequence[V], c_bits: V,
+                c_fmt: Format, sa_bits: Sequence[V] = (), sb_bits: Sequence[V] = ()) -> tuple[list[Term], Term, Flags]:
+    """A block's addends: the exact products (:func:`block_products`; on a block-scaled path multiplied by their
+    scales, :func:`scaled_terms`, with ``sa_bits``/``sb_bits`` the scale pattern of each product) and C, with the
+    special-value flags of all of them."""
+    return block_addends(B, p, block_products(B, p, a_bits, b_bits), c_bits, c_fmt, sa_bits, sb_bits)
+
+
+def block_addends(B: Backend, p: ModelParams, prods: Sequence[tuple[Term, Flags]], c_bits: V, c_fmt: Format,
+                  sa_bits: Sequence[V] = (), sb_bits: Sequence[V] = ()) -> tuple[list[Term], Term, Flags]:
+    """:func:`block_terms` from the block's product terms (as :func:`block_products` gives them)."""
+    fin = get_format(p.in_fmt)
+    fbin = get_format(p.b_fmt) if p.b_fmt else fin
+    if p.operand_fmt:
+        fin = fbin = get_format(p.operand_fmt)
     c_term, c_flags = value_term(B, decode(B, c_fmt, c_bits, p.subnormal_c))
     if isinstance(c_bits, int) and c_bits == 0:  # the +0 an after_instr chain starts from
         c_term = dataclasses.replace(c_term, known_zero=True)

@@ -12,7 +12,8 @@ Three stages, each answer replayed or proven:
    sum is 0 while their pieces differ).
 2. **Equal results** (only where every simulated row gave both schemes the same result): where one scheme's chain
    is the other's with extra instructions whose pieces are zero on the domain, a proof from small lemmas
-   (:mod:`tcsmt.verify.chain_equal`); otherwise one solver query "the two results differ" (unsat: neither error
+   (:mod:`tcsmt.verify.chain_equal`); where the two multiply the same pieces in the same order on two paths, the
+   proof by decoding (:func:`tcsmt.verify.chain_equal.path_equal`); otherwise one solver query "the two results differ" (unsat: neither error
    can exceed the other), which has no exact products in it and answers where the comparison query does not.
 3. **The comparison query** (:func:`tcsmt.verify.smt.worse`), for what is left.
 """
@@ -30,7 +31,7 @@ from tcsmt.arith.formats import FP32, get_format
 from tcsmt.arith.params import ModelParams
 from tcsmt.errors import InternalError, TcsmtError
 from tcsmt.solve.solvers import solve
-from tcsmt.verify.chain_equal import LemmaLine, extension_equal, zero_facts, zero_pieces
+from tcsmt.verify.chain_equal import LemmaLine, extension_equal, path_equal, zero_facts, zero_pieces
 from tcsmt.verify.domain import Domain
 from tcsmt.verify.evaluate import params_for, random_inputs, simulate_scheme
 from tcsmt.verify.pieces import chain_scheme
@@ -296,6 +297,10 @@ def _equal_results(prob, algos: tuple[str, str], ps: tuple[ModelParams | None, M
         eq, asked = extension_equal(algos, ps[0], len(prob.a), prob.dom, solver, timeout, log)
         if eq:
             return True, None, asked
+    elif ps[0] is not None and ps[1] is not None:
+        eq, asked = path_equal(algos, (ps[0], ps[1]), len(prob.a), prob.dom, solver, timeout, log)
+        if eq:
+            return True, None, asked
     d1, d2 = terms
     differ = Not(Or(Equals(output_pattern(d1), output_pattern(d2)), And(_is_zero(d1), _is_zero(d2))))
     facts = []
@@ -346,9 +351,12 @@ def compare(algo1: str, algo2: str, arch: str, K: int, dom: Domain, solver: str 
         res.queries += asked
         res.lemmas = list(lines)
         if eq:
-            composed = any(line.statement.startswith("identity lemma") for line in lines)
-            res.status, res.how = "impossible", ("the results are equal on every input (" + (
-                "composed: zero-piece and identity lemmas, -v)" if composed else "solver)"))
+            how = "solver)"
+            if any(line.statement.startswith("identity lemma") for line in lines):
+                how = "composed: zero-piece and identity lemmas, -v)"
+            elif any(line.statement.startswith("exponent lemma") for line in lines):
+                how = "composed: same-decoding, grid and exponent lemmas, -v)"
+            res.status, res.how = "impossible", "the results are equal on every input (" + how
             res.seconds = time.perf_counter() - t0
             return res
         if model is not None:
