@@ -202,17 +202,18 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
     """The catalog entry of one recorded call: its plan fields (kernels as their class, sources naming the
     recording and the rules), or {'why': ...}; None for a call torch refuses that the library refuses itself."""
     c = raw_call(tmpl, vary, t, plan, tables)
-    if c.get("torch_error") and "make_fn:" in str(c["torch_error"]):  # the recorder's own failure
-        return {"why": f"{NOT_RECORDED}: the recorder could not make the call ({str(c['torch_error'])[:200]})"}
-    if c.get("torch_error") and "OutOfMemoryError" in str(c["torch_error"]):  # the recorder's buffers, not torch
-        return {"why": f"{NOT_RECORDED}: the recorder ran out of device memory ({str(c['torch_error'])[:120]})"}
     if c.get("torch_error"):
-        try:  # a call the library's own checks refuse first needs no catalog entry
+        try:  # a call the library's own checks refuse first needs no catalog entry, whatever the recorder did
             make_call(c["op"], c["M"], c["N"], c["K"], a_dtype=c["a_dtype"], b_dtype=c["b_dtype"],
                       out_dtype=c["out_dtype"], batch=c["batch"], alpha=c["alpha"], beta=c["beta"], bias=c["bias"],
                       tf32=c["tf32"], scale=c["scale"], fast_accum=c["fast_accum"])
         except TcsmtError:
             return None
+    if c.get("torch_error") and "make_fn:" in str(c["torch_error"]):  # the recorder's own failure
+        return {"why": f"{NOT_RECORDED}: the recorder could not make the call ({str(c['torch_error'])[:200]})"}
+    if c.get("torch_error") and "OutOfMemoryError" in str(c["torch_error"]):  # the recorder's buffers, not torch
+        return {"why": f"{NOT_RECORDED}: the recorder ran out of device memory ({str(c['torch_error'])[:120]})"}
+    if c.get("torch_error"):
         msg = " ".join(str(c["torch_error"]).split())[:300]
         return {"why": f"torch refuses this call: {msg}"}
     if c.get("capture_error"):
