@@ -202,13 +202,13 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
     """The catalog entry of one recorded call: its plan fields (kernels as their class, sources naming the
     recording and the rules), or {'why': ...}; None for a call torch refuses that the library refuses itself."""
     c = raw_call(tmpl, vary, t, plan, tables)
-    if c.get("torch_error"):
-        try:  # a call the library's own checks refuse first needs no catalog entry, whatever the recorder did
+    try:  # a call the library's own checks refuse first needs no catalog entry, whatever the recorder did
+        if c.get("torch_error"):
             make_call(c["op"], c["M"], c["N"], c["K"], a_dtype=c["a_dtype"], b_dtype=c["b_dtype"],
                       out_dtype=c["out_dtype"], batch=c["batch"], alpha=c["alpha"], beta=c["beta"], bias=c["bias"],
                       tf32=c["tf32"], scale=c["scale"], fast_accum=c["fast_accum"])
-        except TcsmtError:
-            return None
+    except TcsmtError:
+        return None
     if c.get("torch_error") and "make_fn:" in str(c["torch_error"]):  # the recorder's own failure
         return {"why": f"{NOT_RECORDED}: the recorder could not make the call ({str(c['torch_error'])[:200]})"}
     if c.get("torch_error") and "OutOfMemoryError" in str(c["torch_error"]):  # the recorder's buffers, not torch
@@ -285,10 +285,10 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             d1, d2 = fixed_dims(probe, vary)
             slot = cover.setdefault((fam, vary, d1, d2), {})
             plan = tables["plans"][pid]
-            # an entry depends on the token count only through a K-dependent grain or CUTLASS tile (vary K) or, for a GPU
-            # borrowing another's rules, through the other GPU's record of the same call; a GEMV kernel's through its K order
-            ks = [tables["kernels"][k] for k in plan[0]]
-            per_t = "K" in vary and (int(plan[5] or 1) > 1 or k_tiled(ks) or gemv_kernel(ks))
+            # an entry depends on the token count through a K-dependent grain, CUTLASS tile or GEMV order (vary K), the
+            # other GPU's record (borrowed rules), or whether the library refuses a call torch (or the recorder) failed on
+            ks, refused = [tables["kernels"][k] for k in plan[0]], plan[rec["plan_fields"].index("torch_error")] is not None
+            per_t = refused or ("K" in vary and (int(plan[5] or 1) > 1 or k_tiled(ks) or gemv_kernel(ks)))
             for t in ts:
                 key = (fam, pid, d1, d2)
                 borrowed = bool(ctx.same_as) and _recorded_there(ctx, tmpl, vary, t)
