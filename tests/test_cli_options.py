@@ -131,7 +131,7 @@ def test_instr_that_one_model_has_is_accepted(runner, tmp_path):
 def test_unknown_instr_rejected_by_resolve_and_dot(runner):
     from tcsmt.arith.registry import check_instr
 
-    with pytest.raises(TcsmtError, match="instructions there: hopper: cublas, mma, wgmma"):
+    with pytest.raises(TcsmtError, match="instructions there: hopper: cublas, mma, simt_ffma, wgmma"):
         resolve("hopper", "fp16", "fp32", "tensor")
     with pytest.raises(TcsmtError, match="reference has no instruction"):
         check_instr("mma", ["exact"], "fp16", "fp32")
