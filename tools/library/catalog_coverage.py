@@ -6,7 +6,8 @@ Every recorded call of a catalog (``models/library/<gpu>_cublas13_catalog.sqlite
 counts) is answered (its plan row holds a plan) or refused (a ``why``).  Rows group the calls by settings and
 dtypes as the README's table does: all calls; the bf16 and fp16 calls under torch's default settings (every op:
 the model layers' training products, attention, random shapes); bf16 -> fp32; tf32; each ``_scaled_mm`` kind;
-bf16 under each setting.  The reasons for the refused calls are counted too (first 90 characters).
+bf16 under each setting; and the 16-bit calls under default settings split into linear-layer products
+(``mm``, ``linear``, ``addmm``) and attention ``bmm``.  The reasons for the refused calls are counted too (first 90 characters).
 """
 from __future__ import annotations
 
@@ -37,6 +38,15 @@ def group_of(key: list[Any]) -> str:
     return f"{dt}, settings {settings}"
 
 
+def op_group_of(key: list[Any]) -> str | None:
+    """The README's split of the 16-bit calls under default settings (``dtype, linear-layer products`` for ``mm``,
+    ``linear``, ``addmm``; ``dtype, attention bmm`` for ``bmm``), or None for any other call."""
+    op, _batch, a, _b, out, tf32, *_rest, settings = key
+    if settings != "default" or tf32 or a != out or a not in ("bfloat16", "float16"):
+        return None
+    return f"{a}, {'attention bmm' if op == 'bmm' else 'linear-layer products'}, settings default"
+
+
 def coverage(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise TcsmtError(f"no plan catalog {path} (the shipped GPUs: h100, h200)")
@@ -46,17 +56,23 @@ def coverage(path: Path) -> dict[str, Any]:
     total: collections.Counter[str] = collections.Counter()
     answered: collections.Counter[str] = collections.Counter()
     why: collections.Counter[str] = collections.Counter()
+    splits: set[str] = set()
     for fam, lo, hi, step, pid in db.execute("SELECT family, lo, hi, step, plan FROM runs"):
         n = (hi - lo) // step + 1
-        g = group_of(fams[fam])
-        total[g] += n
-        if refused[pid] is None:
-            answered[g] += n
-        else:
+        g, split = group_of(fams[fam]), op_group_of(fams[fam])
+        if split:
+            splits.add(split)
+        for grp in (g, split) if split else (g,):
+            total[grp] += n
+            if refused[pid] is None:
+                answered[grp] += n
+        if refused[pid] is not None:
             why[str(refused[pid])[:90]] += n
     db.close()
     rows = {g: {"answered": answered[g], "calls": total[g]} for g in sorted(total)}
-    return {"catalog": path.name, "answered": sum(answered.values()), "calls": sum(total.values()), "rows": rows,
+    whole = [g for g in total if g not in splits]  # the op split counts calls its dtype row holds already
+    return {"catalog": path.name, "answered": sum(answered[g] for g in whole), "calls": sum(total[g] for g in whole),
+            "rows": rows,
             "refusals": dict(why.most_common(15))}
 
 
