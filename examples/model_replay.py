@@ -32,7 +32,7 @@ On a GPU host with tcsmt (and CuPy), the same programs can be checked whole inst
     python examples/model_replay.py facade --out DIR [--what llama,fp8] [--gpu h100]
 
 runs them again and, for every GEMM, takes the plan the CPU replay would take (``tcsmt.library.gemm_replay``'s
-``call_of`` and ``plan_of``), computes the call's every output through the torch facade on the GPU
+``answer_of``), computes the call's every output through the torch facade on the GPU
 (``tcsmt.torch`` with ``plan=``), and compares them bit for bit with torch's; ``DIR/facade_<program>.json`` holds
 the counts and each call's result.  Both commands print a line per phase and write each program's file as soon
 as that program is done.
@@ -206,7 +206,7 @@ class FacadeCheck:
         import tcsmt.torch as tt
         from tcsmt.errors import TcsmtError
         from tcsmt.hwcheck.gemm_capture import _tensor_meta
-        from tcsmt.library.gemm_replay import call_of, plan_of
+        from tcsmt.library.gemm_replay import answer_of
 
         torch = self.torch
         rec: dict = {"n": len(self.calls), "op": name, "phase": self.phase, "out": _tensor_meta(out)}
@@ -229,17 +229,9 @@ class FacadeCheck:
             rec["use_fast_accum"] = bool(extra.get("use_fast_accum", False))
         rec["A"], rec["B"] = _tensor_meta(A), _tensor_meta(B)
         row = {"n": rec["n"], "phase": self.phase, "op": name, "shapes": [list(A.shape), list(B.shape)]}
-        calls, why, note = call_of(rec, self.settings, self.gpu)
-        ans = None
-        if calls:
-            row["call"] = calls[0].label()
-            ans, via, why = plan_of(calls, self.gpu)
-            if via:
-                row["via"] = via
-            if note:
-                row["layout"] = note
+        ans, found = answer_of(rec, self.settings, self.gpu)
+        row.update(found)
         if ans is None:
-            row["refused"] = why
             self.calls.append(row)
             return
         p = ans.plan

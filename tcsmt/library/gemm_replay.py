@@ -135,6 +135,25 @@ def plan_of(calls: list[Call], gpu: str, plans_dirs: tuple[str, ...] | None = No
     return first, ("" if c0 is calls[0] else f"as {c0.op}: {ALIASES}"), ""
 
 
+def answer_of(rec: dict[str, Any], settings: dict[str, Any], gpu: str, plans_dirs: tuple[str, ...] | None = None
+              ) -> tuple[Answer | None, dict[str, Any]]:
+    """(the answer for a captured call or None, the fields a report row takes from the lookup: ``call`` (its label,
+    where the record makes a call), ``via``, ``layout``, or ``refused`` with the reason)."""
+    calls, why, note = call_of(rec, settings, gpu)
+    row: dict[str, Any] = {}
+    ans = None
+    if calls:
+        row["call"] = calls[0].label()
+        ans, via, why = plan_of(calls, gpu, plans_dirs)
+        if via:
+            row["via"] = via
+        if note:
+            row["layout"] = note
+    if ans is None:
+        row["refused"] = why
+    return ans, row
+
+
 def replay_call(rec: dict[str, Any], arrays: dict[str, np.ndarray], ans: Answer) -> tuple[int, list[list[Any]]]:
     """(outputs checked, mismatches [batch, row, col, GPU bits, model bits]) of one call's sample."""
     key = f"c{rec['n']}_"
@@ -178,19 +197,10 @@ def replay(path: str | Path, gpu: str, *, plans_dirs: tuple[str, ...] | None = N
     doc, arrays = load(path)
     results = done if done is not None else []
     for rec in doc["calls"]:
-        calls, why, note = call_of(rec, doc["settings"], gpu)
+        ans, found = answer_of(rec, doc["settings"], gpu, plans_dirs)
         r: dict[str, Any] = {"n": rec["n"], "phase": rec["phase"], "op": rec["op"],
-                             "shapes": [rec["A"]["shape"], rec["B"]["shape"]], "call": calls[0].label() if calls else ""}
-        ans = None
-        if calls:
-            ans, via, why = plan_of(calls, gpu, plans_dirs)
-            if via:
-                r["via"] = via
-            if note:
-                r["layout"] = note
-        if ans is None:
-            r["refused"] = why
-        else:
+                             "shapes": [rec["A"]["shape"], rec["B"]["shape"]], "call": "", **found}
+        if ans is not None:
             r["plan"] = f"{ans.kind}: S = {ans.plan.split_k}" + (f", {ans.plan.reduce}" if ans.plan.split_k > 1 else "")
             try:
                 r["checked"], r["mismatches"] = replay_call(rec, arrays, ans)
