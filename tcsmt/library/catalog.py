@@ -57,6 +57,21 @@ def fixed_dims(call: Call, vary: str) -> tuple[int, int]:
     return padded[0], padded[1]
 
 
+def call_at(family: list[Any], vary: str, d1: int, d2: int, t: int) -> Call:
+    """The call of a catalog run's family key (:meth:`Call.family_key`, as :func:`family_text` stores it) at value
+    ``t`` of its varying dimensions (:data:`VARIES`), (d1, d2) the others in M, N, K order (:func:`fixed_dims`).
+    The key keeps whether alpha is 1 and beta 0, not their values: the call gets alpha 2 and beta 1 where they
+    are not (one plan of the catalog answers every such value)."""
+    if vary not in VARIES:
+        raise TcsmtError(f"a catalog run varies one of {', '.join(VARIES)}, not {vary!r}")
+    op, batch, a, b, out, tf32, scale, fast, bias, alpha_not_1, beta_not_0, a_t, b_t, settings = family
+    fixed = iter((d1, d2))
+    M, N, K = (t if d in vary else next(fixed) for d in "MNK")
+    return Call(op, M, N, K, a, b, out, batch=batch, alpha=2.0 if alpha_not_1 else 1.0,
+                beta=1.0 if beta_not_0 else 0.0, bias=bias, tf32=tf32, scale=scale, fast_accum=fast, a_t=a_t,
+                b_t=b_t, settings=settings)
+
+
 def family_text(call: Call) -> str:
     """The ``runs.family`` text of a call: its key without the shape (:meth:`Call.family_key`)."""
     return json.dumps(call.family_key(), separators=(",", ":"))

@@ -47,9 +47,9 @@ import click
 
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
-from tcsmt.library.catalog import open_catalog
+from tcsmt.library.catalog import call_at, open_catalog
 from tcsmt.library.lookup import answer
-from tcsmt.library.plans import Call, plans_dir
+from tcsmt.library.plans import plans_dir
 from tcsmt.library.predict import REACH, STRETCH_START, VARY
 
 CUT = 8192
@@ -258,14 +258,6 @@ def study(gpu: str, catalog: Path | None = None) -> dict[str, Any]:
             "dominance": dominance(classes, rec), "tree": tree(classes, rec)}
 
 
-def _call_of(family: list[Any], vary: str, d1: int, d2: int, t: int) -> Call:
-    op, batch, a, b, out, tf32, scale, fast, bias, alpha_not_1, beta_not_0, a_t, b_t, settings = family
-    M, N, K = _shape(vary, d1, d2, t)
-    return Call(op, M, N, K, a, b, out, batch=batch, alpha=2.0 if alpha_not_1 else 1.0,
-                beta=1.0 if beta_not_0 else 0.0, bias=bias, tf32=tf32, scale=scale, fast_accum=fast, a_t=a_t,
-                b_t=b_t, settings=settings)
-
-
 RECORDING_FAILURES = ("not recorded:",)
 """Refusals in a fresh catalog that say the recorder failed (:mod:`tcsmt.library.catalog_build`: the call could not
 be made, device memory ran out while capturing), not what cuBLAS does: counted as not recorded, not as differing."""
@@ -288,7 +280,7 @@ def check(gpu: str, fresh: Path) -> dict[str, Any]:
     for fam, vary, d1, d2, lo, hi, step, pid in rows.fetchall():
         n = (hi - lo) // step + 1
         counts["calls"] += n
-        call = _call_of(families[fam], vary, d1, d2, lo)
+        call = call_at(families[fam], vary, d1, d2, lo)
         try:
             ans = answer(call, gpu, plans_dirs=())
         except TcsmtError:
