@@ -145,8 +145,10 @@ class ConvertContext:
         return cls(gpu, arch, families or {}, families_name, rules_gpu, decisions, decisions_name, decided, same_as,
                    ref, confirmed, lt_tables)
 
-    def entry(self, file_name: str, n: int, call: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str]:
-        """(the call's identity fields, its plan fields, '') or (identity, {}, why it has no plan)."""
+    def entry(self, file_name: str, n: int, call: dict[str, Any],
+              same_on: str = "") -> tuple[dict[str, Any], dict[str, Any], str]:
+        """(the call's identity fields, its plan fields, '') or (identity, {}, why it has no plan).  ``same_on``: the
+        recording in which the GPU whose rules are borrowed recorded this call with the same plan signature."""
         arch, families, families_name, decided = self.arch, self.families, self.families_name, self.decided
         decisions, decisions_name, same_as, ref = self.decisions, self.decisions_name, self.same_as, self.ref
         rules_gpu, confirmed, lt_tables = self.rules_gpu, self.confirmed, self.lt_tables
@@ -172,7 +174,8 @@ class ConvertContext:
         chain, why_chain = (dict(d_chain["set"]["chain"]), "") if d_chain else _chain_for(call, family, arch)
         steps, ep_src = _epilogue(call, family, decided)
         reduce, why_reduce = reduction_of(family, call.get("out_dtype") or call["a_dtype"]) if family else (None, "")
-        differs = borrow_refusal(call, lt_tables.get(file_name), ref, file_name, rules_gpu) if same_as else ""
+        differs = borrow_refusal(call, lt_tables.get(file_name), ref, file_name, rules_gpu) if same_as and not same_on \
+            else ""
         own = ""
         if differs and confirmed is not None:  # this GPU's own plan, where its class was confirmed on it
             cls = class_of(call, families)
@@ -217,6 +220,9 @@ class ConvertContext:
                     + (f"; kernels {', '.join(kernels)}" if kernels else "")]
             if own:
                 srcs.append(own)
+            elif same_on:
+                srcs.append(f"the same kernels, split_k and reductionScheme as {rules_gpu} recorded for this call, "
+                            f"under the same settings and operand layouts ({same_on}): its rules apply")
             elif same_as:
                 srcs.append(f"the same kernels, split_k and reductionScheme as {rules_gpu} recorded for this call "
                             f"({', '.join(n for n, _ in same_as)}): its rules apply")

@@ -1,14 +1,16 @@
 """Build a plan catalog (:mod:`tcsmt.library.catalog`) from raw device recordings.
 
     python -m tcsmt.library.catalog_build REC.json.gz [REC ...] [--rules RULES.json] [--decisions DEC.json]
-        [--same-as PLANS.json --confirmed CONF.json] [--probes PROBES.json] [--gpu NAME] -o OUT.sqlite [--force]
+        [--same-as PLANS.json --confirmed CONF.json [--same-as-recording REC ...]] [--probes PROBES.json]
+        [--gpu NAME] -o OUT.sqlite [--force]
 
 Each recording (``tcsmt record``, ``tools/device/record_plans.py run``: a header with the GPU, its SM count, the
 driver, the library versions and the settings; interned kernel names, cuBLASLt trace summaries and plans; tasks of
 calls, each a run of token counts or a list) is read call by call; every distinct recorded plan of a call family is
 converted once by the plan tables' own conversion (:class:`tcsmt.library.call_plans.ConvertContext`, with the
 rules of :mod:`tcsmt.library.rules`: the shipped ones unless ``--rules``/``--decisions`` name others, and for a GPU
-that borrows another's rules ``--same-as``/``--confirmed``), into plan fields or the reason it has none (also where
+that borrows another's rules ``--same-as``/``--confirmed``; ``--same-as-recording``: that GPU's recordings, whose
+calls recorded with the same kernels, split-K count and reductionScheme borrow its rules), into plan fields or the reason it has none (also where
 its fields do not load or the rules are not certain at its shape and layout: ``rules.checked_entry``).  The GPU is
 the recordings' (``--gpu`` names another); they must agree in their stamps.  ``--progress`` prints a line per
 recording (a build from every shipped recording takes minutes); an interrupted build leaves the catalog it would
@@ -16,13 +18,12 @@ replace as it was (it writes a temporary file and renames it at the end).
 """
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import sqlite3
 import sys
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,120 +41,21 @@ from tcsmt.library.catalog_runs import plan_runs, progressions  # noqa: F401 (pr
 from tcsmt.library.checks import make_call
 from tcsmt.library.families import SAME_KEYS, class_of
 from tcsmt.library.plans import OPS, Call
+from tcsmt.library.recordings import (  # noqa: F401
+    CALL_FIELDS,
+    DEFAULTS,
+    RecordedPlans,
+    raw_call,
+    read_recording,
+    recorded_calls,
+    recorded_signature,
+    setting_of,
+    stamp_of,
+    token_counts,
+)
 from tcsmt.library.rules import RULES_NAME, VariantRules, checked_entry, classed, gemv_kernel, k_tiled, make_context
-from tcsmt.library.settings import settings_key
 
-CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32",
-               "scale", "fast_accum", "a_t", "b_t")
-DEFAULTS = {"batch": 1, "bias": False, "alpha": 1.0, "beta": 0.0, "tf32": False, "scale": None, "fast_accum": False,
-            "a_t": False, "b_t": False}
-def read_recording(path: Path) -> dict[str, Any]:
-    try:
-        with gzip.open(path, "rt") if str(path).endswith(".gz") else open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise TcsmtError(f"cannot read recording {path}: {exc}") from None
-    if not isinstance(data, dict) or "tables" not in data or "tasks" not in data:
-        raise TcsmtError(f"{path}: not a plan recording (tables and tasks expected)")
-    return data
-
-
-def stamp_of(rec: dict[str, Any], where: str) -> dict[str, Any]:
-    """GPU name, SM count, driver and library versions of a recording (its header's ``device``)."""
-    dev = dict(rec.get("device") or {})
-    dev.setdefault("gpu_name", dev.get("gpu"))  # the recorder names the GPU ``gpu``
-    stamp = {k: dev.get(k) for k in STAMP_FIELDS}
-    missing = [k for k in ("gpu_name", "torch", "cublas") if not stamp.get(k)]
-    if missing:
-        raise TcsmtError(f"{where}: the recording's device header lacks {', '.join(missing)}")
-    return stamp
-
-
-def setting_of(rec: dict[str, Any], a_dtype: str) -> str:
-    """The settings key (:func:`settings_key`) of a recording's ``setting`` for calls on ``a_dtype``."""
-    s = rec.get("setting") or {}
-    env = s.get("env") or {}
-    return settings_key(a_dtype, blas=s.get("blas", "cublas"), reduced=tuple(s.get("reduced", (True, True))),
-                        cublas_workspace=str(env.get("CUBLAS_WORKSPACE_CONFIG", "")),
-                        cublaslt_workspace=str(env.get("CUBLASLT_WORKSPACE_SIZE", "")),
-                        deterministic=bool(s.get("deterministic", False)))
-
-
-MAX_T = 16384
 NOT_RECORDED = "not recorded"
-
-
-def token_counts(spec: str) -> list[int]:
-    """The token counts of a recorded run list (the recorder's ``ms``): ``all`` = 1..16384, ``p2`` = powers of
-    two, else ``A-B`` ranges and ``Sx``/``SxHI`` multiples of S above the previous part, joined by ``+``."""
-    if spec == "all":
-        return list(range(1, MAX_T + 1))
-    if spec == "p2":
-        return [1 << i for i in range(15)]
-    ms: list[int] = []
-    for part in spec.split("+"):
-        if "x" in part:
-            step_s, hi_s = part.split("x")
-            step, hi = int(step_s), int(hi_s or MAX_T)
-            start = (ms[-1] // step + 1) * step if ms else step
-            ms += list(range(start, hi + 1, step))
-        elif "-" in part:
-            lo, hi = (int(x) for x in part.split("-"))
-            ms += list(range(lo, hi + 1))
-        else:
-            ms.append(int(part))
-    return sorted(set(ms))
-
-
-def _runs(task: dict[str, Any]) -> Iterator[tuple[int, int, int]]:
-    """(t_first, t_last, plan) of a token-count task, in any of the recorder's layouts: rows, or columns
-    (``runs``: ``t_first``/``t_last``, or ``t_gap``/``t_span``: t_first minus the previous t_last, t_last minus
-    t_first)."""
-    if "rows" in task:
-        for r in task["rows"]:
-            yield int(r[0]), int(r[1]), int(r[2])
-        return
-    c = task["runs"]
-    if "t_first" in c:
-        yield from ((int(a), int(b), int(p)) for a, b, p in zip(c["t_first"], c["t_last"], c["plan"]))
-        return
-    t_last = 0
-    for gap, span, pid in zip(c["t_gap"], c["t_span"], c["plan"]):
-        t_first = t_last + int(gap)
-        t_last = t_first + int(span)
-        yield t_first, t_last, int(pid)
-
-
-def _list(task: dict[str, Any], fields: Sequence[str]) -> Iterator[tuple[dict[str, Any], int]]:
-    """(call fields, plan) of each call of a list task: rows of (index into ``calls``, plan, ...), or columns."""
-    if "rows" in task:
-        for r in task["rows"]:
-            yield dict(zip(fields, task["calls"][int(r[0])])), int(r[1])
-        return
-    cols = task["calls"]
-    for i, pid in enumerate(task["plan"]):
-        yield {f: cols[f][i] for f in fields if f in cols}, int(pid)
-
-
-def recorded_calls(rec: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str, list[int], int]]:
-    """(call template, vary, the recorded token counts of one run, plan index) for every run of a recording, and
-    for every single call of its lists (vary M, one count); in a template the varying dimension is None."""
-    fields = rec.get("fields") or CALL_FIELDS
-    for task in rec["tasks"]:
-        if task.get("view"):  # an operand layout beyond the catalog's keys (the recorder's layout-variant tasks)
-            continue
-        if task.get("kind") == "mrange":
-            tmpl = {**DEFAULTS, **task["call"]}
-            vary = task["vary"]
-            ms = token_counts(task["ms"])
-            pos = {t: i for i, t in enumerate(ms)}
-            for t0, t1, pid in _runs(task):
-                yield tmpl, vary, ms[pos[t0]: pos[t1] + 1], pid
-        else:
-            for values, pid in _list(task, fields):
-                c = {**DEFAULTS, **values}
-                yield c, "M", [int(c["M"])], pid
-
 
 def _recorded_there(ctx: ConvertContext, tmpl: dict[str, Any], vary: str, t: int) -> bool:
     """Whether the GPU whose rules are borrowed recorded this very call (its entry then depends on that record)."""
@@ -167,26 +69,6 @@ def _unsourced(text: str) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def raw_call(tmpl: dict[str, Any], vary: str, t: int, plan: list[Any], tables: dict[str, list]) -> dict[str, Any]:
-    """The call at token count ``t`` as the converter reads a recorded call (kernels, split_k, reductionScheme,
-    trace, torch's refusal)."""
-    c = {k: tmpl.get(k) for k in CALL_FIELDS}
-    for d in vary:
-        c[d] = t
-    kernels, blocks, _clusters, _gz, _other, S, red, lt, err, cap_err = plan
-    c["kernels"] = [tables["kernels"][k] for k in kernels]
-    c["blocks"] = blocks
-    c["split_k"] = S
-    c["reduction_scheme"] = red or "none"
-    c["lt_algo"] = [tables["lt"][i] for i in lt]
-    c["split_k_source"] = "cublaslt_trace"
-    if err is not None:
-        c["torch_error"] = tables["errors"][err]
-    if cap_err is not None:
-        c["capture_error"] = tables["errors"][cap_err]
-    return c
-
-
 def kernel_class(call: dict[str, Any], ctx: ConvertContext) -> str:
     """What a catalog keeps of a call's kernels: the plan class its slice and reduction rules come from
     (:func:`class_of`: ``family NAME`` or ``no split: nvjet_sm90_KIND``), else the kernels' names less their tile
@@ -198,7 +80,7 @@ def kernel_class(call: dict[str, Any], ctx: ConvertContext) -> str:
 
 
 def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str, t: int, plan: list[Any],
-                tables: dict[str, list], probed: VariantRules | None = None) -> dict[str, Any] | None:
+                tables: dict[str, list], probed: VariantRules | None = None, same_on: str = "") -> dict[str, Any] | None:
     """The catalog entry of one recorded call: its plan fields (kernels as their class, sources naming the
     recording and the rules), or {'why': ...}; None for a call torch refuses that the library refuses itself."""
     c = raw_call(tmpl, vary, t, plan, tables)
@@ -218,7 +100,7 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
         return {"why": f"torch refuses this call: {msg}"}
     if c.get("capture_error"):
         return {"why": f"{NOT_RECORDED}: the call failed under capture ({str(c['capture_error'])[:200]})"}
-    ident, fields, why = ctx.entry(name, 0, c)
+    ident, fields, why = ctx.entry(name, 0, c, same_on=same_on)
     if why:
         return {**ident, "why": classed(why, kernel_class(c, ctx))}
     cls = kernel_class(c, ctx)
@@ -232,11 +114,13 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
 
 def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext, out: Path,
           sources: Sequence[str], probed: VariantRules | None = None,
-          progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+          progress: Callable[[str], None] | None = None, same_recorded: RecordedPlans | None = None) -> dict[str, Any]:
     """Write the catalog of ``recordings`` to ``out`` (a new file); return its counts.  Neighbouring runs of one
     call family whose entries are equal are merged; a run over K is cut where its entry changes (a K-dependent
     grain).  With ``probed`` (:func:`tcsmt.library.rules.variant_rules`), a split-K plan takes the slice rule read
-    for its kernels' layout, and one whose layout no rule was read for is refused."""
+    for its kernels' layout, and one whose layout no rule was read for is refused.  With ``same_recorded`` (the
+    recordings of the GPU whose rules ``ctx`` borrows), a call that GPU recorded with the same plan signature, under
+    the same settings and layouts, is converted by its rules as a call of its plan file is."""
     stamp: dict[str, Any] | None = None
     for name, rec in recordings:
         s = stamp_of(rec, name)
@@ -259,8 +143,12 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
         if progress is not None:
             progress(f"{name}: converting ({calls} calls read so far, {len(plan_ids)} distinct entries)")
         tables = rec["tables"]
-        converted: dict[tuple[int, int, int, int], int] = {}
+        converted: dict[tuple[int, int, int, int, str], int] = {}
+        sigs: dict[int, tuple] = {}
         for tmpl, vary, ts, pid in recorded_calls(rec):
+            theirs = same_recorded.runs_of(tmpl, vary, setting_of(rec, tmpl["a_dtype"])) if same_recorded else None
+            if theirs is not None and pid not in sigs:
+                sigs[pid] = recorded_signature(rec, pid)
             if tmpl["op"] not in OPS:  # recorded, but no library model of the op (e.g. baddbmm): left out, counted
                 skipped[tmpl["op"]] = skipped.get(tmpl["op"], 0) + len(ts)
                 continue
@@ -290,9 +178,10 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             ks, refused = [tables["kernels"][k] for k in plan[0]], plan[rec["plan_fields"].index("torch_error")] is not None
             per_t = refused or ("K" in vary and (int(plan[5] or 1) > 1 or k_tiled(ks) or gemv_kernel(ks)))
             for t in ts:
-                key = (fam, pid, d1, d2)
                 borrowed = bool(ctx.same_as) and _recorded_there(ctx, tmpl, vary, t)
-                entry = convert_one(ctx, name, tmpl, vary, t, plan, tables, probed) \
+                same_on = "" if borrowed or theirs is None else RecordedPlans.same_at(theirs, t, sigs[pid])
+                key = (fam, pid, d1, d2, same_on)
+                entry = convert_one(ctx, name, tmpl, vary, t, plan, tables, probed, same_on) \
                     if (per_t or borrowed or key not in converted) else {}
                 if entry is None:
                     continue
@@ -354,11 +243,29 @@ def recording_gpu(recordings: Sequence[tuple[str, dict[str, Any]]]) -> str:
 def build_catalog(recordings: Sequence[tuple[str, dict[str, Any]]], out: Path, *, gpu: str | None = None,
                   rules: Path | None = None, decisions: Path | None = None, same_as: Sequence[Path] = (),
                   confirmed: Path | None = None, probes: Sequence[Path] = (),
-                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """:func:`build` under :func:`tcsmt.library.rules.make_context` for ``gpu`` (default: :func:`recording_gpu`)."""
+                  progress: Callable[[str], None] | None = None,
+                  same_recordings: Sequence[tuple[str, dict[str, Any]]] = ()) -> dict[str, Any]:
+    """:func:`build` under :func:`tcsmt.library.rules.make_context` for ``gpu`` (default: :func:`recording_gpu`);
+    ``same_recordings``: recordings of the GPU whose rules ``same_as`` borrows (same torch, CUDA and library
+    versions), whose calls recorded with the same plan borrow its rules too."""
     ctx, rule_srcs, probed = make_context(gpu or recording_gpu(recordings), rules, decisions, same_as, confirmed, probes)
     srcs = [f"{n}: {r.get('method', '?')} recording, setting {r.get('setting')}" for n, r in recordings] + rule_srcs
-    return {**build(recordings, ctx, out, srcs, probed, progress), "gpu": ctx.gpu}
+    same = None
+    if same_recordings:
+        if not same_as:
+            raise TcsmtError("recordings of the GPU whose rules are borrowed need --same-as (its plan file)")
+        mine = stamp_of(recordings[0][1], recordings[0][0]) if recordings else {}
+        for n, r in same_recordings:
+            theirs = stamp_of(r, n)
+            diff = [k for k in ("torch", "cuda", "cublas", "cublaslt") if theirs.get(k) != mine.get(k)]
+            if diff:
+                raise TcsmtError(f"{n}: recorded under other versions than the catalog's recordings "
+                                 f"({', '.join(f'{k} {theirs.get(k)!r} vs {mine.get(k)!r}' for k in diff)})")
+        if progress is not None:
+            progress(f"indexing {len(same_recordings)} recordings of {ctx.rules_gpu}")
+        same = RecordedPlans(same_recordings)
+        srcs.append(f"calls {ctx.rules_gpu} recorded with the same plan: {', '.join(n for n, _ in same_recordings)}")
+    return {**build(recordings, ctx, out, srcs, probed, progress, same), "gpu": ctx.gpu}
 
 
 _IN = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -371,14 +278,16 @@ _IN = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--decisions", type=_IN, default=None, help="decisions made from recorded outputs (default: the rules')")
 @click.option("--same-as", type=_IN, multiple=True, help="another GPU's plan file (first) and call files")
 @click.option("--confirmed", type=_IN, default=None, help="with --same-as: the confirmation file")
+@click.option("--same-as-recording", "same_recs", type=_IN, multiple=True,
+              help="with --same-as: a recording of that GPU; its calls recorded with the same plan borrow its rules")
 @click.option("--probes", type=_IN, multiple=True, help="layout-probe files (evidence/library/*_layout_probes.json)")
 @click.option("--gpu", default=None, help="the catalog's GPU name (default: from the recordings' device name)")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @click.option("--force", is_flag=True, help="replace an existing catalog")
 @progress_option()
 def catalog_build_cmd(recordings: tuple[Path, ...], rules: Path | None, decisions: Path | None,
-                      same_as: tuple[Path, ...], confirmed: Path | None, probes: tuple[Path, ...], gpu: str | None,
-                      out: Path, force: bool, progress: bool) -> int:
+                      same_as: tuple[Path, ...], confirmed: Path | None, same_recs: tuple[Path, ...],
+                      probes: tuple[Path, ...], gpu: str | None, out: Path, force: bool, progress: bool) -> int:
     if out.exists() and not force:
         raise TcsmtError(f"{out} exists (pass --force to replace it)")
     say = Progress.for_cli(progress)
@@ -386,8 +295,12 @@ def catalog_build_cmd(recordings: tuple[Path, ...], rules: Path | None, decision
     for p in recordings:
         say(f"reading {p.name}")
         recs.append((p.name, read_recording(p)))
+    theirs = []
+    for p in same_recs:
+        say(f"reading {p.name}")
+        theirs.append((p.name, read_recording(p)))
     counts = build_catalog(recs, out, gpu=gpu, rules=rules, decisions=decisions, same_as=same_as,
-                           confirmed=confirmed, probes=probes, progress=say)
+                           confirmed=confirmed, probes=probes, progress=say, same_recordings=theirs)
     print(f"wrote {out}: {counts['calls']} recorded calls in {counts['runs']} runs of {counts['families']} call "
           f"families, {counts['plans']} distinct plans ({out.stat().st_size} bytes); {counts['left_out']} calls of ops "
           "without a library model left out")
