@@ -109,6 +109,47 @@ def test_block_shape_bounds_every_block(arch):
                     assert abs(dv - exact) > lam * two_t + u * abs(exact) + a, (dv, exact)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_first_block_places_the_largest_product_exactly(arch):
+    """The absolute composition's rule for a block from C = +0 (verify/absolute.py, _Chain._align): on a level that
+    aligns the n raw products on one grid 2^(T - F), the product whose exponent sets T has its LSB fa + fb <= F
+    below T, so it is placed exactly and only the n - 1 others lose: |BLK(C = +0) - X| <= (1 + u) (n - 1) 2^(T - F)
+    (halved for RNE alignment) + u |X| + a, on random blocks (docs/verify.md, "Absolute error")."""
+    p = model_for(arch)
+    rng = np.random.default_rng(11)
+    rows = 1000
+    for n in sorted({1, 2, p.block_k or p.instr_k}):
+        pterms, c_term = VP._block_terms(p, n)
+        shape = sem.block_shape(p, pterms, c_term)
+        if p.window_frac_bits is None or p.c_mode != "aligned" or p.zero_exponent is not None:
+            continue  # exact sums, or products summed apart from C: other levels
+        assert shape.carry_cap is None or shape.p_units < 1 << shape.carry_cap  # C = +0: no carry bit binds
+        F = p.window_frac_bits
+        assert FP16.frac_bits * 2 <= F
+        q, a_exp = VS.round_constants(get_format(p.acc_fmt), shape.round_frac_bits, shape.round_mode,
+                                      shape.keep_subnormals)
+        u, a = Fraction(1, 1 << q), Fraction(2) ** a_exp
+        unit = VS.align_unit(p.align)
+        center = rng.integers(1, 30, rows)
+        xs = [_fp16(rng, rows, center, 4) for _ in range(n)]
+        ys = [_fp16(rng, rows, center, 4) for _ in range(n)]
+        d = sem.block_fma(NB, p, xs, ys, np.zeros(rows, dtype=np.int64), FP32)
+        xvals = [_values(x, FP16, p.subnormal_in) for x in xs]
+        yvals = [_values(y, FP16, p.subnormal_in) for y in ys]
+        for r in range(rows):
+            dv = FP32.to_fraction(int(np.asarray(d)[r]))
+            assert isinstance(dv, Fraction)
+            exact, tops = Fraction(0), []
+            for i in range(n):
+                (xv, ex), (yv, ey) = xvals[i][r], yvals[i][r]
+                exact += xv * yv
+                if xv * yv:
+                    tops.append(ex + ey)
+            two_t = max([Fraction(2) ** t for t in tops] + [Fraction(2) ** shape.extra_top])
+            bound = (1 + u) * (n - 1) * unit * two_t / (1 << F) + u * abs(exact) + a
+            assert abs(dv - exact) <= bound, (arch, n, r, dv, exact, bound)
+
+
 def test_stage_lemmas_fail_on_wrong_constants(monkeypatch):
     """A stated constant one bit too small is refuted (SAT) and reported as an internal error."""
     VP.reset_cache()

@@ -33,7 +33,7 @@ from tcsmt.solve.solvers import solve
 from tcsmt.verify.domain import Domain
 from tcsmt.verify.lemmas import _domain_symbol
 from tcsmt.verify.pieces import ChainScheme, chain_scheme, piece_abs_lemma
-from tcsmt.verify.proof import CACHE, Proof, _block_const, _BlockConst, _rn32_const
+from tcsmt.verify.proof import CACHE, Proof, _block_const, _block_terms, _BlockConst, _rn32_const
 from tcsmt.verify.schemes import OOTOMO_SCALE_LOG2, kblocks, scheme_key
 from tcsmt.verify.stages import SB, StageLemma, add_zero_lemma, align_exact_lemma, align_shrink_lemma
 
@@ -142,9 +142,11 @@ class _Chain:
             return False
         x = n * self.pieces[i] * self.pieces[j]
         c = self.mag + self.err
-        two_t = max(self.exps[i] * self.exps[j], c, Fraction(2) ** FP32.emin, bc.extra)
+        # 2^T: every exponent here is a power of two at most its addend's magnitude bound (2^e(C) <= |C| <= c)
+        two_t = max(self.exps[i] * self.exps[j], _pow2_at_most(c) if c > 0 else Fraction(0),
+                    Fraction(2) ** FP32.emin, bc.extra)
         loss = (bc.wrap0 if self.first else bc.wrap) * (x + bc.up * two_t)  # where the carry bits can bind
-        align = self._align(bc, i, j, two_t)
+        align = self._align(bc, i, j, n, two_t)
         if bc.band:  # |v| <= V; the rounding charged at the largest power of two below V
             v_top = x + c if self.shrink and loss == 0 else x + c + align + loss
             self.err += align + loss + bc.u * _pow2_below(v_top) + bc.a + self.flush_c * (1 + bc.u)
@@ -154,28 +156,58 @@ class _Chain:
         self.first = False
         return True
 
-    def _align(self, bc: _BlockConst, i: int, j: int, two_t: Fraction) -> Fraction:
+    def _align(self, bc: _BlockConst, i: int, j: int, n: int, two_t: Fraction) -> Fraction:
         """What the block's alignments lose, at most: per level (:class:`tcsmt.arith.semantics.Alignment`) each
         addend less than unit 2^(E - frac_bits), E <= T; a products-only level's E is at most the largest product
-        exponent (or extra_top); C = +0 loses nothing, and an accumulator C (f = frac_bits(c_fmt) fraction bits,
-        LSB 2^(e(C) - f)) on a level with frac_bits >= f loses nothing where e(C) = E, and otherwise E is set by
-        a product or extra_top (the align-exact lemma for the level's mode)."""
+        exponent (or extra_top).  Two cases, the larger counts: E set by a product (E <= its exponent bound): C
+        loses at most one unit there (nothing where C = +0), and where the product that sets E lies on the grid
+        (:meth:`_setter_exact`) it loses nothing; E set by C or extra_top (E <= T): every product may lose, and an
+        accumulator C (f = frac_bits(c_fmt) fraction bits, LSB 2^(e(C) - f)) on a level with frac_bits >= f
+        loses nothing where e(C) = E (the align-exact lemma for the level's mode)."""
         if not bc.alignments:  # no levels known: every addend charged at 2^T
             return bc.lam * two_t
         top_p = max(self.exps[i] * self.exps[j], bc.extra)
         f_c = get_format(self.p.c_fmt).frac_bits
         total = Fraction(0)
-        for al, unit in zip(bc.alignments, bc.units):
+        for level, (al, unit) in enumerate(zip(bc.alignments, bc.units)):
             each = unit / (1 << al.frac_bits)
             others = al.addends - (1 if al.holds_c else 0)
-            total += others * each * (top_p if al.products_only else two_t)
+            fit = 1 if level == 0 and others == n and self._setter_exact(al, n) else 0
             if not al.holds_c:
+                total += (others - fit) * each * top_p if not fit else max((others - 1) * each * top_p,
+                                                                            others * each * bc.extra)
                 continue
             exact = _align_exact(al.mode, al.frac_bits, f_c, self.timeout, self.proof)
-            if exact and self.first:
-                continue  # C = +0
-            total += each * (top_p if exact and al.frac_bits >= f_c else two_t)
+            c_zero = exact and self.first  # C = +0
+            by_product = (others - fit) * each * top_p + (0 if c_zero else each * top_p)
+            if self.first:  # C = +0 joins E only as extra_top (a zero C's exponent)
+                by_other = others * each * max(bc.extra, Fraction(2) ** FP32.emin) + (0 if c_zero else
+                                                                                     each * two_t)
+            else:
+                by_other = others * each * two_t + (0 if exact and al.frac_bits >= f_c else each * two_t)
+            total += max(by_product, by_other)
         return total
+
+    def _setter_exact(self, al: sem.Alignment, n: int) -> bool:
+        """Whether a non-zero product whose exponent sets this level's E is placed exactly: the level aligns the
+        block's n products on one grid (c_mode "aligned", or "after_sum" with one product group), every product's
+        LSB lies gap = fa + fb below its raw exponent with gap <= frac_bits (so at or above the grid 2^(E -
+        frac_bits) where its exponent is E), and the align-exact lemma holds for the level's mode and widths."""
+        p = self.p
+        if p.product_exponent != "raw" or p.zero_exponent is not None or not (
+                p.c_mode == "aligned" or (p.c_mode == "after_sum" and p.product_groups == 1)):
+            return False
+        pterms, _ = _block_terms(p, n)
+        f_c = get_format(p.c_fmt).frac_bits
+        # raw product exponents: top = e_a + e_b and lsb = top - (fa + fb) for every product, so gap_min is the
+        # gap itself (semantics.product_term)
+        gaps = {t.gap_min for t in pterms}
+        if len(gaps) != 1:
+            return False
+        gap = gaps.pop()
+        if not 1 <= gap <= al.frac_bits or max(t.mag_bits for t in pterms) > f_c + 1 + al.frac_bits + 2:
+            return False
+        return _align_exact(al.mode, al.frac_bits, f_c, self.timeout, self.proof)
 
 
 def _align_exact(mode: str, frac_bits: int, c_frac: int, timeout: float, proof: Proof) -> bool:
