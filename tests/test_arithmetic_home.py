@@ -101,6 +101,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tcsmt/verify/evaluate.py", "random_inputs"): _INPUTS,
     ("tcsmt/verify/absolute.py", "compose_abs"): _PROOF,
     ("tcsmt/verify/absolute.py", "_ootomo"): _PROOF,
+    ("tcsmt/verify/absolute.py", "_top_split"): _PROOF,
     ("tcsmt/verify/compare.py", "_short"): _INPUTS,
     ("tcsmt/verify/compare.py", "candidate_rows"): _INPUTS,
     ("tcsmt/verify/compare.py", "_transfer"): _INPUTS,

@@ -303,6 +303,61 @@ def test_abs_bound_covers_every_simulated_input():
     assert w.errors["markidis"] <= pr.bound <= 2 * w.errors["markidis"]
 
 
+def test_top_lemmas_hold_and_fail_on_wrong_claims(monkeypatch):
+    """The lemmas of the case split at the top of the domain (verify/top_inputs.py, docs/verify.md "Absolute
+    error"): with HI = 2^14 every residual of an input whose fp16 head is HI is <= 0 and a multiple of 2^-10; the
+    running sums of Markidis's piece products stay 2^16 below HI^2 unless both heads are HI (x = HI - 8 against
+    HI: HI (HI - 4) after A_h.R_B), and not 2^17 below (a SAT answer, the claim refuted)."""
+    from tcsmt.verify import top_inputs as VT
+    from tcsmt.verify.pieces import chain_scheme
+
+    cs, p, hi = chain_scheme("markidis"), model_for("volta"), Fraction(1 << 14)
+    assert VT.below_hi(cs, hi) == hi - 8 and VT.top_grid(hi) == -10
+    assert VT.top_residual_lemma(cs, True, DOM, hi, 60).status == "unsat"
+    for t in (1, 2, 3):
+        assert VT.prefix_lemma(cs, p, True, DOM, hi, t, Fraction(1 << 16), 60).status == "unsat"
+    assert VT.prefix_lemma(cs, p, True, DOM, hi, 3, Fraction(1 << 17), 60).status == "sat"
+    with monkeypatch.context() as m:
+        m.setattr(VT, "top_grid", lambda hi: -8)  # a coarser grid than the residuals lie on: refuted
+        assert VT.top_residual_lemma(cs, True, DOM, hi, 60).status == "sat"
+
+
+def test_top_chain_error_refuses_what_it_cannot_argue():
+    """top_chain_error returns None where a step fails: a first rounding that could pass K HI^2 (its fp32 unit
+    above is 64 at 2^29), or residual products that could outweigh the accumulator."""
+    from tcsmt.verify.top_inputs import OnTop, top_chain_error
+
+    top = OnTop(2, Fraction(1 << 29), Fraction(64), Fraction(1 << 17), Fraction(16), Fraction(1 << 16))
+    u, a, each = Fraction(1, 1 << 23), Fraction(0), Fraction(1, 1 << 23)
+    # Volta's constants: first block 64; each later block 2 (64 - 16) + 2^-23 2^28 = 128
+    assert top_chain_error(Fraction(64), Fraction(1 << 29), 2, u, a, each, True, top) == 64 + 2 * 128
+    assert top_chain_error(Fraction(64), Fraction(1 << 29), 2, u, a, each, False, top) == 64 + 2 * 160
+    assert top_chain_error(Fraction(64), Fraction(1 << 29) + 32, 2, u, a, each, True, top) is None
+    heavy = OnTop(2, Fraction(1 << 29), Fraction(64), Fraction(1 << 29), Fraction(16), Fraction(1 << 16))
+    assert top_chain_error(Fraction(64), Fraction(1 << 29), 2, u, a, each, True, heavy) is None
+
+
+@pytest.mark.parametrize("arch", ["volta", "ada"])
+def test_abs_top_split_within_2x_of_a_replayed_input(arch):
+    """--abs with the case split at the top (docs/verify.md, "Absolute error"): Markidis on Volta and Ada, K = 2,
+    2^-14..2^14, was 2.64x and 2.22x the worst input found (the composition over magnitudes charged every block
+    after the first an alignment and a rounding at 2^29); the bound now lies between the population search's
+    input and twice it, and above every edge input near HI (heads at HI, residuals of both signs)."""
+    from tcsmt.verify.absolute import compose_abs
+    from tcsmt.verify.evaluate import errors_fp64, simulate_scheme
+    from tcsmt.verify.search import refine_abs
+
+    p = model_for(arch)
+    pr = compose_abs("markidis", arch, p, 2, DOM, 60)
+    assert pr.bound is not None and any(lem.name.startswith("prefix-") for lem in pr.lemmas)
+    w = refine_abs("markidis", p, 2, DOM, simulator_candidates("markidis", p, 2, DOM, False))
+    assert w.errors["markidis"] <= pr.bound <= 2 * w.errors["markidis"]
+    rng = np.random.default_rng(5)
+    a = DOM.hi_pattern - rng.integers(0, 1 << 14, (20000, 2))
+    b = (DOM.hi_pattern - rng.integers(0, 1 << 14, (20000, 2))) | (rng.integers(0, 2, (20000, 2)) << 31)
+    assert errors_fp64(simulate_scheme("markidis", p, a, b), a, b, False).max() <= pr.bound
+
+
 def test_lo_zero_abs_proven_relative_unbounded():
     """LO = 0 admits zeros and subnormals: the absolute bound is proven there; the relative error is not bounded:
     x = 2^-25 (1 + 2^-10) rounds up to fp16's 2^-24 and its residual rounds to 0, so Markidis returns about 4 A.B

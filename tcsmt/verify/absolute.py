@@ -36,6 +36,7 @@ from tcsmt.verify.pieces import ChainScheme, chain_scheme, piece_abs_lemma
 from tcsmt.verify.proof import CACHE, Proof, _block_const, _block_terms, _BlockConst, _rn32_const
 from tcsmt.verify.schemes import OOTOMO_SCALE_LOG2, kblocks, scheme_key
 from tcsmt.verify.stages import SB, StageLemma, add_zero_lemma, align_exact_lemma, align_shrink_lemma
+from tcsmt.verify.top_inputs import OnTop, below_hi, prefix_lemma, top_chain_error, top_grid, top_residual_lemma
 
 
 def _pow2_at_most(x: Fraction) -> Fraction:
@@ -126,10 +127,14 @@ class _Chain:
     sum of the piece products added so far)."""
 
     def __init__(self, p: ModelParams, pieces: list[Fraction], exps: list[Fraction], factor_top: Fraction,
-                 timeout: float, proof: Proof) -> None:
+                 timeout: float, proof: Proof, caps: list[Fraction] | None = None) -> None:
         self.p, self.pieces, self.exps, self.factor_top = p, pieces, exps, factor_top
         self.timeout, self.proof = timeout, proof
         self.err, self.mag = Fraction(0), Fraction(0)
+        self.caps = caps  # |X| <= caps[t] after block t (a case of :mod:`tcsmt.verify.top_inputs`), or None
+        self.blocks = 0
+        self.v_tops: list[Fraction] = []  # each block's bound on its sum before the rounding (band rounding)
+        self.errs: list[Fraction] = []  # err after each block
         self.flush_c = Fraction(0) if p.subnormal_c else Fraction(2) ** get_format(p.c_fmt).emin
         self.first = True  # the first block's C is +0
         self.shrink = _shrinks(p, timeout, proof)
@@ -142,6 +147,8 @@ class _Chain:
             return False
         x = n * self.pieces[i] * self.pieces[j]
         c = self.mag + self.err
+        if self.caps is not None and self.blocks:  # C = X + error, |X| capped after the previous block
+            c = min(c, self.caps[self.blocks - 1] + self.err)
         # 2^T: every exponent here is a power of two at most its addend's magnitude bound (2^e(C) <= |C| <= c)
         two_t = max(self.exps[i] * self.exps[j], _pow2_at_most(c) if c > 0 else Fraction(0),
                     Fraction(2) ** FP32.emin, bc.extra)
@@ -149,11 +156,16 @@ class _Chain:
         align = self._align(bc, i, j, n, two_t)
         if bc.band:  # |v| <= V; the rounding charged at the largest power of two below V
             v_top = x + c if self.shrink and loss == 0 else x + c + align + loss
+            if self.caps is not None:  # v = X + (C's error) - (what the alignments and the wrap lose)
+                v_top = min(v_top, self.caps[self.blocks] + self.err + align + loss)
+            self.v_tops.append(v_top)
             self.err += align + loss + bc.u * _pow2_below(v_top) + bc.a + self.flush_c * (1 + bc.u)
         else:
             self.err += (1 + bc.u) * (align + loss) + bc.u * (x + c) + bc.a + self.flush_c * (1 + bc.u)
         self.mag += x
         self.first = False
+        self.blocks += 1
+        self.errs.append(self.err)
         return True
 
     def _align(self, bc: _BlockConst, i: int, j: int, n: int, two_t: Fraction) -> Fraction:
@@ -217,9 +229,9 @@ def _align_exact(mode: str, frac_bits: int, c_frac: int, timeout: float, proof: 
 
 
 def _chain(p: ModelParams, K: int, pairs: list[tuple[int, int]], pieces: list[Fraction], exps: list[Fraction],
-           factor_top: Fraction, timeout: float, proof: Proof, k_ranges: list[tuple[int, int]] | None = None
-           ) -> _Chain | None:
-    ch = _Chain(p, pieces, exps, factor_top, timeout, proof)
+           factor_top: Fraction, timeout: float, proof: Proof, k_ranges: list[tuple[int, int]] | None = None,
+           caps: list[Fraction] | None = None) -> _Chain | None:
+    ch = _Chain(p, pieces, exps, factor_top, timeout, proof, caps)
     for k0, k1 in (k_ranges or kblocks(K, p)):
         for i, j in pairs:
             for instr in sem.groups(k1 - k0, p):
@@ -227,6 +239,51 @@ def _chain(p: ModelParams, K: int, pairs: list[tuple[int, int]], pieces: list[Fr
                     if not ch.add(i, j, len(ks)):
                         return None
     return ch
+
+
+def _top_split(cs: ChainScheme, p: ModelParams, K: int, dom: Domain, hi: Fraction, piece: list[Fraction],
+               exps: list[Fraction], factor_top: Fraction, timeout: float, proof: Proof) -> Fraction | None:
+    """The chain error by the case split of :mod:`tcsmt.verify.top_inputs` (Markidis's chain: one block of K
+    products per piece product, C aligned with them; the head lemma holds), or None where it does not apply or a
+    lemma does not hold."""
+    if cs.n != 2 or cs.pairs != [(0, 0), (0, 1), (1, 0)] or any(cs.scales or ()) or p.c_mode != "aligned":
+        return None
+    if [len(ks) for k0, k1 in kblocks(K, p) for instr in sem.groups(k1 - k0, p) for ks in instr] != [K]:
+        return None
+    total = K * hi * hi
+    try:
+        above = FP32.to_fraction(FP32.from_fraction(total) + 1)
+    except TcsmtError:  # K HI^2 is not an fp32 value
+        return None
+    if not isinstance(above, Fraction):  # K HI^2 is fp32's largest finite value
+        return None
+    step = above - total
+    keep, gap = p.subnormal_in, hi - below_hi(cs, hi)
+    caps = []
+    for t in (1, 2, 3):  # off the top: |S_t| <= K HI^2 - m_t (every head at HI with both signs too: 2 HI p_1 <= ...)
+        for margin in (hi * gap / 2, hi * gap / 4):
+            key = ("prefix", cs.fmt.name, cs.split, keep, dom.lo_pattern, dom.hi_pattern, t, margin)
+            if 2 * hi * (hi - piece[1]) >= margin and _stage(
+                    key, lambda t=t, m=margin: prefix_lemma(cs, p, keep, dom, hi, t, m, timeout), proof):
+                caps.append(total - margin)
+                break
+        else:
+            return None
+    off = _chain(p, K, cs.pairs, piece, exps, factor_top, timeout, proof, caps=caps)
+    plain = _chain(p, K, cs.pairs, piece, exps, factor_top, timeout, proof)
+    bc = _block_const(p, K, timeout, proof.lemmas, factor_top, band=True)
+    if off is None or plain is None or isinstance(bc, str) or not bc.band or len(bc.alignments) != 1:
+        return None
+    al, f_c = bc.alignments[0], get_format(p.c_fmt).frac_bits
+    rkey = ("top-residual", cs.fmt.name, cs.split, keep, dom.lo_pattern, dom.hi_pattern)
+    if not (al.holds_c and al.frac_bits >= f_c and _align_exact(al.mode, al.frac_bits, f_c, timeout, proof)
+            and _stage(rkey, lambda: top_residual_lemma(cs, keep, dom, hi, timeout), proof)):
+        return None
+    v2 = Fraction(2) ** (((hi.numerator & -hi.numerator).bit_length() - 1) - (hi.denominator.bit_length() - 1))
+    on = top_chain_error(plain.errs[0], plain.v_tops[0], 2, bc.u, bc.a, bc.units[0] / (1 << al.frac_bits),
+                         al.mode == "trunc", OnTop(K, total, step, K * hi * piece[1],
+                                                   v2 * Fraction(2) ** top_grid(hi), max(exps[0] * exps[1], bc.extra)))
+    return None if on is None else max(off.err, on)
 
 
 def _rn32(bc: _BlockConst, x: Fraction, y: Fraction) -> Fraction:
@@ -263,6 +320,10 @@ def compose_abs(algo: str, arch: str, p: ModelParams, K: int, dom: Domain, timeo
     else:
         ch = _chain(p, K, cs.pairs, seen, exps, factor_top, timeout, proof)
         total = None if ch is None else (ch.err, ch.mag)
+        if ch is not None and head is not None:  # the case split at the top of the domain, where it applies
+            split = _top_split(cs, p, K, dom, hi, piece, exps, factor_top, timeout, proof)
+            if split is not None and split < ch.err:
+                total = (split, ch.mag)
     if total is None:
         proof.seconds = time.perf_counter() - t0
         return proof
