@@ -171,11 +171,11 @@ class _Chain:
     def _align(self, bc: _BlockConst, i: int, j: int, n: int, two_t: Fraction) -> Fraction:
         """What the block's alignments lose, at most: per level (:class:`tcsmt.arith.semantics.Alignment`) each
         addend less than unit 2^(E - frac_bits), E <= T; a products-only level's E is at most the largest product
-        exponent (or extra_top).  Two cases, the larger counts: E set by a product (E <= its exponent bound): C
+        exponent (or extra_top).  Three cases, the largest counts: E set by a product (E <= its exponent bound): C
         loses at most one unit there (nothing where C = +0), and where the product that sets E lies on the grid
-        (:meth:`_setter_exact`) it loses nothing; E set by C or extra_top (E <= T): every product may lose, and an
-        accumulator C (f = frac_bits(c_fmt) fraction bits, LSB 2^(e(C) - f)) on a level with frac_bits >= f
-        loses nothing where e(C) = E (the align-exact lemma for the level's mode)."""
+        (:meth:`_setter_exact`) it loses nothing; E set by C (E <= T): every product may lose, and an accumulator
+        C (f = frac_bits(c_fmt) fraction bits, LSB 2^(e(C) - f)) on a level with frac_bits >= f loses nothing
+        where e(C) = E (the align-exact lemma for the level's mode); E set by extra_top: every addend may lose."""
         if not bc.alignments:  # no levels known: every addend charged at 2^T
             return bc.lam * two_t
         top_p = max(self.exps[i] * self.exps[j], bc.extra)
@@ -197,7 +197,8 @@ class _Chain:
                                                                                      each * two_t)
             else:
                 by_other = others * each * two_t + (0 if exact and al.frac_bits >= f_c else each * two_t)
-            total += max(by_product, by_other)
+            by_extra = (others + (0 if c_zero else 1)) * each * bc.extra  # E set by extra_top: C may lose too
+            total += max(by_product, by_other, by_extra)
         return total
 
     def _setter_exact(self, al: sem.Alignment, n: int) -> bool:
