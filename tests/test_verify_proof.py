@@ -150,6 +150,37 @@ def test_first_block_places_the_largest_product_exactly(arch):
             assert abs(dv - exact) <= bound, (arch, n, r, dv, exact, bound)
 
 
+@pytest.mark.parametrize("arch", ["volta", "turing", "ada", "hopper"])
+def test_first_block_alignment_loses_at_most_n_minus_1_units(arch):
+    """The alignment alone (semantics.block_sum on the block's addends, C = +0): the n products placed on the grid
+    2^L = 2^(E - F) lose at most n - 1 units of it, the product whose exponent is E none (its LSB fa + fb = 20 <= F
+    below E).  Rows with one product at the top and the others 12 binades lower (7 to 9 of their bits below the
+    grid, random): with n = 3 the two lower products lose more than one unit together, so n - 2 would be wrong."""
+    p = model_for(arch)
+    F = p.window_frac_bits
+    rng = np.random.default_rng(13)
+    rows = 2000
+    for n in sorted({3, p.block_k or p.instr_k}):
+        xs = [_fp16(rng, rows, np.full(rows, 20 if i == 0 else 14), 0) for i in range(n)]
+        ys = [_fp16(rng, rows, np.full(rows, 20 if i == 0 else 14), 0) for i in range(n)]
+        pterms, c_term, _ = sem.block_terms(NB, p, xs, ys, np.zeros(rows, dtype=np.int64), FP32)
+        bs = sem.block_sum(NB, [*pterms, c_term], F, p)
+        xv = [_values(x, FP16, p.subnormal_in) for x in xs]
+        yv = [_values(y, FP16, p.subnormal_in) for y in ys]
+        lsbs = np.broadcast_to(np.asarray(bs.lsb), (rows,))
+        worst = Fraction(0)
+        for r in range(rows):
+            exact = sum((xv[i][r][0] * yv[i][r][0] for i in range(n)), Fraction(0))
+            mag = int(np.asarray(bs.mag)[r])
+            unit = Fraction(2) ** int(lsbs[r])
+            got = Fraction(-mag if int(np.asarray(bs.neg)[r]) else mag) * unit
+            loss = abs(got - exact) / unit
+            assert loss <= n - 1, (arch, n, r, loss)
+            worst = max(worst, loss)
+        if n == 3:
+            assert worst > 1, (arch, worst)
+
+
 def test_stage_lemmas_fail_on_wrong_constants(monkeypatch):
     """A stated constant one bit too small is refuted (SAT) and reported as an internal error."""
     VP.reset_cache()
