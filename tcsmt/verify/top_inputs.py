@@ -94,14 +94,15 @@ def prefix_lemma(cs: ChainScheme, p, keep: bool, dom: Domain, hi: Fraction, t: i
     q = sem.decode(SB, cs.fmt, SB.const(cs.fmt.from_fraction(hi)), keep)
     top = SB.and_(_at(da[0], q), _at(db[0], q))
     lim_all, lim_off = hi * hi / L, (hi * hi - margin) / L
-    assert lim_all.denominator == 1 and lim_off.denominator == 1  # HI and the margin lie on the grid
+    prods = " + ".join(f"P_{i}(a) P_{j}(b)" for i, j in cs.pairs[:t])
+    stmt = (f"|{prods}| <= {float(hi * hi):g}, and <= {float(hi * hi):g} - {float(margin):g} unless |P_0(a)| = "
+            f"|P_0(b)| = {float(hi):g}, {dom.describe()}")
+    if lim_all.denominator != 1 or lim_off.denominator != 1:  # the bounds off the sum's grid: not asked
+        return StageLemma(f"prefix-{t}[{cs.fmt.name}]", stmt, "not asked (bound off the grid)", 0.0)
     bad = SB.or_(SB.gt(s.mag, int(lim_all)), SB.and_(SB.not_(top), SB.gt(s.mag, int(lim_off))))
     t0 = time.perf_counter()
     ans = solve(And(ca, cb, bad), {"a": sa, "b": sb}, "auto", timeout)
-    prods = " + ".join(f"P_{i}(a) P_{j}(b)" for i, j in cs.pairs[:t])
-    return StageLemma(f"prefix-{t}[{cs.fmt.name}]", f"|{prods}| <= {float(hi * hi):g}, and <= {float(hi * hi):g} - "
-                      f"{float(margin):g} unless |P_0(a)| = |P_0(b)| = {float(hi):g}, {dom.describe()}", ans.status,
-                      time.perf_counter() - t0)
+    return StageLemma(f"prefix-{t}[{cs.fmt.name}]", stmt, ans.status, time.perf_counter() - t0)
 
 
 @dataclass(frozen=True)
