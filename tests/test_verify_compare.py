@@ -6,11 +6,12 @@ from fractions import Fraction
 import numpy as np
 
 from tcsmt import verify as V
-from tcsmt.arith.formats import FP32
+from tcsmt.arith import semantics as sem
+from tcsmt.arith.formats import FP32, get_format
 from tcsmt.backends.numpy import NumpyBackend
 from tcsmt.verify.chain_equal import extension_equal
 from tcsmt.verify.compare import EQUAL, candidate_rows, search_rows, zero_pieces
-from tcsmt.verify.rounding_rows import factored_rows, midpoint_rows, tuned_rows
+from tcsmt.verify.rounding_rows import factored_rows, midpoint_rows, short_tuned_rows, tuned_rows
 from tcsmt.verify.schemes import tc
 
 
@@ -148,3 +149,52 @@ def test_rounding_rows_find_bf16x9_less_accurate_than_bf16x3_on_cdna1():
     r = V.compare("bf16x9", "bf16x3", "cdna1", 2, V.parse_range("1..2", "bf16"), timeout=10)
     assert r.status == "found" and r.how == "simulator search" and r.queries == 0
     assert r.witness.errors["bf16x9"] > r.witness.errors["bf16x3"]
+
+
+def test_short_tuned_rows_hold_short_entries_and_tune_the_last_product():
+    dom = V.parse_range("2^-36..2^-14")
+    a, b = short_tuned_rows(np.random.default_rng(4), 256, 3, dom)
+    a2, b2 = short_tuned_rows(np.random.default_rng(4), 256, 3, dom)
+    assert np.array_equal(a, a2) and np.array_equal(b, b2)  # seeded
+    for x in (a, b):
+        mag = x.astype(np.int64) & 0x7FFFFFFF
+        assert mag.min() >= dom.lo_pattern and mag.max() <= dom.hi_pattern
+        # the first K - 1 entries: at most 3 significant bits (the domain's edges 2^-36, 2^-14 are powers of two)
+        assert np.all(mag[:, :-1] & ((1 << 21) - 1) == 0)
+        assert np.mean(mag[:, :-1] == dom.hi_pattern) > 0.4  # half drawn at the top, a few more clipped there
+    near = [_units_to_midpoint(s) < Fraction(1, 1 << 10) for s in _exact_sums(a, b) if s != 0]
+    assert sum(near) > 32  # as for tuned_rows: a random sum lies this near in 1 of 512 rows
+    assert short_tuned_rows(np.random.default_rng(4), 8, 1, dom)[0].shape == (0, 1)
+
+
+def test_bf16x9_less_accurate_than_the_fp16_schemes_below_2_14_on_cdna2():
+    # the three cells left open by the rounding families (README, "Every pair of schemes": bf16x9 against
+    # markidis, markidis-full and ootomo, 2^-36..2^-14, CDNA2); docs/verify.md, "Compare": CDNA2 reads fp16
+    # subnormal heads as zero, so on random entries every fp16 scheme returns 0 and its error |A.B| cannot be
+    # exceeded; at the domain's top, x = 2^-14 is fp16-normal and the short tuned rows find the answer
+    dom = V.parse_range("2^-36..2^-14")
+    for other in ("markidis", "markidis-full", "ootomo"):
+        r = V.compare("bf16x9", other, "cdna2", 2, dom, timeout=10)
+        assert r.status == "found" and r.how == "simulator search" and r.queries == 0
+        assert r.witness.errors["bf16x9"] > r.witness.errors[other]
+
+
+def test_cdna2_short_tuned_witness_crosses_the_midpoint_by_its_head_product():
+    # the witness the search returns (docs/verify.md, "Compare", short tuned rows), by hand: a = [2^-14, x],
+    # b = [-2^-14, y]; Markidis holds -2^-28 exactly and drops x y (heads fp16-subnormal, read as zero), so its
+    # error is |x y|, just below half the fp32 unit u = 2^-51 above 2^-28; bf16x9 adds the product of x's and
+    # y's bf16 heads, just above half a unit, to -2^-28 last and rounds one unit away
+    a, b = [0x38800000, 0x3271C433], [0xB8800000, 0xB2878927]
+    arch = "cdna2"
+    w = V.replay(["bf16x9", "markidis"], {s: V.params_for(s, arch) for s in ("bf16x9", "markidis")}, a, b,
+                 relative=False)
+    x, y = FP32.to_fraction(a[1]), FP32.to_fraction(b[1])
+    unit = Fraction(1, 1 << 51)
+    assert FP32.to_fraction(w.results["markidis"]) == Fraction(-1, 1 << 28)
+    assert w.errors["markidis"] == abs(x * y) and abs(x * y) < unit / 2
+    assert FP32.to_fraction(w.results["bf16x9"]) == Fraction(-1, 1 << 28) - unit
+    nb = NumpyBackend()
+    bf16 = get_format("bf16")
+    x0, y0 = (bf16.to_fraction(int(sem.convert(nb, np.int64(v), FP32, bf16, "rne"))) for v in (a[1], b[1]))
+    assert abs(x0 * y0) > unit / 2
+    assert w.errors["bf16x9"] == unit - abs(x * y) > w.errors["markidis"]

@@ -109,6 +109,78 @@ def test_block_shape_bounds_every_block(arch):
                     assert abs(dv - exact) > lam * two_t + u * abs(exact) + a, (dv, exact)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_first_block_places_the_largest_product_exactly(arch):
+    """The absolute composition's rule for a block from C = +0 (verify/absolute.py, _Chain._align): on a level that
+    aligns the n raw products on one grid 2^(T - F), the product whose exponent sets T has its LSB fa + fb <= F
+    below T, so it is placed exactly and only the n - 1 others lose: |BLK(C = +0) - X| <= (1 + u) (n - 1) 2^(T - F)
+    (halved for RNE alignment) + u |X| + a, on random blocks (docs/verify.md, "Absolute error")."""
+    p = model_for(arch)
+    rng = np.random.default_rng(11)
+    rows = 1000
+    for n in sorted({1, 2, p.block_k or p.instr_k}):
+        pterms, c_term = VP._block_terms(p, n)
+        shape = sem.block_shape(p, pterms, c_term)
+        if p.window_frac_bits is None or p.c_mode != "aligned" or p.zero_exponent is not None:
+            continue  # exact sums, or products summed apart from C: other levels
+        assert shape.carry_cap is None or shape.p_units < 1 << shape.carry_cap  # C = +0: no carry bit binds
+        F = p.window_frac_bits
+        assert FP16.frac_bits * 2 <= F
+        q, a_exp = VS.round_constants(get_format(p.acc_fmt), shape.round_frac_bits, shape.round_mode,
+                                      shape.keep_subnormals)
+        u, a = Fraction(1, 1 << q), Fraction(2) ** a_exp
+        unit = VS.align_unit(p.align)
+        center = rng.integers(1, 30, rows)
+        xs = [_fp16(rng, rows, center, 4) for _ in range(n)]
+        ys = [_fp16(rng, rows, center, 4) for _ in range(n)]
+        d = sem.block_fma(NB, p, xs, ys, np.zeros(rows, dtype=np.int64), FP32)
+        xvals = [_values(x, FP16, p.subnormal_in) for x in xs]
+        yvals = [_values(y, FP16, p.subnormal_in) for y in ys]
+        for r in range(rows):
+            dv = FP32.to_fraction(int(np.asarray(d)[r]))
+            assert isinstance(dv, Fraction)
+            exact, tops = Fraction(0), []
+            for i in range(n):
+                (xv, ex), (yv, ey) = xvals[i][r], yvals[i][r]
+                exact += xv * yv
+                if xv * yv:
+                    tops.append(ex + ey)
+            two_t = max([Fraction(2) ** t for t in tops] + [Fraction(2) ** shape.extra_top])
+            bound = (1 + u) * (n - 1) * unit * two_t / (1 << F) + u * abs(exact) + a
+            assert abs(dv - exact) <= bound, (arch, n, r, dv, exact, bound)
+
+
+@pytest.mark.parametrize("arch", ["volta", "turing", "ada", "hopper"])
+def test_first_block_alignment_loses_at_most_n_minus_1_units(arch):
+    """The alignment alone (semantics.block_sum on the block's addends, C = +0): the n products placed on the grid
+    2^L = 2^(E - F) lose at most n - 1 units of it, the product whose exponent is E none (its LSB fa + fb = 20 <= F
+    below E).  Rows with one product at the top and the others 12 binades lower (7 to 9 of their bits below the
+    grid, random): with n = 3 the two lower products lose more than one unit together, so n - 2 would be wrong."""
+    p = model_for(arch)
+    F = p.window_frac_bits
+    rng = np.random.default_rng(13)
+    rows = 2000
+    for n in sorted({3, p.block_k or p.instr_k}):
+        xs = [_fp16(rng, rows, np.full(rows, 20 if i == 0 else 14), 0) for i in range(n)]
+        ys = [_fp16(rng, rows, np.full(rows, 20 if i == 0 else 14), 0) for i in range(n)]
+        pterms, c_term, _ = sem.block_terms(NB, p, xs, ys, np.zeros(rows, dtype=np.int64), FP32)
+        bs = sem.block_sum(NB, [*pterms, c_term], F, p)
+        xv = [_values(x, FP16, p.subnormal_in) for x in xs]
+        yv = [_values(y, FP16, p.subnormal_in) for y in ys]
+        lsbs = np.broadcast_to(np.asarray(bs.lsb), (rows,))
+        worst = Fraction(0)
+        for r in range(rows):
+            exact = sum((xv[i][r][0] * yv[i][r][0] for i in range(n)), Fraction(0))
+            mag = int(np.asarray(bs.mag)[r])
+            unit = Fraction(2) ** int(lsbs[r])
+            got = Fraction(-mag if int(np.asarray(bs.neg)[r]) else mag) * unit
+            loss = abs(got - exact) / unit
+            assert loss <= n - 1, (arch, n, r, loss)
+            worst = max(worst, loss)
+        if n == 3:
+            assert worst > 1, (arch, worst)
+
+
 def test_stage_lemmas_fail_on_wrong_constants(monkeypatch):
     """A stated constant one bit too small is refuted (SAT) and reported as an internal error."""
     VP.reset_cache()
@@ -260,6 +332,61 @@ def test_abs_bound_covers_every_simulated_input():
     assert errors_fp64(simulate_scheme("markidis", p, a, b), a, b, False).max() <= pr.bound
     w = refine_abs("markidis", p, 2, dom, simulator_candidates("markidis", p, 2, dom, False))
     assert w.errors["markidis"] <= pr.bound <= 2 * w.errors["markidis"]
+
+
+def test_top_lemmas_hold_and_fail_on_wrong_claims(monkeypatch):
+    """The lemmas of the case split at the top of the domain (verify/top_inputs.py, docs/verify.md "Absolute
+    error"): with HI = 2^14 every residual of an input whose fp16 head is HI is <= 0 and a multiple of 2^-10; the
+    running sums of Markidis's piece products stay 2^16 below HI^2 unless both heads are HI (x = HI - 8 against
+    HI: HI (HI - 4) after A_h.R_B), and not 2^17 below (a SAT answer, the claim refuted)."""
+    from tcsmt.verify import top_inputs as VT
+    from tcsmt.verify.pieces import chain_scheme
+
+    cs, p, hi = chain_scheme("markidis"), model_for("volta"), Fraction(1 << 14)
+    assert VT.below_hi(cs, hi) == hi - 8 and VT.top_grid(hi) == -10
+    assert VT.top_residual_lemma(cs, True, DOM, hi, 60).status == "unsat"
+    for t in (1, 2, 3):
+        assert VT.prefix_lemma(cs, p, True, DOM, hi, t, Fraction(1 << 16), 60).status == "unsat"
+    assert VT.prefix_lemma(cs, p, True, DOM, hi, 3, Fraction(1 << 17), 60).status == "sat"
+    with monkeypatch.context() as m:
+        m.setattr(VT, "top_grid", lambda hi: -8)  # a coarser grid than the residuals lie on: refuted
+        assert VT.top_residual_lemma(cs, True, DOM, hi, 60).status == "sat"
+
+
+def test_top_chain_error_refuses_what_it_cannot_argue():
+    """top_chain_error returns None where a step fails: a first rounding that could pass K HI^2 (its fp32 unit
+    above is 64 at 2^29), or residual products that could outweigh the accumulator."""
+    from tcsmt.verify.top_inputs import OnTop, top_chain_error
+
+    top = OnTop(2, Fraction(1 << 29), Fraction(64), Fraction(1 << 17), Fraction(16), Fraction(1 << 16))
+    u, a, each = Fraction(1, 1 << 23), Fraction(0), Fraction(1, 1 << 23)
+    # Volta's constants: first block 64; each later block 2 (64 - 16) + 2^-23 2^28 = 128
+    assert top_chain_error(Fraction(64), Fraction(1 << 29), 2, u, a, each, True, top) == 64 + 2 * 128
+    assert top_chain_error(Fraction(64), Fraction(1 << 29), 2, u, a, each, False, top) == 64 + 2 * 160
+    assert top_chain_error(Fraction(64), Fraction(1 << 29) + 32, 2, u, a, each, True, top) is None
+    heavy = OnTop(2, Fraction(1 << 29), Fraction(64), Fraction(1 << 29), Fraction(16), Fraction(1 << 16))
+    assert top_chain_error(Fraction(64), Fraction(1 << 29), 2, u, a, each, True, heavy) is None
+
+
+@pytest.mark.parametrize("arch", ["volta", "ada"])
+def test_abs_top_split_within_2x_of_a_replayed_input(arch):
+    """--abs with the case split at the top (docs/verify.md, "Absolute error"): Markidis on Volta and Ada, K = 2,
+    2^-14..2^14, was 2.64x and 2.22x the worst input found (the composition over magnitudes charged every block
+    after the first an alignment and a rounding at 2^29); the bound now lies between the population search's
+    input and twice it, and above every edge input near HI (heads at HI, residuals of both signs)."""
+    from tcsmt.verify.absolute import compose_abs
+    from tcsmt.verify.evaluate import errors_fp64, simulate_scheme
+    from tcsmt.verify.search import refine_abs
+
+    p = model_for(arch)
+    pr = compose_abs("markidis", arch, p, 2, DOM, 60)
+    assert pr.bound is not None and any(lem.name.startswith("prefix-") for lem in pr.lemmas)
+    w = refine_abs("markidis", p, 2, DOM, simulator_candidates("markidis", p, 2, DOM, False))
+    assert w.errors["markidis"] <= pr.bound <= 2 * w.errors["markidis"]
+    rng = np.random.default_rng(5)
+    a = DOM.hi_pattern - rng.integers(0, 1 << 14, (20000, 2))
+    b = (DOM.hi_pattern - rng.integers(0, 1 << 14, (20000, 2))) | (rng.integers(0, 2, (20000, 2)) << 31)
+    assert errors_fp64(simulate_scheme("markidis", p, a, b), a, b, False).max() <= pr.bound
 
 
 def test_lo_zero_abs_proven_relative_unbounded():

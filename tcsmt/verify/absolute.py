@@ -33,9 +33,10 @@ from tcsmt.solve.solvers import solve
 from tcsmt.verify.domain import Domain
 from tcsmt.verify.lemmas import _domain_symbol
 from tcsmt.verify.pieces import ChainScheme, chain_scheme, piece_abs_lemma
-from tcsmt.verify.proof import CACHE, Proof, _block_const, _BlockConst, _rn32_const
+from tcsmt.verify.proof import CACHE, Proof, _block_const, _block_terms, _BlockConst, _rn32_const
 from tcsmt.verify.schemes import OOTOMO_SCALE_LOG2, kblocks, scheme_key
 from tcsmt.verify.stages import SB, StageLemma, add_zero_lemma, align_exact_lemma, align_shrink_lemma
+from tcsmt.verify.top_inputs import OnTop, below_hi, prefix_lemma, top_chain_error, top_grid, top_residual_lemma
 
 
 def _pow2_at_most(x: Fraction) -> Fraction:
@@ -126,10 +127,14 @@ class _Chain:
     sum of the piece products added so far)."""
 
     def __init__(self, p: ModelParams, pieces: list[Fraction], exps: list[Fraction], factor_top: Fraction,
-                 timeout: float, proof: Proof) -> None:
+                 timeout: float, proof: Proof, caps: list[Fraction] | None = None) -> None:
         self.p, self.pieces, self.exps, self.factor_top = p, pieces, exps, factor_top
         self.timeout, self.proof = timeout, proof
         self.err, self.mag = Fraction(0), Fraction(0)
+        self.caps = caps  # |X| <= caps[t] after block t (a case of :mod:`tcsmt.verify.top_inputs`), or None
+        self.blocks = 0
+        self.v_tops: list[Fraction] = []  # each block's bound on its sum before the rounding (band rounding)
+        self.errs: list[Fraction] = []  # err after each block
         self.flush_c = Fraction(0) if p.subnormal_c else Fraction(2) ** get_format(p.c_fmt).emin
         self.first = True  # the first block's C is +0
         self.shrink = _shrinks(p, timeout, proof)
@@ -142,40 +147,80 @@ class _Chain:
             return False
         x = n * self.pieces[i] * self.pieces[j]
         c = self.mag + self.err
-        two_t = max(self.exps[i] * self.exps[j], c, Fraction(2) ** FP32.emin, bc.extra)
+        if self.caps is not None and self.blocks:  # C = X + error, |X| capped after the previous block
+            c = min(c, self.caps[self.blocks - 1] + self.err)
+        # 2^T: every exponent here is a power of two at most its addend's magnitude bound (2^e(C) <= |C| <= c)
+        two_t = max(self.exps[i] * self.exps[j], _pow2_at_most(c) if c > 0 else Fraction(0),
+                    Fraction(2) ** FP32.emin, bc.extra)
         loss = (bc.wrap0 if self.first else bc.wrap) * (x + bc.up * two_t)  # where the carry bits can bind
-        align = self._align(bc, i, j, two_t)
+        align = self._align(bc, i, j, n, two_t)
         if bc.band:  # |v| <= V; the rounding charged at the largest power of two below V
             v_top = x + c if self.shrink and loss == 0 else x + c + align + loss
+            if self.caps is not None:  # v = X + (C's error) - (what the alignments and the wrap lose)
+                v_top = min(v_top, self.caps[self.blocks] + self.err + align + loss)
+            self.v_tops.append(v_top)
             self.err += align + loss + bc.u * _pow2_below(v_top) + bc.a + self.flush_c * (1 + bc.u)
         else:
             self.err += (1 + bc.u) * (align + loss) + bc.u * (x + c) + bc.a + self.flush_c * (1 + bc.u)
         self.mag += x
         self.first = False
+        self.blocks += 1
+        self.errs.append(self.err)
         return True
 
-    def _align(self, bc: _BlockConst, i: int, j: int, two_t: Fraction) -> Fraction:
+    def _align(self, bc: _BlockConst, i: int, j: int, n: int, two_t: Fraction) -> Fraction:
         """What the block's alignments lose, at most: per level (:class:`tcsmt.arith.semantics.Alignment`) each
         addend less than unit 2^(E - frac_bits), E <= T; a products-only level's E is at most the largest product
-        exponent (or extra_top); C = +0 loses nothing, and an accumulator C (f = frac_bits(c_fmt) fraction bits,
-        LSB 2^(e(C) - f)) on a level with frac_bits >= f loses nothing where e(C) = E, and otherwise E is set by
-        a product or extra_top (the align-exact lemma for the level's mode)."""
+        exponent (or extra_top).  Three cases, the largest counts: E set by a product (E <= its exponent bound): C
+        loses at most one unit there (nothing where C = +0), and where the product that sets E lies on the grid
+        (:meth:`_setter_exact`) it loses nothing; E set by C (E <= T): every product may lose, and an accumulator
+        C (f = frac_bits(c_fmt) fraction bits, LSB 2^(e(C) - f)) on a level with frac_bits >= f loses nothing
+        where e(C) = E (the align-exact lemma for the level's mode); E set by extra_top: every addend may lose."""
         if not bc.alignments:  # no levels known: every addend charged at 2^T
             return bc.lam * two_t
         top_p = max(self.exps[i] * self.exps[j], bc.extra)
         f_c = get_format(self.p.c_fmt).frac_bits
         total = Fraction(0)
-        for al, unit in zip(bc.alignments, bc.units):
+        for level, (al, unit) in enumerate(zip(bc.alignments, bc.units)):
             each = unit / (1 << al.frac_bits)
             others = al.addends - (1 if al.holds_c else 0)
-            total += others * each * (top_p if al.products_only else two_t)
+            fit = 1 if level == 0 and others == n and self._setter_exact(al, n) else 0
             if not al.holds_c:
+                total += (others - fit) * each * top_p if not fit else max((others - 1) * each * top_p,
+                                                                            others * each * bc.extra)
                 continue
             exact = _align_exact(al.mode, al.frac_bits, f_c, self.timeout, self.proof)
-            if exact and self.first:
-                continue  # C = +0
-            total += each * (top_p if exact and al.frac_bits >= f_c else two_t)
+            c_zero = exact and self.first  # C = +0
+            by_product = (others - fit) * each * top_p + (0 if c_zero else each * top_p)
+            if self.first:  # C = +0 joins E only as extra_top (a zero C's exponent)
+                by_other = others * each * max(bc.extra, Fraction(2) ** FP32.emin) + (0 if c_zero else
+                                                                                     each * two_t)
+            else:
+                by_other = others * each * two_t + (0 if exact and al.frac_bits >= f_c else each * two_t)
+            by_extra = (others + (0 if c_zero else 1)) * each * bc.extra  # E set by extra_top: C may lose too
+            total += max(by_product, by_other, by_extra)
         return total
+
+    def _setter_exact(self, al: sem.Alignment, n: int) -> bool:
+        """Whether a non-zero product whose exponent sets this level's E is placed exactly: the level aligns the
+        block's n products on one grid (c_mode "aligned", or "after_sum" with one product group), every product's
+        LSB lies gap = fa + fb below its raw exponent with gap <= frac_bits (so at or above the grid 2^(E -
+        frac_bits) where its exponent is E), and the align-exact lemma holds for the level's mode and widths."""
+        p = self.p
+        if p.product_exponent != "raw" or p.zero_exponent is not None or not (
+                p.c_mode == "aligned" or (p.c_mode == "after_sum" and p.product_groups == 1)):
+            return False
+        pterms, _ = _block_terms(p, n)
+        f_c = get_format(p.c_fmt).frac_bits
+        # raw product exponents: top = e_a + e_b and lsb = top - (fa + fb) for every product, so gap_min is the
+        # gap itself (semantics.product_term)
+        gaps = {t.gap_min for t in pterms}
+        if len(gaps) != 1:
+            return False
+        gap = gaps.pop()
+        if not 1 <= gap <= al.frac_bits or max(t.mag_bits for t in pterms) > f_c + 1 + al.frac_bits + 2:
+            return False
+        return _align_exact(al.mode, al.frac_bits, f_c, self.timeout, self.proof)
 
 
 def _align_exact(mode: str, frac_bits: int, c_frac: int, timeout: float, proof: Proof) -> bool:
@@ -185,9 +230,9 @@ def _align_exact(mode: str, frac_bits: int, c_frac: int, timeout: float, proof: 
 
 
 def _chain(p: ModelParams, K: int, pairs: list[tuple[int, int]], pieces: list[Fraction], exps: list[Fraction],
-           factor_top: Fraction, timeout: float, proof: Proof, k_ranges: list[tuple[int, int]] | None = None
-           ) -> _Chain | None:
-    ch = _Chain(p, pieces, exps, factor_top, timeout, proof)
+           factor_top: Fraction, timeout: float, proof: Proof, k_ranges: list[tuple[int, int]] | None = None,
+           caps: list[Fraction] | None = None) -> _Chain | None:
+    ch = _Chain(p, pieces, exps, factor_top, timeout, proof, caps)
     for k0, k1 in (k_ranges or kblocks(K, p)):
         for i, j in pairs:
             for instr in sem.groups(k1 - k0, p):
@@ -195,6 +240,51 @@ def _chain(p: ModelParams, K: int, pairs: list[tuple[int, int]], pieces: list[Fr
                     if not ch.add(i, j, len(ks)):
                         return None
     return ch
+
+
+def _top_split(cs: ChainScheme, p: ModelParams, K: int, dom: Domain, hi: Fraction, piece: list[Fraction],
+               exps: list[Fraction], factor_top: Fraction, timeout: float, proof: Proof) -> Fraction | None:
+    """The chain error by the case split of :mod:`tcsmt.verify.top_inputs` (Markidis's chain: one block of K
+    products per piece product, C aligned with them; the head lemma holds), or None where it does not apply or a
+    lemma does not hold."""
+    if cs.n != 2 or cs.pairs != [(0, 0), (0, 1), (1, 0)] or any(cs.scales or ()) or p.c_mode != "aligned":
+        return None
+    if [len(ks) for k0, k1 in kblocks(K, p) for instr in sem.groups(k1 - k0, p) for ks in instr] != [K]:
+        return None
+    total = K * hi * hi
+    try:
+        above = FP32.to_fraction(FP32.from_fraction(total) + 1)
+    except TcsmtError:  # K HI^2 is not an fp32 value
+        return None
+    if not isinstance(above, Fraction):  # K HI^2 is fp32's largest finite value
+        return None
+    step = above - total
+    keep, gap = p.subnormal_in, hi - below_hi(cs, hi)
+    caps = []
+    for t in (1, 2, 3):  # off the top: |S_t| <= K HI^2 - m_t (every head at HI with both signs too: 2 HI p_1 <= ...)
+        for margin in (hi * gap / 2, hi * gap / 4):
+            key = ("prefix", cs.fmt.name, cs.split, keep, dom.lo_pattern, dom.hi_pattern, t, margin)
+            if 2 * hi * (hi - piece[1]) >= margin and _stage(
+                    key, lambda t=t, m=margin: prefix_lemma(cs, p, keep, dom, hi, t, m, timeout), proof):
+                caps.append(total - margin)
+                break
+        else:
+            return None
+    off = _chain(p, K, cs.pairs, piece, exps, factor_top, timeout, proof, caps=caps)
+    plain = _chain(p, K, cs.pairs, piece, exps, factor_top, timeout, proof)
+    bc = _block_const(p, K, timeout, proof.lemmas, factor_top, band=True)
+    if off is None or plain is None or isinstance(bc, str) or not bc.band or len(bc.alignments) != 1:
+        return None
+    al, f_c = bc.alignments[0], get_format(p.c_fmt).frac_bits
+    rkey = ("top-residual", cs.fmt.name, cs.split, keep, dom.lo_pattern, dom.hi_pattern)
+    if not (al.holds_c and al.frac_bits >= f_c and _align_exact(al.mode, al.frac_bits, f_c, timeout, proof)
+            and _stage(rkey, lambda: top_residual_lemma(cs, keep, dom, hi, timeout), proof)):
+        return None
+    v2 = Fraction(2) ** (((hi.numerator & -hi.numerator).bit_length() - 1) - (hi.denominator.bit_length() - 1))
+    on = top_chain_error(plain.errs[0], plain.v_tops[0], 2, bc.u, bc.a, bc.units[0] / (1 << al.frac_bits),
+                         al.mode == "trunc", OnTop(K, total, step, K * hi * piece[1],
+                                                   v2 * Fraction(2) ** top_grid(hi), max(exps[0] * exps[1], bc.extra)))
+    return None if on is None else max(off.err, on)
 
 
 def _rn32(bc: _BlockConst, x: Fraction, y: Fraction) -> Fraction:
@@ -231,6 +321,10 @@ def compose_abs(algo: str, arch: str, p: ModelParams, K: int, dom: Domain, timeo
     else:
         ch = _chain(p, K, cs.pairs, seen, exps, factor_top, timeout, proof)
         total = None if ch is None else (ch.err, ch.mag)
+        if ch is not None and head is not None:  # the case split at the top of the domain, where it applies
+            split = _top_split(cs, p, K, dom, hi, piece, exps, factor_top, timeout, proof)
+            if split is not None and split < ch.err:
+                total = (split, ch.mag)
     if total is None:
         proof.seconds = time.perf_counter() - t0
         return proof

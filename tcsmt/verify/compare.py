@@ -36,7 +36,7 @@ from tcsmt.verify.domain import Domain
 from tcsmt.verify.evaluate import params_for, random_inputs, simulate_scheme
 from tcsmt.verify.pieces import chain_scheme
 from tcsmt.verify.results import CompareResult, Witness, _model_inputs, replay
-from tcsmt.verify.rounding_rows import factored_rows, midpoint_rows, tuned_rows
+from tcsmt.verify.rounding_rows import factored_rows, midpoint_rows, short_tuned_rows, tuned_rows
 from tcsmt.verify.schemes import scheme_key
 from tcsmt.verify.search import tie_rows
 from tcsmt.verify.smt import SB, error_terms, make_problem, output_pattern, scheme_term, symmetry, worse
@@ -244,8 +244,9 @@ def search_rows(algo1: str, algo2: str, arch: str, K: int, dom: Domain, seed: in
 
     The rows of :func:`candidate_rows`, then LOCAL_ROUNDS rounds of :func:`_mutate` on the LOCAL_KEEP rows of
     highest score so far (the fp64 difference of the errors over sum|a_k b_k|), then ROUNDING_ROUNDS rounds of
-    :func:`tcsmt.verify.rounding_rows.midpoint_rows`, :func:`~tcsmt.verify.rounding_rows.tuned_rows` and
-    :func:`~tcsmt.verify.rounding_rows.factored_rows`;
+    :func:`tcsmt.verify.rounding_rows.midpoint_rows`, :func:`~tcsmt.verify.rounding_rows.tuned_rows`,
+    :func:`~tcsmt.verify.rounding_rows.factored_rows` and :func:`~tcsmt.verify.rounding_rows.short_tuned_rows`
+    (the last in each round, on its own seeded stream, so that the first three give the rows they gave alone);
     deterministic."""
     algos = (scheme_key(algo1), scheme_key(algo2))
     p1, p2 = params_for(algos[0], arch), params_for(algos[1], arch)
@@ -269,10 +270,10 @@ def search_rows(algo1: str, algo2: str, arch: str, K: int, dom: Domain, seed: in
         allS = np.concatenate([ks, r.score])
         top = np.argsort(-allS, kind="stable")[:LOCAL_KEEP]
         ka, kb, ks = allA[top], allB[top], allS[top]
-    rm, rt, rf = (np.random.default_rng(seed + s) for s in (2, 3, 4))  # one stream per family
+    rm, rt, rf, rs = (np.random.default_rng(seed + s) for s in (2, 3, 4, 5))  # one stream per family
     for _ in range(ROUNDING_ROUNDS):
         for ra, rb in (midpoint_rows(rm, MIDPOINT_ROWS, K, dom), tuned_rows(rt, MIDPOINT_ROWS, K, dom),
-                       factored_rows(rf, FACTORED_ROWS, K, dom)):
+                       factored_rows(rf, FACTORED_ROWS, K, dom), short_tuned_rows(rs, MIDPOINT_ROWS, K, dom)):
             w = _answer(algos, ps, _run(algos, (p1, p2), ra, rb)) if len(ra) else None
             if w is not None:
                 return w, False

@@ -1,6 +1,6 @@
 """Rows for ``tcsmt verify --compare`` built where two schemes part: a rounding decision of the accumulator.
 
-Two families, both seeded (the same rows on every machine) and both checked only by exact replay (they pick
+Four families, all seeded (the same rows on every machine) and all checked only by exact replay (they pick
 inputs, they compute no model output):
 
 * **Midpoint rows** (:func:`midpoint_rows`): the exact sum A.B lies within a small fraction of an fp32 unit of a
@@ -18,6 +18,15 @@ inputs, they compute no model output):
   last product is as small as half a unit of P (entries of different binades: x and y below fp16's range beside
   a product on its grid), a scheme that drops it returns P's rounding, the correctly rounded value, while one
   that accumulates its pieces first can be carried across M.
+* **Short tuned rows** (:func:`short_tuned_rows`): tuned rows whose first K - 1 entries are short values (1 to 3
+  significant bits), half of them at the top of the domain.  Every scheme's first piece holds a short value
+  exactly where that piece is normal on its model, so the schemes agree on P exactly, and the last product, half a
+  unit of P, decides the rounding alone.  On a domain below fp16's normal range the random entries of the other
+  families have fp16 heads that a flushing model (CDNA2) reads as zero, so Markidis's error there is |A.B| and no
+  scheme can exceed it; at the top of such a domain (2^-14, fp16's smallest normal value) Markidis holds P and
+  drops x y (its error |x y|, just below half a unit), while bf16x9 adds x_0 y_0, its head pieces' product, to P
+  last: where x_0 y_0 and x y lie on either side of the midpoint, it rounds the other way (its error just above half
+  a unit).
 * **Factored rows** (:func:`factored_rows`): a_0 = u v, b_0 = w z, a_1 = u w, b_1 = -v z (integers u, v, w, z of
   4 to 12 bits times powers of two, signs chosen so that the two products cancel), and likewise for every further
   pair of k: A.B = 0 exactly while the two products' pieces differ, so the piece products do not cancel
@@ -82,6 +91,33 @@ def tuned_rows(rng: np.random.Generator, n: int, K: int, dom: Domain) -> tuple[n
         return a[:0], b[:0]
     a = clip(cut(a, rng.choice(WIDTHS, (n, K))), dom)
     b = clip(cut(b, rng.choice(WIDTHS, (n, K))), dom)
+    return _tune_last(rng, a, b, dom)
+
+
+def short_tuned_rows(rng: np.random.Generator, n: int, K: int, dom: Domain) -> tuple[np.ndarray, np.ndarray]:
+    """n rows (module docstring, "short tuned rows"): the first K - 1 entries of a and b short values (1 to 3
+    significant bits, random signs), in the domain's top binade (clipped to HI) with probability 1/2, else in a
+    random binade of the domain; the last product tuned as in :func:`tuned_rows`.  K = 1 gives no rows."""
+    a, b = random_inputs(rng, n, K, dom, "loguniform")
+    if K < 2:
+        return a[:0], b[:0]
+    a = clip(cut(a, rng.choice(WIDTHS, (n, K))), dom)
+    b = clip(cut(b, rng.choice(WIDTHS, (n, K))), dom)
+    lo_e, hi_e = dom.exp_range
+    a, b = a.astype(np.int64), b.astype(np.int64)
+    for m in (a, b):
+        shape = (n, K - 1)
+        e = np.where(rng.random(shape) < 0.5, hi_e, rng.integers(lo_e, hi_e + 1, shape))
+        frac = rng.integers(0, 4, shape) << 21  # 1 to 3 significant bits
+        sign = rng.integers(0, 2, shape).astype(np.int64) << 31
+        m[:, :-1] = sign | ((np.maximum(e, -126) + 127) << 23) | frac
+    return _tune_last(rng, clip(a, dom), clip(b, dom), dom)
+
+
+def _tune_last(rng: np.random.Generator, a: np.ndarray, b: np.ndarray, dom: Domain) -> tuple[np.ndarray, np.ndarray]:
+    """The rows with their last product tuned next to a midpoint of the other products' sum (module docstring,
+    "tuned midpoint rows")."""
+    n = len(a)
     af, bf = a.view(np.float32).astype(np.float64), b.view(np.float32).astype(np.float64)
     p = (af[:, :-1] * bf[:, :-1]).sum(axis=1)
     lo_e, hi_e = dom.exp_range
