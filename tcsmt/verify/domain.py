@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from fractions import Fraction
+from functools import lru_cache
 
 from tcsmt.arith.formats import FP32, Format, get_format
 from tcsmt.arith.values import format_value, parse_value
