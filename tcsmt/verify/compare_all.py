@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Callable
 
 from tcsmt.arith.registry import REFERENCES, find_arch, split_spec
+from tcsmt.errors import TcsmtError
 from tcsmt.verify.compare import compare
 from tcsmt.verify.domain import Domain
 from tcsmt.verify.evaluate import fp16_paths, model_for
@@ -23,15 +24,23 @@ from tcsmt.verify.schemes import ALGOS, input_format
 
 
 def schemes_on(arch: str) -> list[str]:
-    """The schemes of ALGOS that run on the model spec ``arch`` (ALGOS order).  A spec without an fp16 -> fp32 path
-    is a user error (TcsmtError, as for ``--compare A B``); so is one that names its bf16 or tf32 path wrongly
-    (an unknown hypothesis there)."""
+    """The schemes of ALGOS that run on the model spec ``arch`` (ALGOS order): those of every format the spec's
+    architecture has a path for (a reference semantics such as ``ieee-fma32``: every format it can be built for).
+    A spec without an fp16 -> fp32 path is a user error (TcsmtError, as for ``--compare A B``); so is one that names
+    its bf16 or tf32 path wrongly (an unknown hypothesis there)."""
     model_for(arch, "fp16")  # raises for an unknown spec or one without the fp16 path
     base = split_spec(arch)[0].strip().lower()
-    name = None if base in REFERENCES else find_arch(base).name
-    fmts = {"fp16"} | {f for f in ("bf16", "tf32") if name is not None and name in dict(fp16_paths(f))}
-    for f in fmts:
-        model_for(arch, f)
+    fmts = {"fp16"}
+    for f in ("bf16", "tf32"):
+        if base in REFERENCES:
+            try:
+                model_for(arch, f)
+            except TcsmtError:
+                continue
+            fmts.add(f)
+        elif find_arch(base).name in dict(fp16_paths(f)):
+            model_for(arch, f)  # the path exists: a wrong hypothesis or parameter for it is the user's error
+            fmts.add(f)
     return [a for a in ALGOS if a == "fp32" or input_format(a) in fmts]
 
 
