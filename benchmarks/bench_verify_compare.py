@@ -56,7 +56,7 @@ def all_run(arch: str) -> tuple[float, int, dict[str, int], float, str]:
                          capture_output=True, text=True, check=False)
     secs = time.perf_counter() - t0
     cells = [m for line in res.stdout.splitlines() if line.startswith("  ") for m in CELL.finditer(line)]
-    summary = [line for line in res.stdout.splitlines() if line.startswith("compare all: ")]
+    summary = [line for line in res.stdout.splitlines() if line.startswith("compare all: ") and " cells on " in line]
     if not cells or len(summary) != 1:
         raise TcsmtError(f"tcsmt verify --compare all --arch {arch} printed {len(cells)} cells and no summary "
                          f"(exit {res.returncode}): {res.stderr.strip()}")
