@@ -240,7 +240,7 @@ class VerifyCommand(Command):
 @click.option("--abs", "absolute", is_flag=True, help="absolute error |D - A.B| instead of relative")
 @click.option("--compare", nargs=2, default=None, metavar="ALGO1 ALGO2 | all",
               help="inputs where ALGO1 is less accurate than ALGO2 (absolute errors), and the converse; "
-              "'--compare all': every pair of schemes that run on the architecture, in one process")
+              "with the word all instead: every pair of schemes that run on the architecture, in one process")
 @click.option("--stats", "do_stats", is_flag=True, help="error distribution on random inputs (simulator)")
 @click.option("--n", "n", type=bounded_int(STATS_N, "dot products of one statistics run"), default=100000, show_default=True, help="--stats: number of dot products")
 @click.option("--dist", type=click.Choice(["loguniform", "uniform"]), default="loguniform", show_default=True,
