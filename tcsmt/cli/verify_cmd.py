@@ -1,6 +1,7 @@
 """``tcsmt verify``: accuracy of fp32 emulation on fp16 tensor cores (Markidis, Ootomo-Yokota).
 
-Register with ``main.add_command(verify_cmd)``.  Every user error is a
+Register with ``main.add_command(verify_cmd)``.  The ``--compare`` forms print through
+:mod:`tcsmt.cli.verify_compare`.  Every user error is a
 TcsmtError (one line, exit status 2 through the CLI group; this command also
 does that itself when invoked on its own, e.g. from click's test runner).
 """
@@ -180,53 +181,6 @@ def _run_bound(algo: str, archs: list[str], K: int, dom: V.Domain, eps: Fraction
                          f"{len(archs)} answered; raise --timeout)")
 
 
-def _run_compare(a1: str, a2: str, archs: list[str], K: int, ranges: list[V.Domain], solver: str,
-                 timeout: float, both: bool, progress: Progress = NO_PROGRESS, verbose: bool = False) -> None:
-    click.echo(f"compare: inputs where one scheme's absolute error |D - A.B| exceeds the other's "
-               f"(exact A.B, K = {K}, C = 0, {timeout:g} s per query)")
-    pairs = [(a1, a2)] + ([(a2, a1)] if both else [])
-    results: list[V.CompareResult] = []
-    w1 = max(len(a) for a in [*archs, "arch"])
-    cols = [f"{x} worse than {y}" for x, y in pairs]
-    for dom in ranges:
-        click.echo(f"\ninputs {format_value(dom.lo)} <= |x| <= {format_value(dom.hi)}")
-        click.echo(f"  {'arch':{w1}}  " + "  ".join(f"{c:>34}" for c in cols))
-        for arch in archs:
-            cells = []
-            for x, y in pairs:
-                r = V.compare(x, y, arch, K, dom, solver, timeout)
-                results.append(r)
-                word = {"found": "found", "impossible": "proven impossible", "timeout": "timeout"}[r.status]
-                progress(f"{arch}, {format_value(dom.lo)}..{format_value(dom.hi)}: {x} worse than {y}: "
-                         f"{word} ({r.seconds:.1f} s)")
-                cells.append(f"{word} ({r.seconds:.1f} s)")
-            click.echo(f"  {arch:{w1}}  " + "  ".join(f"{c:>34}" for c in cells))
-    found = [r for r in results if r.status == "found"]
-    if found:
-        click.echo("\ninputs found (replayed in the simulator; fp32 = sequential fp32 FMAs, for reference):")
-    for r in found:
-        assert r.witness is not None  # compare sets status "found" together with the replayed witness
-        click.echo(f"\n{r.arch}, {format_value(r.dom.lo)} <= |x| <= {format_value(r.dom.hi)}: "
-                   f"{r.algo1} error {_num(r.witness.errors[r.algo1])} > {r.algo2} error "
-                   f"{_num(r.witness.errors[r.algo2])}")
-        for line in _witness_lines(r.witness, [r.algo1, r.algo2, "fp32"]):
-            click.echo(line)
-    proofs = [r for r in results if r.lemmas] if verbose else []
-    if proofs:
-        click.echo("\nsolver queries of the proofs (answer, time, statement):")
-    for r in proofs:
-        click.echo(f"\n{r.arch}, {format_value(r.dom.lo)} <= |x| <= {format_value(r.dom.hi)}: {r.algo1} worse than "
-                   f"{r.algo2}: {r.status}")
-        for lem in r.lemmas:
-            click.echo(f"  {lem.text()}")
-    open_ = [r for r in results if r.status == "timeout"]
-    if open_:
-        raise TcsmtError(f"solver timeout: {len(open_)} of {len(results)} comparisons unanswered within "
-                         f"--timeout {timeout:g} s: " + "; ".join(
-                             f"{r.arch} {format_value(r.dom.lo)}..{format_value(r.dom.hi)} {r.algo1} worse than "
-                             f"{r.algo2}" for r in open_))
-
-
 def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain, dist: str, relative: bool,
                seed: int, plot: files.Output | None, progress: Progress = NO_PROGRESS) -> None:
     click.echo(f"statistics: {n} random dot products of length K = {K}, |x| {dist} in "
@@ -246,7 +200,37 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
         click.echo(V.write_plot(allres, plot, relative))
 
 
-@click.command("verify", cls=Command)
+def spell_compare_all(args: list[str]) -> list[str]:
+    """The arguments with ``--compare all`` (or ``--compare=all``) written as the two values click reads for
+    ``--compare`` (``--compare all all``), where the word after ``all`` is missing or an option.  Anything else is
+    left as written: ``--compare all X`` reaches the command as the pair (all, X), which it refuses; arguments
+    after ``--`` are not options."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return out + args[i:]
+        if a.lower() == "--compare=all":
+            out += ["--compare", "all", "all"]
+        elif a == "--compare" and i + 1 < len(args) and args[i + 1].lower() == "all" and (
+                i + 2 == len(args) or args[i + 2].startswith("-")):
+            out += ["--compare", "all", "all"]
+            i += 1
+        else:
+            out.append(a)
+        i += 1
+    return out
+
+
+class VerifyCommand(Command):
+    """``tcsmt verify``: one-line errors, and ``--compare all`` as one word (:func:`spell_compare_all`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, spell_compare_all(list(args)))
+
+
+@click.command("verify", cls=VerifyCommand)
 @click.option("--algo", default=None, help=f"scheme: {', '.join(ALGOS)} (fp32 = plain fp32 FMAs; "
               "--stats takes a comma-separated list)")
 @click.option("--arch", default=None, help="model spec with an fp16->fp32 path (default: every built-in one)")
@@ -254,8 +238,9 @@ def _run_stats(archs: list[str], algos: list[str], K: int, n: int, dom: V.Domain
 @click.option("--range", "range_text", default=None, help=f"input magnitudes LO..HI (default {V.DEFAULT_RANGE})")
 @click.option("--bound", "bound_text", default=None, help="prove error <= EPS (e.g. 2^-22, 1e-7) or find a counterexample")
 @click.option("--abs", "absolute", is_flag=True, help="absolute error |D - A.B| instead of relative")
-@click.option("--compare", nargs=2, default=None, metavar="ALGO1 ALGO2",
-              help="inputs where ALGO1 is less accurate than ALGO2 (absolute errors), and the converse")
+@click.option("--compare", nargs=2, default=None, metavar="ALGO1 ALGO2 | all",
+              help="inputs where ALGO1 is less accurate than ALGO2 (absolute errors), and the converse; "
+              "with the word all instead: every pair of schemes that run on the architecture, in one process")
 @click.option("--stats", "do_stats", is_flag=True, help="error distribution on random inputs (simulator)")
 @click.option("--n", "n", type=bounded_int(STATS_N, "dot products of one statistics run"), default=100000, show_default=True, help="--stats: number of dot products")
 @click.option("--dist", type=click.Choice(["loguniform", "uniform"]), default="loguniform", show_default=True,
@@ -277,6 +262,7 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
     tcsmt verify --algo markidis                 worst case on every architecture
     tcsmt verify --algo ootomo --arch volta --bound 2^-22
     tcsmt verify --compare ootomo markidis --arch volta
+    tcsmt verify --compare all --arch hopper     every pair of schemes, one process
     tcsmt verify --stats --arch volta --n 100000
     tcsmt verify --stats --arch hopper --algo markidis,ootomo,bf16x9,bf16x3,tf32x3,fp32
 
@@ -284,7 +270,13 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
     2 an error or a solver timeout / UNKNOWN (what was answered is printed).
     """
     prog = Progress.for_cli(progress)
-    if compare:
+    every_pair = bool(compare) and "all" in [c.strip().lower() for c in compare]
+    if every_pair and [c.strip().lower() for c in compare] != ["all", "all"]:
+        raise TcsmtError("--compare all takes no scheme: write --compare all (every pair of schemes) or "
+                         "--compare ALGO1 ALGO2")
+    if every_pair:
+        wanted = ["markidis"]  # the architectures with an fp16 path; each runs the pairs of its own schemes
+    elif compare:
         wanted = [compare[0], compare[1]]
     elif do_stats:
         wanted = [a.strip() for a in algo.split(",") if a.strip()] if algo else ["markidis", "ootomo", "fp32"]
@@ -322,13 +314,18 @@ def verify_cmd(algo, arch, k, range_text, bound_text, absolute, compare, do_stat
     if K < 1 or K > 64:
         raise TcsmtError("--k must be between 1 and 64")
     if compare:
-        a1, a2 = scheme_key(compare[0]), scheme_key(compare[1])
-        if a1 == a2:
-            raise TcsmtError("--compare needs two different algorithms")
+        from tcsmt.cli.verify_compare import run_compare, run_compare_all  # (it imports this module)
+
         if bound_text:
             raise TcsmtError("--bound does not apply to --compare")
         ranges = [V.parse_range(range_text, piece_fmt)] if range_text else [V.parse_range(r) for r in V.COMPARE_RANGES]
-        _run_compare(a1, a2, archs, K, ranges, solver, timeout, both=True, progress=prog, verbose=verbose)
+        if every_pair:
+            run_compare_all(archs, K, ranges, solver, timeout, prog, verbose)
+            return
+        a1, a2 = scheme_key(compare[0]), scheme_key(compare[1])
+        if a1 == a2:
+            raise TcsmtError("--compare needs two different algorithms")
+        run_compare(a1, a2, archs, K, ranges, solver, timeout, prog, verbose)
         return
     if modes == 0 or algo is None:
         raise TcsmtError(f"give --algo ({', '.join(ALGOS)}), --compare ALGO1 ALGO2, or --stats")

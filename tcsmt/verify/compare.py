@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 from pysmt.shortcuts import And, Equals, Not, Or
@@ -37,6 +38,7 @@ from tcsmt.verify.evaluate import params_for, random_inputs, simulate_scheme
 from tcsmt.verify.pieces import chain_scheme
 from tcsmt.verify.results import CompareResult, Witness, _model_inputs, replay
 from tcsmt.verify.rounding_rows import factored_rows, midpoint_rows, short_tuned_rows, tuned_rows
+from tcsmt.verify.row_cache import RowCache
 from tcsmt.verify.schemes import scheme_key
 from tcsmt.verify.search import tie_rows
 from tcsmt.verify.smt import SB, error_terms, make_problem, output_pattern, scheme_term, symmetry, worse
@@ -62,10 +64,10 @@ def _f64(x: np.ndarray) -> np.ndarray:
 
 
 def _run(algos: tuple[str, str], ps: tuple[ModelParams | None, ModelParams | None], a: np.ndarray,
-         b: np.ndarray) -> _Run:
+         b: np.ndarray, d: tuple[np.ndarray, np.ndarray] | None = None) -> _Run:
+    """Both schemes on the rows (``d``: their results there, where already simulated)."""
     a, b = a.astype(np.uint32), b.astype(np.uint32)
-    d1 = simulate_scheme(algos[0], ps[0], a, b)
-    d2 = simulate_scheme(algos[1], ps[1], a, b)
+    d1, d2 = d if d is not None else (simulate_scheme(algos[0], ps[0], a, b), simulate_scheme(algos[1], ps[1], a, b))
     prods = _f64(a) * _f64(b)
     exact = prods.sum(axis=1)
     norm = np.abs(prods).sum(axis=1)
@@ -238,21 +240,27 @@ def _answer(algos: tuple[str, str], ps: dict[str, ModelParams | None], run: _Run
     return None
 
 
-def search_rows(algo1: str, algo2: str, arch: str, K: int, dom: Domain, seed: int = 0
-                ) -> tuple[Witness | None, bool]:
+def search_rows(algo1: str, algo2: str, arch: str, K: int, dom: Domain, seed: int = 0,
+                cache: RowCache | None = None) -> tuple[Witness | None, bool]:
     """(an input where algo1's error exceeds algo2's, or None; whether every row gave both the same result).
 
     The rows of :func:`candidate_rows`, then LOCAL_ROUNDS rounds of :func:`_mutate` on the LOCAL_KEEP rows of
     highest score so far (the fp64 difference of the errors over sum|a_k b_k|), then ROUNDING_ROUNDS rounds of
     :func:`tcsmt.verify.rounding_rows.midpoint_rows`, :func:`~tcsmt.verify.rounding_rows.tuned_rows`,
     :func:`~tcsmt.verify.rounding_rows.factored_rows` and :func:`~tcsmt.verify.rounding_rows.short_tuned_rows`
-    (the last in each round, on its own seeded stream, so that the first three give the rows they gave alone);
-    deterministic."""
+    (each family on its own seeded stream, so that each gives the rows it gives alone);
+    deterministic.  ``cache``: the candidate rows, the rounding rounds and each scheme's results on them, shared
+    with the other comparisons on this domain (:mod:`tcsmt.verify.row_cache`; the same answers, faster)."""
     algos = (scheme_key(algo1), scheme_key(algo2))
     p1, p2 = params_for(algos[0], arch), params_for(algos[1], arch)
     ps = {algos[0]: p1, algos[1]: p2, "fp32": None}
-    a, b = candidate_rows(K, dom, seed=seed)
-    run = _run(algos, (p1, p2), a, b)
+    rc = cache if cache is not None else RowCache()
+
+    def shared(key: tuple) -> _Run:
+        a, b = rc.rows[key]
+        return _run(algos, (p1, p2), a, b, (rc.simulate(algos[0], p1, key), rc.simulate(algos[1], p2, key)))
+
+    run = shared(rc.get(("candidate", K, dom, seed), partial(candidate_rows, K, dom, seed=seed)))
     same = bool(np.all(run.d1 == run.d2))
     w = _answer(algos, ps, run)
     if w is not None or same:
@@ -270,11 +278,14 @@ def search_rows(algo1: str, algo2: str, arch: str, K: int, dom: Domain, seed: in
         allS = np.concatenate([ks, r.score])
         top = np.argsort(-allS, kind="stable")[:LOCAL_KEEP]
         ka, kb, ks = allA[top], allB[top], allS[top]
-    rm, rt, rf, rs = (np.random.default_rng(seed + s) for s in (2, 3, 4, 5))  # one stream per family
-    for _ in range(ROUNDING_ROUNDS):
-        for ra, rb in (midpoint_rows(rm, MIDPOINT_ROWS, K, dom), tuned_rows(rt, MIDPOINT_ROWS, K, dom),
-                       factored_rows(rf, FACTORED_ROWS, K, dom), short_tuned_rows(rs, MIDPOINT_ROWS, K, dom)):
-            w = _answer(algos, ps, _run(algos, (p1, p2), ra, rb)) if len(ra) else None
+    families = ((("midpoint", K, dom), 2, partial(midpoint_rows, n=MIDPOINT_ROWS, K=K, dom=dom)),
+                (("tuned", K, dom), 3, partial(tuned_rows, n=MIDPOINT_ROWS, K=K, dom=dom)),
+                (("factored", K, dom), 4, partial(factored_rows, n=FACTORED_ROWS, K=K, dom=dom)),
+                (("short tuned", K, dom), 5, partial(short_tuned_rows, n=MIDPOINT_ROWS, K=K, dom=dom)))
+    for i in range(ROUNDING_ROUNDS):
+        for family, s, make in families:  # one stream per family
+            key = rc.round_rows(family, i, seed + s, make)
+            w = _answer(algos, ps, shared(key)) if len(rc.rows[key][0]) else None
             if w is not None:
                 return w, False
     return None, False
@@ -324,10 +335,11 @@ def _is_zero(d) -> object:
 
 
 def compare(algo1: str, algo2: str, arch: str, K: int, dom: Domain, solver: str = "auto",
-            timeout: float = 60.0) -> CompareResult:
+            timeout: float = 60.0, cache: RowCache | None = None) -> CompareResult:
     """Find an input where algo1's absolute error exceeds algo2's, or prove there is none (module docstring:
     the simulator search, then where both schemes gave the same result on every row a proof that they always
-    do, then the comparison query).  ``timeout``: seconds for each solver query."""
+    do, then the comparison query).  ``timeout``: seconds for each solver query; ``cache``: rows and results shared
+    with the other comparisons on ``dom`` (:func:`search_rows`)."""
     a1, a2 = scheme_key(algo1), scheme_key(algo2)
     if a1 == a2:
         raise TcsmtError("--compare needs two different algorithms")
@@ -335,7 +347,7 @@ def compare(algo1: str, algo2: str, arch: str, K: int, dom: Domain, solver: str 
     ps = {a1: p1, a2: p2, "fp32": None}
     t0 = time.perf_counter()
     res = CompareResult(a1, a2, arch, K, dom, "timeout", None, 0.0)
-    w, same = search_rows(a1, a2, arch, K, dom)
+    w, same = search_rows(a1, a2, arch, K, dom, cache=cache)
     if w is not None:
         res.status, res.witness, res.how = "found", w, "simulator search"
         res.seconds = time.perf_counter() - t0

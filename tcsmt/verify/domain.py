@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 from tcsmt.arith.formats import FP32, Format, get_format
 from tcsmt.arith.values import format_value, parse_value
@@ -44,8 +45,10 @@ class Domain:
         return f"{format_value(lo)} <= |x| <= {format_value(hi)}{zero}"
 
 
+@lru_cache(maxsize=256)
 def _fp32_pattern_at_most(v: Fraction) -> int:
-    """Largest non-negative fp32 pattern whose value is <= v (v >= 0, finite)."""
+    """Largest non-negative fp32 pattern whose value is <= v (v >= 0, finite; a binary search of 31 exact steps,
+    remembered: the domain's bounds are asked for on every row family)."""
     lo, hi = 0, 0x7F7FFFFF
     while lo < hi:
         mid = (lo + hi + 1) // 2
