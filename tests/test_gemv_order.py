@@ -155,3 +155,26 @@ def test_halving_matches_ieee_float32_adds_in_its_order():
     for v in vals[1:]:
         serial = np.float32(serial + v)
     assert (serial.view(np.uint32) != p[0].view(np.uint32)).sum() > 100
+
+
+def test_an_order_applies_at_its_probed_k_only():
+    """An fp16 ``gemvx`` (block [64, 8, 1]) whose order fits its probes at K = 580, 641, 8,483 and 16,383 gave 2 of
+    256 outputs of another order at K = 1,347 on the H100 (evidence/library/h100_catalog_samples.json): an order
+    applies at the K values probed, never between or beyond them."""
+    table = gemv_orders("h100")
+    entries = [e for es in table.values() for e in es
+               if len(e["K_probed"]) > 1 and e["K_probed"][-1] - e["K_probed"][0] >= len(e["K_probed"])][:6]
+    assert entries
+    for e in entries:
+        ks = e["K_probed"]
+        dt = "float16" if "__half" in e["kernel"] else "bfloat16"
+        fmt = {"bfloat16": "bf16", "float16": "fp16"}[dt]
+        entry = {"op": "bmm", "a_dtype": dt, "out_dtype": dt, "split_k": 1, "epilogue": [],
+                 "chain": {"arch": "hopper", "in_fmt": fmt, "out_fmt": "fp32", "instr": "cublas"},
+                 "kernels": ["gemv"], "sources": ["test"]}
+        at = checked_entry(entry, {}, [1, 64, ks[0], 8], [e["kernel"]], "h100", "t", blocks=[e["block"]])
+        assert "why" not in at, at.get("why")
+        between = next(k for k in range(ks[0] + 1, ks[-1]) if k not in ks)
+        for k in (between, ks[-1] + 1):
+            got = checked_entry(entry, {}, [1, 64, k, 8], [e["kernel"]], "h100", "t", blocks=[e["block"]])
+            assert "read at K = " in got["why"] and "\n" not in got["why"]

@@ -187,7 +187,7 @@ def k_tiled(kernels: Sequence[str]) -> bool:
 
 GEMV_ORDERS = "{gpu}_gemv_orders.json"
 """The K orders of the GEMV kernels read on a GPU (``models/library/``; ``tools/library/gemv_orders.py``)."""
-_gemv_tables: dict[str, dict[tuple[str, tuple[int, ...]], dict[str, Any]]] = {}
+_gemv_tables: dict[str, dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]]] = {}
 
 
 def kernel_key(name: str) -> str:
@@ -203,12 +203,16 @@ def kernel_key(name: str) -> str:
     return name
 
 
-def gemv_orders(gpu: str) -> dict[tuple[str, tuple[int, ...]], dict[str, Any]]:
-    """The GEMV orders read on ``gpu``, by (kernel name, block dims); empty where none were read."""
+def gemv_orders(gpu: str) -> dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]]:
+    """The GEMV orders read on ``gpu``, by (kernel name, block dims): one entry, or one per probed K where no order
+    held at every K (``tools/library/gemv_orders.py``); empty where none were read."""
     if gpu not in _gemv_tables:
         path = plans_dir() / GEMV_ORDERS.format(gpu=gpu)
         rows = read_json(path, "GEMV order table").get("orders", []) if path.exists() else []
-        _gemv_tables[gpu] = {(kernel_key(str(e["kernel"])), tuple(int(x) for x in e["block"])): e for e in rows}
+        table: dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]] = {}
+        for e in rows:
+            table.setdefault((kernel_key(str(e["kernel"])), tuple(int(x) for x in e["block"])), []).append(e)
+        _gemv_tables[gpu] = table
     return _gemv_tables[gpu]
 
 
@@ -219,20 +223,26 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
     The order (``tools/library/gemv_orders.py``): L threads each chain their k's by FFMA from +0 (tiles of g k's
     dealt round-robin: g = 1, or ``chunk64``: g = min(64, ceil(K/L))), as L split-K slices ``interleaved`` with
     grain g and the simt_ffma chain, their fp32 sums joined by the entry's tree (``halving`` or ``fp32_forward``),
-    then RNE to the output format.  An entry read with its threads along blockDim.y applies at any K, the others at
-    the K values probed only; a call with an epilogue (alpha, beta, bias) is refused (the probes ran bmm)."""
-    probes = f"evidence/library/{gpu}_gemv_probes.json.gz"
+    then RNE to the output format.  An entry applies at the K values probed only (an fp16 ``gemvx`` whose order fits
+    its probes at K = 580, 641, 8,483 and 16,383 gave 2 of 256 outputs of another order at K = 1,347 on the H100:
+    ``evidence/library/h100_catalog_samples.json``); a call with an epilogue (alpha, beta, bias) is refused (the
+    probes ran bmm)."""
+    probes = f"evidence/library/{gpu}_gemv_probes*.json.gz"
     if not blocks or len(kernels) != 1 or len(blocks) != 1:
         return entry, f"{len(kernels)} kernels with {len(blocks or ())} block shapes recorded: one GEMV kernel expected"
-    e = gemv_orders(gpu).get((kernel_key(kernels[0]), tuple(int(x) for x in blocks[0])))
+    read = gemv_orders(gpu).get((kernel_key(kernels[0]), tuple(int(x) for x in blocks[0])), [])
     name = kernel_key(kernels[0])
     short = UNREAD_K_ORDER.search(name.split("<")[0]) or UNREAD_K_ORDER.search(name)
     what = f"the {short.group(1) if short else 'GEMV'} kernel with block {list(blocks[0])}"
-    if e is None:
+    if not read:
         return entry, f"K order of {what} not read (no probe of this kernel and block: {probes})"
     K = plan.call.K
-    if e["K"] != "any" and K not in e["K"]:
-        return entry, f"K order of {what} read at K = {', '.join(map(str, e['K']))} only, not {K} ({probes})"
+    at_k = [e for e in read if K in e["K"]]
+    if not at_k:
+        ks = sorted(k for e in read for k in e["K"])
+        shown = ", ".join(map(str, ks[:8])) + (f", ... ({len(ks)} values)" if len(ks) > 8 else "")
+        return entry, f"K order of {what} read at K = {shown} only ({probes})"
+    e = at_k[0]
     if plan.epilogue or entry.get("epilogue"):
         return entry, f"K order of {what} read without an epilogue; this call has {list(plan.epilogue)}"
     L = int(e["lanes"])
@@ -306,6 +316,9 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
             if why:
                 return {**ident, "why": why}
             plan = dataclasses.replace(plan, grain=entry["grain"], k_floor=entry.get("k_floor", 0))
+    why = unread_kernel_arithmetic(entry, kernels)
+    if why:
+        return {**ident, "why": why}
     gemv = sorted({m.group(1) for k in map(kernel_key, kernels) for m in [UNREAD_K_ORDER.search(k.split("<")[0]) or
                                                                           UNREAD_K_ORDER.search(k)] if m})
     if gemv and plan.call.K > 1:
@@ -327,6 +340,30 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
             return {**ident, "why": f"K iteration inside a slice of its CUTLASS kernels (K tile {tiles[0]}) not decided, "
                                     f"and a slice's residue of {cut[0]} k's cuts a {block}-product block of the chain"}
     return entry
+
+
+SEGMENT_K = re.compile(r"_segment_k_on_")
+"""cuBLAS's sm90 ``xmma`` kernels that split K inside one launch (segment-K; cuBLASLt traces numSplitsK = 1): one
+K-chain is not their arithmetic (8 fresh H100 tf32 calls, every one with outputs that differ from it, where the
+``segment_k_off`` twins agreed on every output: ``evidence/library/h100_catalog_samples.json``)."""
+CUDA_CORE_FFMA = re.compile(r"^(?:void )?(cutlass::Kernel2<cutlass_80_simt_sgemm|sm80_xmma_gemm_\w*_ffma_)")
+"""cuBLAS's CUDA-core FFMA GEMM kernels: their K-chain was read for fp32 inputs with tf32 off (the decisions'
+``simt_ffma``); cuBLAS also runs them for tf32 calls and for 16-bit inputs, where no decision read it."""
+
+
+def unread_kernel_arithmetic(entry: dict[str, Any], kernels: Sequence[str]) -> str:
+    """Why a plan's kernels compute something its K-chain does not say (a segment-K kernel; a CUDA-core FFMA
+    kernel under a chain other than the decided ``simt_ffma``), or ''."""
+    seg = [k for k in kernels if SEGMENT_K.search(k)]
+    if seg:
+        return (f"K order inside the segment-K kernel {seg[0][:60]}... not read: it splits K within one launch, which "
+                "one K-chain does not compute (fresh H100 outputs: evidence/library/h100_catalog_samples.json)")
+    ffma = [m.group(1) for k in kernels for m in [CUDA_CORE_FFMA.search(k)] if m]
+    if ffma and (entry.get("chain") or {}).get("instr") != "simt_ffma":
+        what = "tf32 on" if entry.get("tf32") else f"{entry.get('a_dtype')} inputs"
+        return (f"K-chain of the CUDA-core FFMA kernel {ffma[0]} read for fp32 inputs with tf32 off only "
+                f"(evidence/h100_library_decisions.json); not for this call ({what})")
+    return ""
 
 
 def classed(text: str, cls: str) -> str:

@@ -1,7 +1,9 @@
 """The K order of cuBLAS's CUDA-core GEMV kernels, read from FPRev swamping probes, as a table the catalog rules use.
 
-    python -m tools.library.gemv_orders evidence/library/h100_gemv_probes.json.gz [--gpu h100]
+    python -m tools.library.gemv_orders evidence/library/h100_gemv_probes.json.gz [MORE.json.gz ...] [--gpu h100]
         [--out models/library/h100_gemv_orders.json] [--outputs 32]
+
+Several probe files of one GPU (the same device name) are read as one run: their calls together.
 
 The probes (``tools/device/gemv_probes.py``, run on the GPU through torch; method of Xie et al., "Revealing
 Floating-Point Accumulation Orders in Software/Hardware Implementations", arXiv 2411.00442) give, for a call
@@ -10,17 +12,20 @@ the number of k's in the subtree where i and j first meet (products +B at i, -B 
 elsewhere: the ones outside that subtree survive).  Every candidate order below is checked against those rows
 (integer logic) and then against the sampled outputs of random and probe inputs of the same call, evaluated bit for
 bit by the plan the candidate makes (``tcsmt.library.evaluate``: the simt_ffma chain of ``models/hopper.toml`` per
-thread, split-K slices for the threads, the reduction over them, RNE to the output format).
+thread, split-K slices for the threads, the reduction over them, RNE to the output format), the latter for calls of
+K up to :data:`OUTPUTS_MAX_K` (larger ones: their rows alone).
 
 A candidate is (the block axis that counts the threads along K: L = blockDim.x or blockDim.y; the threads' k's:
 ``1``, k in thread k mod L, or ``chunk64``, tiles of g = min(64, ceil(K/L)) k's dealt round-robin to the L threads;
 the tree over the L sums: ``halving`` or ``fp32_forward``).  A kernel (full demangled name) with its block dims is
 written to the table only where one candidate's plan fits every probe of it (rows and outputs) and no probe of it
-contradicts; the table lists the K values probed and the outputs compared.  ``K`` says where an entry applies:
-``any`` where its threads run along blockDim.y (the non-transposed kernels, whose K is the KV length of decode
-attention: the same rule held at every probed K, 2 to 16,159), else the probed K values only (the transposed
-kernels, K = the head dim: at K = 128 some of them deal single k's where the same template deals tiles of 8 at
-K = 64).  Anything else stays refused.
+contradicts; the table lists the K values probed and the outputs compared.  ``K`` says where an entry applies: at
+the K values probed, and nowhere else.  (The non-transposed kernels were first applied at any K, and then from the
+smallest to the largest probed K: fresh H100 outputs refuted both, an fp16 ``gemvx`` with block [64, 8, 1] whose
+order fits its probes at K = 580, 641, 8,483 and 16,383 gave 2 of 256 outputs of another order at K = 1,347,
+``evidence/library/h100_catalog_samples.json``; which dealing a kernel uses changes with K.)  A kernel and block
+whose probes no single order fits at every K get one entry per probed K where one fits there.
+Anything else stays refused.
 """
 from __future__ import annotations
 
@@ -153,9 +158,17 @@ def candidates(result: dict[str, Any]) -> list[tuple[str, str, str]]:
     return fits
 
 
+OUTPUTS_MAX_K = 4096
+"""Sampled outputs are evaluated at K up to this (the exact simulator runs an FFMA chain k by k: about 3 ms a step
+here, half a minute per candidate at K = 16,383); a call of larger K is judged by its revealed rows alone."""
+
+
 def differing(result: dict[str, Any], cand: tuple[str, str, str], n: int) -> tuple[int, int]:
-    """(outputs that differ, outputs compared) of the call's samples under the candidate's plan."""
+    """(outputs that differ, outputs compared) of the call's samples under the candidate's plan; (0, 0) beyond
+    :data:`OUTPUTS_MAX_K`."""
     s = result["spec"]
+    if s["K"] > OUTPUTS_MAX_K:
+        return 0, 0
     axis, rule, tree = cand
     L = lane_counts(result["kernels"][0])[axis]
     raw = plan_raw(s, L, grain_of(rule, s["K"], L), tree, "candidate")
@@ -169,6 +182,37 @@ def differing(result: dict[str, Any], cand: tuple[str, str, str], n: int) -> tup
     return bad, total
 
 
+def decide(kernel: str, block: str, results: list[dict[str, Any]], n: int,
+           progress=None) -> tuple[dict[str, Any] | None, str]:
+    """(the order table's entry for these probed calls of one kernel and block, '') where exactly one candidate's
+    plans fit every probe; (None, why not) where none or several do; (None, '') where no call revealed rows."""
+    common = None
+    for r in results:  # calls probed for outputs only (no rows revealed) check the candidates of the others
+        if r.get("reveal"):
+            c = set(candidates(r))
+            common = c if common is None else common & c
+    if common is None:
+        return None, ""
+    fitting = []
+    for cand in sorted(common):
+        counts = [differing(r, cand, n) for r in results]
+        if progress:
+            progress(f"{kernel[:60]} {block} {cand}: {counts}")
+        if all(bad == 0 for bad, _ in counts):
+            fitting.append((cand, sum(t for _, t in counts)))
+    lanes = lane_counts(results[0]["kernels"][0])
+    plans = {tuple((lanes[c[0]], grain_of(c[1], r["spec"]["K"], lanes[c[0]]), c[2]) for r in results)
+             for c, _ in fitting}
+    if len(plans) != 1:
+        return None, ("no candidate fits every probe" if not plans else
+                      f"{len(plans)} candidates fit and differ at the probed K")
+    (axis, rule, tree), total = fitting[0]
+    ks = sorted({r["spec"]["K"] for r in results})
+    return {"kernel": kernel, "block": json.loads(block), "lanes": lanes[axis], "lanes_are": axis, "grain": rule,
+            "reduce": tree, "K": ks, "K_probed": ks, "calls_probed": len(results),
+            "rows_revealed": sum(len(r["reveal"]) for r in results), "outputs_bit_exact": total}, ""
+
+
 def order_table(probes: dict[str, Any], name: str, n: int, progress=None) -> dict[str, Any]:
     """The table: one entry per GEMV kernel and block dims that one candidate fits everywhere."""
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -179,51 +223,53 @@ def order_table(probes: dict[str, Any], name: str, n: int, progress=None) -> dic
         by_key.setdefault((ks[0]["name"], json.dumps(ks[0]["block"])), []).append(r)
     entries, left = [], []
     for (kernel, block), results in sorted(by_key.items()):
-        common = None
-        for r in results:  # calls probed for outputs only (no rows revealed) check the candidates of the others
-            if r.get("reveal"):
-                c = set(candidates(r))
-                common = c if common is None else common & c
-        fitting = []
-        for cand in sorted(common or ()):
-            counts = [differing(r, cand, n) for r in results]
-            if progress:
-                progress(f"{kernel[:60]} {block} {cand}: {counts}")
-            if all(bad == 0 for bad, _ in counts):
-                fitting.append((cand, sum(t for _, t in counts)))
-        lanes = lane_counts(results[0]["kernels"][0])
-        plans = {tuple((lanes[c[0]], grain_of(c[1], r["spec"]["K"], lanes[c[0]]), c[2]) for r in results)
-                 for c, _ in fitting}
-        ks = sorted({r["spec"]["K"] for r in results})
-        if common is None:
-            continue  # no row revealed: not probed
-        if len(plans) != 1:
-            left.append({"kernel": kernel, "block": json.loads(block), "K": ks,
-                         "why": "no candidate fits every probe" if not plans else
-                                f"{len(plans)} candidates fit and differ at the probed K"})
-            continue
-        (axis, rule, tree), total = fitting[0]
-        entries.append({"kernel": kernel, "block": json.loads(block), "lanes": lanes[axis], "lanes_are": axis,
-                        "grain": rule, "reduce": tree, "K": "any" if axis == "blockDim.y" else ks, "K_probed": ks,
-                        "calls_probed": len(results),
-                        "rows_revealed": sum(len(r["reveal"]) for r in results), "outputs_bit_exact": total})
+        entry, why = decide(kernel, block, results, n, progress)
+        by_k = sorted({r["spec"]["K"] for r in results})
+        if entry is None and why and len(by_k) > 1:  # no order at every K: one per probed K (applies there only)
+            for k in by_k:
+                e_k, why_k = decide(kernel, block, [r for r in results if r["spec"]["K"] == k], n, progress)
+                if e_k is not None:
+                    entries.append({**e_k, "K": [k]})
+                elif why_k:
+                    left.append({"kernel": kernel, "block": json.loads(block), "K": [k], "why": why_k})
+        elif entry is not None:
+            entries.append(entry)
+        elif why:
+            left.append({"kernel": kernel, "block": json.loads(block), "K": by_k, "why": why})
     return {"format": "tcsmt GEMV K orders, v1", "made_by": "python -m tools.library.gemv_orders " + name,
             "device": probes["device"], "method": __doc__.split("\n\n")[1], "orders": entries, "not_decided": left}
 
 
+def read_probes(paths: list[Path]) -> tuple[dict[str, Any], str]:
+    """The probe files as one (their results together; the first file's device) and their names as the command
+    line gives them; TcsmtError where a file cannot be read or was made on another GPU than the first."""
+    merged: dict[str, Any] = {}
+    names = []
+    for path in paths:
+        try:
+            with gzip.open(path, "rt") as f:
+                data = json.load(f)
+            gpu = str(data["device"]).split("'gpu': ")[1].split(",")[0]
+        except (OSError, ValueError, KeyError, IndexError) as exc:
+            raise TcsmtError(f"cannot read {path}: {exc}") from None
+        if not merged:
+            merged, first_gpu = {**data, "results": list(data["results"])}, gpu
+        elif gpu != first_gpu:
+            raise TcsmtError(f"{path}: probed on {gpu}, not on {first_gpu} as {paths[0]}")
+        else:
+            merged["results"] += data["results"]
+        names.append(str(path.relative_to(REPO) if path.is_absolute() else path))
+    return merged, " ".join(names)
+
+
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("probes", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("probes", type=click.Path(exists=True, dir_okay=False, path_type=Path), nargs=-1, required=True)
 @click.option("--gpu", default="h100", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--outputs", default=32, show_default=True, help="sampled outputs compared per sampled call")
-def gemv_orders_cmd(probes: Path, gpu: str, out: Path | None, outputs: int) -> None:
-    try:
-        with gzip.open(probes, "rt") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise TcsmtError(f"cannot read {probes}: {exc}") from None
-    table = order_table(data, str(probes.relative_to(REPO) if probes.is_absolute() else probes), outputs,
-                        progress=lambda m: print(m, file=sys.stderr, flush=True))
+def gemv_orders_cmd(probes: tuple[Path, ...], gpu: str, out: Path | None, outputs: int) -> None:
+    data, names = read_probes(list(probes))
+    table = order_table(data, names + f" --gpu {gpu}", outputs, progress=lambda m: print(m, file=sys.stderr, flush=True))
     out = out or REPO / "models" / "library" / f"{gpu}_gemv_orders.json"
     out.write_text(json.dumps(table, indent=1) + "\n")
     print(f"{len(table['orders'])} kernel/block orders written to {out}; {len(table['not_decided'])} not decided")

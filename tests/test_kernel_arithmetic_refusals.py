@@ -1,0 +1,59 @@
+"""Kernels whose arithmetic no decision read are refused, not answered with another kernel's K-chain: the
+segment-K tf32 kernels and the CUDA-core FFMA kernels outside the calls their chain was decided on.  Found by
+fresh H100 outputs of calls the catalog answered (evidence/library/h100_catalog_samples.json, made by
+tools/device/catalog_sample_run.py and ``python -m tools.library.catalog_samples replay``): every one of 8
+``segment_k_on`` calls had outputs that differ from one K-chain (4 to 123 of 128), every ``segment_k_off`` call agreed;
+tf32 calls on FFMA kernels were answered with a tf32 tensor-core chain."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from tcsmt.errors import TcsmtError
+from tcsmt.library.lookup import answer, parse_record_spec
+from tcsmt.library.rules import checked_entry, unread_kernel_arithmetic
+
+REPO = Path(__file__).resolve().parents[1]
+TF32_CHAIN = {"arch": "hopper", "in_fmt": "tf32", "out_fmt": "fp32", "instr": "cublas"}
+SEGMENT_ON = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x64x32_warpgroupsize1x1x1_execute_segment_k_on_kernel__5x_cublas"
+SEGMENT_OFF = SEGMENT_ON.replace("segment_k_on", "segment_k_off")
+SIMT = "cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>"
+FFMA_16 = "sm80_xmma_gemm_f16f16_f32f32_f32_nn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna2_alignc2_execute_kernel__5x_cublas"
+
+
+def test_segment_k_kernels_are_refused_and_their_twins_are_not():
+    entry = {"op": "mm", "a_dtype": "float32", "out_dtype": "float32", "tf32": True, "chain": TF32_CHAIN}
+    assert "segment-K" in unread_kernel_arithmetic(entry, [SEGMENT_ON])
+    assert unread_kernel_arithmetic(entry, [SEGMENT_OFF]) == ""
+
+
+def test_ffma_kernels_keep_their_chain_only_where_it_was_decided():
+    tf32 = {"op": "mm", "a_dtype": "float32", "out_dtype": "float32", "tf32": True, "chain": TF32_CHAIN}
+    why = unread_kernel_arithmetic(tf32, [SIMT])
+    assert "tf32 on" in why and "\n" not in why
+    fp16 = {"op": "bmm", "a_dtype": "float16", "out_dtype": "float16",
+            "chain": {"arch": "hopper", "in_fmt": "fp16", "out_fmt": "fp32", "instr": "cublas"}}
+    assert "float16 inputs" in unread_kernel_arithmetic(fp16, [FFMA_16])
+    decided = {"op": "mm", "a_dtype": "float32", "out_dtype": "float32", "tf32": False,
+               "chain": {"arch": "hopper", "in_fmt": "fp32", "out_fmt": "fp32", "instr": "simt_ffma"}}
+    assert unread_kernel_arithmetic(decided, [SIMT]) == ""
+
+
+def test_checked_entry_refuses_with_the_reason():
+    entry = {"op": "mm", "a_dtype": "float32", "out_dtype": "float32", "tf32": True, "split_k": 1, "epilogue": [],
+             "chain": TF32_CHAIN, "kernels": ["x"], "sources": ["t"]}
+    got = checked_entry(entry, {"op": "mm"}, [64, 64, 512, 1], [SEGMENT_ON], "h100", "t")
+    assert got["op"] == "mm" and "segment-K" in got["why"]
+
+
+def test_the_shipped_catalog_refuses_the_sampled_calls_it_had_wrong():
+    """The calls of the committed H100 samples whose outputs differed are refused by the library now."""
+    raw = json.load(gzip.open(REPO / "evidence" / "library" / "h100_catalog_samples.json.gz", "rt"))
+    wrong = [c for c in raw["calls"] if "segment_k_on" in c["stratum"][0]]
+    assert len(wrong) == 8
+    for c in wrong:
+        with pytest.raises(TcsmtError, match="segment-K"):
+            answer(parse_record_spec(c["spec"]), "h100", plans_dirs=())

@@ -1,0 +1,90 @@
+"""The next GEMV probe list: calls at the ends of each GEMV kernel's recorded K range that its order was not read at.
+
+    python -m tools.library.gemv_probe_lists --gpu G REC.json.gz [REC ...] -o SPECS.json [--per-variant 3]
+
+A GEMV kernel's K order (``models/library/<gpu>_gemv_orders.json``, :mod:`tools.library.gemv_orders`) applies from
+its smallest to its largest probed K only (:func:`tcsmt.library.rules.gemv_fields`).  This reads the recordings
+(every call at M = 1 whose plan is one CUDA-core GEMV kernel, by kernel and block dims) and writes, for each
+kernel and block whose recorded K values reach beyond its probed range (or that no probe read), the recorded calls
+at its smallest and largest recorded K, and one between where ``--per-variant`` asks for three, as
+``tools/device/gemv_probes.py`` specs: rows revealed at leaves 0, 1, K/2, K - 2, K - 1, two random-probe calls and
+one random-input call each.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
+from tcsmt.library.recordings import raw_call, read_recording, recorded_calls
+from tcsmt.library.rules import gemv_kernel, gemv_orders, kernel_key
+
+PROBED_OPS = ("mm", "bmm", "linear")
+"""What ``tools/device/gemv_probes.py`` makes: A = ones (1, K) (per batch), B in the call's layout."""
+
+
+def recorded_gemv_calls(recordings: list[tuple[str, dict[str, Any]]]) -> dict[tuple[str, tuple[int, ...]], dict]:
+    """(kernel, block) -> {K: a recorded call at M = 1 (op, N, K, batch, dtypes, layout)} over the recordings."""
+    out: dict[tuple[str, tuple[int, ...]], dict[int, dict[str, Any]]] = {}
+    for _name, rec in recordings:
+        tables = rec["tables"]
+        for tmpl, vary, ts, pid in recorded_calls(rec):
+            plan = tables["plans"][pid]
+            ks = [tables["kernels"][k] for k in plan[0]]
+            if len(ks) != 1 or not gemv_kernel(ks) or not plan[1] or tmpl["op"] not in PROBED_OPS or tmpl.get("a_t"):
+                continue
+            if vary not in ("M", "K"):  # a sequence length: every dimension the template names by it
+                vary = "".join(d for d in "MNK" if tmpl[d] == vary)
+            for t in ts:
+                c = raw_call(tmpl, vary, t, plan, tables)
+                if c["M"] != 1 or c.get("torch_error") or c["a_dtype"] not in ("bfloat16", "float16"):
+                    continue
+                key = (kernel_key(ks[0]), tuple(int(x) for x in plan[1][0]))
+                out.setdefault(key, {}).setdefault(int(c["K"]), c)
+    return out
+
+
+def probe_list(gpu: str, recordings: list[tuple[str, dict[str, Any]]], per_variant: int) -> list[dict[str, Any]]:
+    """The specs: module docstring."""
+    table = gemv_orders(gpu)
+    specs: list[dict[str, Any]] = []
+    for (kernel, block), by_k in sorted(recorded_gemv_calls(recordings).items()):
+        probed = sorted({k for e in table.get((kernel, block), []) for k in e["K_probed"]})
+        ks = sorted(by_k)
+        outside = [k for k in ks if not probed or k < probed[0] or k > probed[-1]]
+        if not outside:
+            continue
+        pick = sorted({outside[0], outside[-1], *([outside[len(outside) // 2]] if per_variant > 2 else [])})
+        for K in pick[:per_variant]:
+            c = by_k[K]
+            specs.append({"op": c["op"], "M": 1, "N": int(c["N"]), "K": K, "batch": int(c.get("batch") or 1),
+                          "a_dtype": c["a_dtype"], "out_dtype": c.get("out_dtype") or c["a_dtype"], "a_t": False,
+                          "b_t": bool(c.get("b_t")) or c["op"] == "linear", "variant": kernel[:160],
+                          "blocks": [list(block)], "recorded_K": [ks[0], ks[-1]], "probed_K": probed,
+                          "reveal_i": sorted({i for i in (0, 1, K // 2, K - 2, K - 1) if 0 <= i < K}),
+                          "budget": 2000, "n_windowed": 2, "n_normal": 1})
+    return specs
+
+
+@click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
+@click.argument("recordings", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--gpu", required=True, help="whose GEMV order table (models/library/<gpu>_gemv_orders.json)")
+@click.option("--per-variant", type=click.IntRange(1, 3), default=3, show_default=True)
+@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+def gemv_probe_lists_cmd(recordings: tuple[Path, ...], gpu: str, per_variant: int, out: Path) -> int:
+    recs = [(p.name, read_recording(p)) for p in recordings]
+    specs = probe_list(gpu, recs, per_variant)
+    out.write_text(json.dumps(specs, indent=0) + "\n")
+    print(f"{len(specs)} probe calls of {len({s['variant'] + str(s['blocks']) for s in specs})} kernel variants "
+          f"written to {out}")
+    return 0
+
+
+main = script_main(gemv_probe_lists_cmd, "python -m tools.library.gemv_probe_lists")
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
