@@ -344,7 +344,7 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
 
 SEGMENT_K = re.compile(r"_segment_k_on_")
 """cuBLAS's sm90 ``xmma`` kernels that split K inside one launch (segment-K; cuBLASLt traces numSplitsK = 1): one
-K-chain is not their arithmetic (8 fresh H100 tf32 calls, every one with outputs that differ from it, where the
+K-chain is not their arithmetic (7 fresh H100 tf32 calls, every one with outputs that differ from it, where the
 ``segment_k_off`` twins agreed on every output: ``evidence/library/h100_catalog_samples.json``)."""
 CUDA_CORE_FFMA = re.compile(r"^(?:void )?(cutlass::Kernel2<cutlass_80_simt_sgemm|sm80_xmma_gemm_\w*_ffma_)")
 """cuBLAS's CUDA-core FFMA GEMM kernels: their K-chain was read for fp32 inputs with tf32 off (the decisions'
