@@ -97,7 +97,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tcsmt/solve/evaluate.py", "_mask"): "SMT-LIB's own bit-vector operators, evaluated by their definitions",
     ("tcsmt/solve/evaluate.py", "_signed"): "SMT-LIB's own bit-vector operators, evaluated by their definitions",
     ("tcsmt/arith/values.py", "naf_terms"): _SHOW,
-    ("tcsmt/cli/verify_cmd.py", "_num"): _SHOW,
+    ("tcsmt/cli/verify_lines.py", "_num"): _SHOW,
     ("tcsmt/verify/domain.py", "Domain.exp_range"): _FIELDS,
     ("tcsmt/verify/evaluate.py", "random_inputs"): _INPUTS,
     ("tcsmt/verify/absolute.py", "compose_abs"): _PROOF,

@@ -16,7 +16,7 @@ import click
 
 from tcsmt import verify as V
 from tcsmt.arith.values import format_value
-from tcsmt.cli.verify_cmd import _num, _witness_lines
+from tcsmt.cli.verify_lines import _num, _witness_lines
 from tcsmt.errors import TcsmtError
 from tcsmt.io.progress import NO_PROGRESS, Progress
 from tcsmt.verify.compare_all import compare_pairs, schemes_on
