@@ -147,8 +147,8 @@ class ConvertContext:
 
     def entry(self, file_name: str, n: int, call: dict[str, Any],
               same_on: str = "") -> tuple[dict[str, Any], dict[str, Any], str]:
-        """(the call's identity fields, its plan fields, '') or (identity, {}, why it has no plan).  ``same_on``: the
-        recording in which the GPU whose rules are borrowed recorded this call with the same plan signature."""
+        """(the call's identity fields, its plan fields, '') or (identity, {}, why it has no plan).  ``same_on``: a
+        recording in which the GPU whose rules are borrowed ran this call's kernels, split_k and reductionScheme."""
         arch, families, families_name, decided = self.arch, self.families, self.families_name, self.decided
         decisions, decisions_name, same_as, ref = self.decisions, self.decisions_name, self.same_as, self.ref
         rules_gpu, confirmed, lt_tables = self.rules_gpu, self.confirmed, self.lt_tables
@@ -221,8 +221,8 @@ class ConvertContext:
             if own:
                 srcs.append(own)
             elif same_on:
-                srcs.append(f"the same kernels, split_k and reductionScheme as {rules_gpu} recorded for this call, "
-                            f"under the same settings and operand layouts ({same_on}): its rules apply")
+                srcs.append(f"kernels, split_k and reductionScheme that {rules_gpu} also ran (its recordings, named "
+                            f"in the catalog's sources): its rules apply")
             elif same_as:
                 srcs.append(f"the same kernels, split_k and reductionScheme as {rules_gpu} recorded for this call "
                             f"({', '.join(n for n, _ in same_as)}): its rules apply")

@@ -10,7 +10,7 @@ calls, each a run of token counts or a list) is read call by call; every distinc
 converted once by the plan tables' own conversion (:class:`tcsmt.library.call_plans.ConvertContext`, with the
 rules of :mod:`tcsmt.library.rules`: the shipped ones unless ``--rules``/``--decisions`` name others, and for a GPU
 that borrows another's rules ``--same-as``/``--confirmed``; ``--same-as-recording``: that GPU's recordings, whose
-calls recorded with the same kernels, split-K count and reductionScheme borrow its rules), into plan fields or the reason it has none (also where
+plans whose kernels, split-K count and reductionScheme that GPU also ran borrow its rules), into plan fields or the reason it has none (also where
 its fields do not load or the rules are not certain at its shape and layout: ``rules.checked_entry``).  The GPU is
 the recordings' (``--gpu`` names another); they must agree in their stamps.  ``--progress`` prints a line per
 recording (a build from every shipped recording takes minutes); an interrupted build leaves the catalog it would
@@ -119,8 +119,8 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
     call family whose entries are equal are merged; a run over K is cut where its entry changes (a K-dependent
     grain).  With ``probed`` (:func:`tcsmt.library.rules.variant_rules`), a split-K plan takes the slice rule read
     for its kernels' layout, and one whose layout no rule was read for is refused.  With ``same_recorded`` (the
-    recordings of the GPU whose rules ``ctx`` borrows), a call that GPU recorded with the same plan signature, under
-    the same settings and layouts, is converted by its rules as a call of its plan file is."""
+    recordings of the GPU whose rules ``ctx`` borrows), a call whose kernels, split-K count and reductionScheme that
+    GPU also ran (on any call) is converted by its rules, as a call of its plan file is."""
     stamp: dict[str, Any] | None = None
     for name, rec in recordings:
         s = stamp_of(rec, name)
@@ -144,11 +144,10 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             progress(f"{name}: converting ({calls} calls read so far, {len(plan_ids)} distinct entries)")
         tables = rec["tables"]
         converted: dict[tuple[int, int, int, int, str], int] = {}
-        sigs: dict[int, tuple] = {}
+        same_pid: dict[int, str] = {}  # plan -> the recording of the borrowed GPU that ran its kernels and S
         for tmpl, vary, ts, pid in recorded_calls(rec):
-            theirs = same_recorded.runs_of(tmpl, vary, setting_of(rec, tmpl["a_dtype"])) if same_recorded else None
-            if theirs is not None and pid not in sigs:
-                sigs[pid] = recorded_signature(rec, pid)
+            if same_recorded is not None and pid not in same_pid:
+                same_pid[pid] = same_recorded.recorded_with(recorded_signature(rec, pid))
             if tmpl["op"] not in OPS:  # recorded, but no library model of the op (e.g. baddbmm): left out, counted
                 skipped[tmpl["op"]] = skipped.get(tmpl["op"], 0) + len(ts)
                 continue
@@ -179,7 +178,7 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             per_t = refused or ("K" in vary and (int(plan[5] or 1) > 1 or k_tiled(ks) or gemv_kernel(ks)))
             for t in ts:
                 borrowed = bool(ctx.same_as) and _recorded_there(ctx, tmpl, vary, t)
-                same_on = "" if borrowed or theirs is None else RecordedPlans.same_at(theirs, t, sigs[pid])
+                same_on = same_pid.get(pid, "")
                 key = (fam, pid, d1, d2, same_on)
                 entry = convert_one(ctx, name, tmpl, vary, t, plan, tables, probed, same_on) \
                     if (per_t or borrowed or key not in converted) else {}
@@ -247,7 +246,7 @@ def build_catalog(recordings: Sequence[tuple[str, dict[str, Any]]], out: Path, *
                   same_recordings: Sequence[tuple[str, dict[str, Any]]] = ()) -> dict[str, Any]:
     """:func:`build` under :func:`tcsmt.library.rules.make_context` for ``gpu`` (default: :func:`recording_gpu`);
     ``same_recordings``: recordings of the GPU whose rules ``same_as`` borrows (same torch, CUDA and library
-    versions), whose calls recorded with the same plan borrow its rules too."""
+    versions): a call whose kernels, split-K count and reductionScheme it also ran borrows its rules too."""
     ctx, rule_srcs, probed = make_context(gpu or recording_gpu(recordings), rules, decisions, same_as, confirmed, probes)
     srcs = [f"{n}: {r.get('method', '?')} recording, setting {r.get('setting')}" for n, r in recordings] + rule_srcs
     same = None
@@ -264,7 +263,8 @@ def build_catalog(recordings: Sequence[tuple[str, dict[str, Any]]], out: Path, *
         if progress is not None:
             progress(f"indexing {len(same_recordings)} recordings of {ctx.rules_gpu}")
         same = RecordedPlans(same_recordings)
-        srcs.append(f"calls {ctx.rules_gpu} recorded with the same plan: {', '.join(n for n, _ in same_recordings)}")
+        srcs.append(f"kernels, split-K counts and reductionSchemes {ctx.rules_gpu} ran: "
+                    f"{', '.join(n for n, _ in same_recordings)}")
     return {**build(recordings, ctx, out, srcs, probed, progress, same), "gpu": ctx.gpu}
 
 
@@ -279,7 +279,7 @@ _IN = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--same-as", type=_IN, multiple=True, help="another GPU's plan file (first) and call files")
 @click.option("--confirmed", type=_IN, default=None, help="with --same-as: the confirmation file")
 @click.option("--same-as-recording", "same_recs", type=_IN, multiple=True,
-              help="with --same-as: a recording of that GPU; its calls recorded with the same plan borrow its rules")
+              help="with --same-as: a recording of that GPU; calls running kernels and S it ran borrow its rules")
 @click.option("--probes", type=_IN, multiple=True, help="layout-probe files (evidence/library/*_layout_probes.json)")
 @click.option("--gpu", default=None, help="the catalog's GPU name (default: from the recordings' device name)")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)

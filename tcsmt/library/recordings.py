@@ -1,5 +1,5 @@
 """Raw device recordings of cuBLAS plans (``tcsmt record``, ``tools/device/record_plans.py``): reading them call by
-call, and an index of one GPU's recorded plans by call for a catalog of another GPU that borrows its rules.
+call, and the plan signatures one GPU ran, for a catalog of another GPU that borrows its rules.
 
 A recording has a header with the GPU, its SM count, the driver, the library versions and the settings; interned
 kernel names, cuBLASLt trace summaries and plans (``tables``); and tasks of calls, each a run of token counts of
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -152,13 +151,6 @@ def raw_call(tmpl: dict[str, Any], vary: str, t: int, plan: list[Any], tables: d
 
 
 
-def template_key(tmpl: dict[str, Any], vary: str, settings: str) -> str:
-    """What identifies a recorded call template across GPUs: its fields less the varying ones, what it varies and
-    the settings key (the same call list recorded on two GPUs gives the same keys)."""
-    fixed = {k: tmpl.get(k) for k in CALL_FIELDS if k not in vary}
-    return json.dumps([fixed, vary, settings], sort_keys=True, separators=(",", ":"))
-
-
 def recorded_signature(rec: dict[str, Any], pid: int) -> tuple:
     """The plan signature (:func:`tcsmt.library.families.plan_signature`: kernel names, split_k, cuBLASLt's
     reductionScheme, torch's refusal) of plan ``pid`` of a recording."""
@@ -170,43 +162,20 @@ def recorded_signature(rec: dict[str, Any], pid: int) -> tuple:
 
 
 class RecordedPlans:
-    """One GPU's recorded plans by call (:func:`template_key` and token count): what a catalog of another GPU that
-    borrows this GPU's rules asks (:meth:`same`): did this GPU record this very call, under the same settings and
-    operand layouts, with the same plan signature?"""
+    """The plan signatures (kernel names, split-K count, cuBLASLt reductionScheme) one GPU recorded, on any call:
+    what a catalog of another GPU that borrows this GPU's rules asks (:meth:`recorded_with`).  A kernel's arithmetic
+    at a given split-K count and depth is its code's, which the two GPUs share (same library and torch: checked by
+    the builder); the rules convert it from the kernels, S and K of the call itself."""
 
     def __init__(self, recordings: Sequence[tuple[str, dict[str, Any]]]):
         self.names = [name for name, _ in recordings]
-        self._runs: dict[str, tuple[list[int], list[tuple[int, tuple, str]], list[range | frozenset[int]]]] = {}
+        self._where: dict[tuple, str] = {}
         for name, rec in recordings:
-            sigs: dict[int, tuple] = {}
-            for tmpl, vary, ts, pid in recorded_calls(rec):
-                if pid not in sigs:
-                    sigs[pid] = recorded_signature(rec, pid)
-                key = template_key(tmpl, vary, setting_of(rec, tmpl["a_dtype"]))
-                firsts, rows, sets = self._runs.setdefault(key, ([], [], []))
-                step = (ts[-1] - ts[0]) // (len(ts) - 1) if len(ts) > 1 else 1
-                counts = range(ts[0], ts[-1] + 1, max(step, 1))
-                firsts.append(ts[0])
-                rows.append((ts[-1], sigs[pid], name))
-                sets.append(counts if len(counts) == len(ts) and list(counts) == ts else frozenset(ts))
-        for firsts, rows, sets in self._runs.values():
-            order = sorted(range(len(firsts)), key=firsts.__getitem__)
-            firsts[:] = [firsts[i] for i in order]
-            rows[:] = [rows[i] for i in order]
-            sets[:] = [sets[i] for i in order]
+            for pid in range(len(rec["tables"]["plans"])):
+                sig = recorded_signature(rec, pid)
+                if not sig[3]:  # torch's refusals carry no plan
+                    self._where.setdefault(sig, name)
 
-    def runs_of(self, tmpl: dict[str, Any], vary: str, settings: str) -> tuple | None:
-        """This GPU's runs of the call template (for :meth:`same_at`), or None where it recorded none."""
-        return self._runs.get(template_key(tmpl, vary, settings))
-
-    @staticmethod
-    def same_at(runs: tuple | None, t: int, signature: tuple) -> str:
-        """The name of the recording in which this GPU recorded the template's call at token count ``t`` with
-        ``signature`` (``runs``: :meth:`runs_of`), or '' where it recorded none or another plan."""
-        if runs is None:
-            return ""
-        firsts, rows, sets = runs
-        i = bisect_right(firsts, t) - 1
-        if i < 0 or t > rows[i][0] or t not in sets[i] or rows[i][1] != signature:
-            return ""
-        return str(rows[i][2])
+    def recorded_with(self, signature: tuple) -> str:
+        """The first recording in which this GPU ran a call with this plan signature, or ''."""
+        return self._where.get(signature, "")
