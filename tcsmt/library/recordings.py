@@ -168,7 +168,6 @@ class RecordedPlans:
     the builder); the rules convert it from the kernels, S and K of the call itself."""
 
     def __init__(self, recordings: Sequence[tuple[str, dict[str, Any]]]):
-        self.names = [name for name, _ in recordings]
         self._where: dict[tuple, str] = {}
         for name, rec in recordings:
             for pid in range(len(rec["tables"]["plans"])):
