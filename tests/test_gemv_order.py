@@ -178,3 +178,32 @@ def test_an_order_applies_at_its_probed_k_only():
         for k in (between, ks[-1] + 1):
             got = checked_entry(entry, {}, [1, 64, k, 8], [e["kernel"]], "h100", "t", blocks=[e["block"]])
             assert "read at K = " in got["why"] and "\n" not in got["why"]
+
+
+@pytest.mark.parametrize("K", [1, 5, 6, 7, 8])
+def test_orders_of_8_and_16_threads_one_k_each_are_one_sum_at_small_k(K):
+    """At K <= 8, 8 and 16 threads of one k each (halving, or serial) leave threads holding +0, and adding +0 changes
+    no sum (tools/library/gemv_orders.canonical_order); the plans give equal bits on random and signed-zero inputs."""
+    from tools.library.gemv_orders import canonical_order, plan_raw
+    forms = {canonical_order(K, L, 1, tree) for L in (8, 16) for tree in ("halving", "fp32_forward")
+             if not (K > 2 and tree == "fp32_forward")}
+    assert len(forms) == 1
+    spec = {"op": "mm", "a_dtype": "bfloat16", "out_dtype": "bfloat16", "N": 64, "K": K, "batch": 1}
+    rng = np.random.default_rng(K)
+    a = rng.integers(0, 1 << 16, size=(512, K), dtype=np.uint16)
+    a[:64] = 0x8000  # -0 rows: every product -0
+    a = np.where((a & 0x7F80) == 0x7F80, np.uint16(0x3F80), a)  # no inf / NaN inputs
+    b = np.where(rng.random((K, 512)) < 0.5, np.uint16(0x3F80), np.uint16(0xBF80))
+    outs = []
+    for L in (8, 16):
+        raw = plan_raw(spec, L, 1, "halving", "test")
+        plan = plan_from_fields(raw, call_from_entry(raw, [1, 64, K, 1], "test"), "h100", "", "", "test")
+        outs.append(np.asarray(evaluate_pairs(plan, a, b)))
+    assert (outs[0] == outs[1]).all()
+
+
+def test_orders_that_differ_in_a_thread_are_not_one_sum():
+    from tools.library.gemv_orders import canonical_order
+    assert canonical_order(9, 8, 1, "halving") != canonical_order(9, 16, 1, "halving")
+    assert canonical_order(64, 8, 1, "halving") != canonical_order(64, 8, 8, "halving")
+    assert canonical_order(7, 8, 1, "halving") != canonical_order(7, 8, 1, "fp32_forward")

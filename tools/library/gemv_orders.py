@@ -19,7 +19,7 @@ A candidate is (the block axis that counts the threads along K: L = blockDim.x o
 ``1``, k in thread k mod L, or ``chunk64``, tiles of g = min(64, ceil(K/L)) k's dealt round-robin to the L threads;
 the tree over the L sums: ``halving`` or ``fp32_forward``).  A kernel (full demangled name) with its block dims is
 written to the table only where one candidate's plan fits every probe of it (rows and outputs) and no probe of it
-contradicts; the table lists the K values probed and the outputs compared.  ``K`` says where an entry applies: at
+contradicts (candidates that compute one sum at every probed K count as one: :func:`canonical_order`); the table lists the K values probed and the outputs compared.  ``K`` says where an entry applies: at
 the K values probed, and nowhere else.  (The non-transposed kernels were first applied at any K, and then from the
 smallest to the largest probed K: fresh H100 outputs refuted both, an fp16 ``gemvx`` with block [64, 8, 1] whose
 order fits its probes at K = 580, 641, 8,483 and 16,383 gave 2 of 256 outputs of another order at K = 1,347,
@@ -65,6 +65,24 @@ def plan_raw(spec: dict[str, Any], L: int, g: int, tree: str, source: str) -> di
             "grain": g, "slices": "interleaved", "reduce": tree, "epilogue": [],
             "chain": {"arch": "hopper", "in_fmt": FMT[spec["a_dtype"]], "out_fmt": "fp32", "instr": "simt_ffma"},
             "sources": [source]}
+
+
+def canonical_order(K: int, L: int, g: int, tree: str) -> tuple[str, tuple[tuple[int, ...], ...]]:
+    """The sum a candidate computes at K, as (tree, each thread's k's in chain order), with the threads that hold no
+    k dropped where that leaves the sum unchanged; two candidates with equal forms give the same bits.
+
+    A thread with no k holds +0 (its FFMA chain starts from +0), and no sum here is -0 (a chain from +0 never gives
+    -0 under RNE, nor does a sum of such values), so adding it changes nothing: ``halving`` over L threads whose upper
+    half [L/2, L) is empty is ``halving`` over L/2 (its first level adds +0 to each lower thread), and over 2 threads it
+    is the one sum of ``fp32_forward``, which in turn does not change when its empty threads are dropped.  So at K <= 8
+    the orders of 8 and of 16 threads one k each are one sum (the probes cannot tell them apart there, and need not)."""
+    lanes = [tuple(k for k in range(K) if (k // g) % L == t) for t in range(L)]
+    if tree == "halving":
+        while len(lanes) > 2 and not any(lanes[len(lanes) // 2:]):
+            lanes = lanes[: len(lanes) // 2]
+        if len(lanes) > 2:
+            return "halving", tuple(lanes)
+    return "fp32_forward", tuple(x for x in lanes if x) or ((),)
 
 
 def subtree_sizes(K: int, L: int, g: int, tree: str, i: int) -> np.ndarray:
@@ -185,7 +203,8 @@ def differing(result: dict[str, Any], cand: tuple[str, str, str], n: int) -> tup
 def decide(kernel: str, block: str, results: list[dict[str, Any]], n: int,
            progress=None) -> tuple[dict[str, Any] | None, str]:
     """(the order table's entry for these probed calls of one kernel and block, '') where exactly one candidate's
-    plans fit every probe; (None, why not) where none or several do; (None, '') where no call revealed rows."""
+    plans fit every probe (several that are one sum at every probed K, :func:`canonical_order`, count as one); (None,
+    why not) where none or several do; (None, '') where no call revealed rows."""
     common = None
     for r in results:  # calls probed for outputs only (no rows revealed) check the candidates of the others
         if r.get("reveal"):
@@ -201,8 +220,8 @@ def decide(kernel: str, block: str, results: list[dict[str, Any]], n: int,
         if all(bad == 0 for bad, _ in counts):
             fitting.append((cand, sum(t for _, t in counts)))
     lanes = lane_counts(results[0]["kernels"][0])
-    plans = {tuple((lanes[c[0]], grain_of(c[1], r["spec"]["K"], lanes[c[0]]), c[2]) for r in results)
-             for c, _ in fitting}
+    plans = {tuple(canonical_order(r["spec"]["K"], lanes[c[0]], grain_of(c[1], r["spec"]["K"], lanes[c[0]]), c[2])
+                   for r in results) for c, _ in fitting}
     if len(plans) != 1:
         return None, ("no candidate fits every probe" if not plans else
                       f"{len(plans)} candidates fit and differ at the probed K")
