@@ -2,6 +2,7 @@
 decision of its epilogue.
 
     python -m tools.library.addmm_samples lists DIR                  # DIR/addmm_list.json, DIR/addmm_list_lt.json
+    python -m tools.library.addmm_samples lists DIR --dist alpha     # alpha != 1 at beta = 1, and beta = 2
     (device) python3 tools/device/library_plans.py --out R --valid-list DIR/addmm_list.json     # sampled outputs
     python -m tools.library.addmm_samples ingest RAW_H100 RAW_H200 --command CMD  # -> evidence/library/addmm_beta1.json.gz
     python -m tools.library.addmm_samples verdicts       # -> evidence/library/addmm_beta1_verdicts.json
@@ -30,6 +31,7 @@ form of alpha != 1, ``FFMA(alpha, y, RN32(beta*C))`` without split-K, ``FFMA(bet
 """
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import re
@@ -192,6 +194,31 @@ def cancel_calls(groups: dict[tuple, list], seed0: int = 7000) -> list[dict[str,
     return calls
 
 
+ALPHA_SHAPES = ((1, 3072, 768), (49, 3072, 768), (916, 768, 3072), (7, 4096, 4096), (200, 4096, 4096),
+                (1000, 11008, 4096), (64, 4096, 14336), (3000, 768, 3072))
+"""(M, N, K) of the ``alpha`` list: the shapes of the sampled calls that showed the ``_badd_`` epilogue at alpha = 0.5
+and 2 (1 and 49 x 3072 x 768, 916 x 768 x 3072), then decode, prefill and MLP widths (weights as ``W.t()``)."""
+ALPHAS = (0.3, 1.7, -2.5)
+"""Values of alpha that are not powers of two: RN32(alpha * y) then rounds, so rounding y to the output format before
+or after the product gives other outputs (at alpha = 0.5 or 2 both orders are one)."""
+
+
+def alpha_calls(seed0: int = 9000) -> list[dict[str, Any]]:
+    """The ``alpha`` list: addmm with beta = 1 and alpha in :data:`ALPHAS` (a matrix C and a 1-D bias), and with
+    alpha = 1, beta = 2 (a matrix C), bf16 and fp16, at :data:`ALPHA_SHAPES`; ``normal`` inputs, seeds from
+    ``seed0``."""
+    calls: list[dict[str, Any]] = []
+    for dt in ("bfloat16", "float16"):
+        for M, N, K in ALPHA_SHAPES:
+            for alpha, beta, bias in [*((a, 1.0, b) for a in ALPHAS for b in (False, True)), (1.0, 2.0, False)]:
+                e: dict[str, Any] = {"op": "addmm", "M": M, "N": N, "K": K, "batch": 1, "a_dtype": dt, "b_dtype": dt,
+                                     "out_dtype": dt, "bias": bias, "alpha": alpha, "beta": beta, "tf32": False,
+                                     "scale": None, "fast_accum": False, "a_t": False, "b_t": True}
+                e.update(dist="normal", seed=seed0 + len(calls), group="default | alpha and beta kinds", recorded=None)
+                calls.append(e)
+    return calls
+
+
 @click.group(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 def addmm_cmd() -> None:
     pass
@@ -199,9 +226,15 @@ def addmm_cmd() -> None:
 
 @addmm_cmd.command("lists", help="write DIR/addmm_list.json and DIR/addmm_list_lt.json from the H100 recordings")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--dist", type=click.Choice(["mixed", "c_cancel"]), default="mixed", show_default=True,
-              help="mixed: normal / wide / tf32_exact inputs (sample_calls); c_cancel: cancel_calls")
+@click.option("--dist", type=click.Choice(["mixed", "c_cancel", "alpha"]), default="mixed", show_default=True,
+              help="mixed: normal / wide / tf32_exact inputs (sample_calls); c_cancel: cancel_calls; alpha: "
+                   "alpha_calls (no recording read)")
 def lists_cmd(out: Path, dist: str) -> int:
+    if dist == "alpha":
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "addmm_list.json").write_text(json.dumps(alpha_calls(), indent=0) + "\n")
+        click.echo(f"{out / 'addmm_list.json'}: {len(alpha_calls())} calls")
+        return 0
     groups = scan(max_elems=MAX_ELEMS if dist == "mixed" else CANCEL_MAX_ELEMS)
     calls = sample_calls(groups) if dist == "mixed" else cancel_calls(groups)
     out.mkdir(parents=True, exist_ok=True)
@@ -265,7 +298,6 @@ def c_init_outputs(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Pl
         # pairs: row n of a with column n of b (simulate_params takes B's columns as rows)
         part = simulate_params(plan.chain, np.ascontiguousarray(a), np.ascontiguousarray(b.T), init)
         parts.append(np.asarray(part).astype(np.int64).reshape(-1, 1))
-    import dataclasses
     bare = dataclasses.replace(plan, epilogue=())
     return [int(x) for x in np.asarray(finish_numpy(bare, parts)).reshape(-1)]
 
@@ -273,7 +305,6 @@ def c_init_outputs(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Pl
 def rounded_first(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Plan) -> list[int]:
     """The sampled outputs if the reduced sum y were rounded to the output format, then C added in fp32 and the
     sum rounded to the output format again (``plan`` with its epilogue dropped gives y)."""
-    import dataclasses
 
     from tcsmt.arith import semantics as sem
     from tcsmt.arith.formats import FP32
@@ -320,7 +351,9 @@ def verdicts_cmd(samples: Path, out: Path, every_gpu: bool) -> int:
         found = [p for p in by_key.get(_call_of(c).key(), []) if list(p.kernels) == list(c["kernels"])]
         if not found:
             continue
-        plan = found[0]
+        # found by Call.key() (alpha != 1 and beta's kind, not their values): evaluate this call's alpha and beta
+        plan = dataclasses.replace(found[0], call=dataclasses.replace(found[0].call, alpha=float(c["alpha"]),
+                                                                      beta=float(c["beta"])))
         inputs = make_inputs(c, int(c["seed"]))
         want = [int(str(s[-1]), 16) for s in c["samples"]]
         r = replay_call(c, inputs, plan)
@@ -359,7 +392,10 @@ def verdicts_cmd(samples: Path, out: Path, every_gpu: bool) -> int:
 @click.argument("raws", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--command", "device_command", required=True, help="the device command that made the runs")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=EVIDENCE, show_default=True)
-def ingest_cmd(raws: tuple[Path, ...], device_command: str, out: Path) -> int:
+@click.option("--what", default="sampled outputs of torch.addmm with beta = 1 (alpha = 1, and alpha = 0.5), a 1-D bias "
+                                "or a matrix C, per recorded kernel class", show_default=True,
+              help="what the calls are (the file's 'what')")
+def ingest_cmd(raws: tuple[Path, ...], device_command: str, out: Path, what: str) -> int:
     rules_doc = read_rules()[0]
     families = rules_doc["families"]
     rules: dict[tuple[str, str], dict] = {}
@@ -382,8 +418,7 @@ def ingest_cmd(raws: tuple[Path, ...], device_command: str, out: Path) -> int:
                 if why:
                     e["excluded"] = why
                 calls.append(e)
-    doc = {"what": "sampled outputs of torch.addmm with beta = 1 (alpha = 1, and alpha = 0.5), a 1-D bias or a "
-                   "matrix C, per recorded kernel class", "runs": runs, "command": device_command,
+    doc = {"what": what, "runs": runs, "command": device_command,
            "generator": "tcsmt/hwcheck/library_calls.py: make_inputs(call, seed); sample_positions(call, seed)",
            "method": __doc__.split("\n\n", 1)[1].strip(), "calls": calls}
     with gzip.open(out, "wt") as f:

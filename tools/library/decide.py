@@ -18,11 +18,13 @@ set, evidence) and ``questions`` (the counts of every hypothesis).
 """
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import sys
 import tempfile
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -145,12 +147,25 @@ QUESTIONS: list[dict[str, Any]] = [
      "match": {"op": "addmm", "bias": True, "alpha_is_1": True, "beta_is_0": True},
      "hypotheses": {"none (beta = 0: the bias is not added)": {"epilogue": []},
                     "RN32(y + bias)": {"epilogue": ["bias"]}}},
+    *[{"question": f"epilogue of addmm with alpha != 1 and beta = 1 on the nvjet {what} kernels",
+       "on": "more", "match": {"op": "addmm", "alpha_is_1": False, "beta": 1.0, "kernel_regex": regex},
+       "hypotheses": {"RN_out(RN32(RN_out(RN32(alpha*y)) + C))": {"epilogue": ["alpha", "out_round_c"]},
+                      "FFMA(alpha, y, RN32(beta*C))": {"epilogue": ["alpha_beta_c"]},
+                      "FFMA(beta, C, RN32(alpha*y))": {"epilogue": ["alpha", "beta_c"]}}}
+      for what, regex in NVJET_BETA1_CLASSES[:2]],
+    {"question": "epilogue of addmm with alpha != 1 and beta = 1 on the nvjet split-K kernels (_bx_splitK_ with a matrix "
+                 "C, _bz_splitK_bias_; applied by cuBLASLt's splitKreduce kernel)",
+     "on": "more", "match": {"op": "addmm", "alpha_is_1": False, "beta": 1.0, "split": True,
+                             "kernel_regex": r"^nvjet_sm90_[a-z]+_\w+_(bx_splitK|bz_splitK_bias)_[NT]{3}$"},
+     "hypotheses": {"FFMA(beta, C, RN32(alpha*y))": {"epilogue": ["alpha", "beta_c"]},
+                    "RN_out(RN32(RN_out(RN32(alpha*y)) + C))": {"epilogue": ["alpha", "out_round_c"]},
+                    "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}},
     {"question": "epilogue of addmm with alpha != 1 and beta*C (C a matrix, or the 1-D bias expanded), no split-K",
-     "match": {"op": "addmm", "alpha_is_1": False, "beta_is_0": False, "split": False},
+     "match": {"op": "addmm", "alpha_is_1": False, "beta_kind": 2, "split": False},
      "hypotheses": {"FFMA(beta, C, RN32(alpha*y))": {"epilogue": ["alpha", "beta_c"]},
                     "FFMA(alpha, y, RN32(beta*C))": {"epilogue": ["alpha_beta_c"]}}},
     {"question": "epilogue of addmm with alpha != 1 and beta*C, split-K (applied by cuBLASLt's splitKreduce kernel)",
-     "match": {"op": "addmm", "alpha_is_1": False, "beta_is_0": False, "split": True},
+     "match": {"op": "addmm", "alpha_is_1": False, "beta_kind": 2, "split": True},
      "hypotheses": {"FFMA(beta, C, RN32(alpha*y))": {"epilogue": ["alpha", "beta_c"]},
                     "FFMA(alpha, y, RN32(beta*C))": {"epilogue": ["alpha_beta_c"]}}},
     *[{"question": f"epilogue of addmm with alpha = 1 and beta = 1 on the nvjet {what} kernels",
@@ -175,11 +190,11 @@ QUESTIONS: list[dict[str, Any]] = [
      "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta": 1.0},
      "hypotheses": {"RN32(y + C) after the reduced sum": {"epilogue": ["beta_c"]},
                     "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}},
-    {"question": "epilogue of addmm with alpha = 0.5 and beta = 1, no split-K (the decided form at beta = 1)",
+    {"question": "epilogue of addmm with alpha != 1 and beta = 1, no split-K (the kernels of no class above)",
      "on": "more", "match": {"op": "addmm", "alpha_is_1": False, "beta": 1.0, "split": False},
      "hypotheses": {"FFMA(alpha, y, RN32(beta*C))": {"epilogue": ["alpha_beta_c"]},
                     "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}},
-    {"question": "epilogue of addmm with alpha = 0.5 and beta = 1, split-K (the decided form at beta = 1)",
+    {"question": "epilogue of addmm with alpha != 1 and beta = 1, split-K (the kernels of no class above)",
      "on": "more", "match": {"op": "addmm", "alpha_is_1": False, "beta": 1.0, "split": True},
      "hypotheses": {"FFMA(beta, C, RN32(alpha*y))": {"epilogue": ["alpha", "beta_c"]},
                     "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}},
@@ -191,11 +206,21 @@ this GPU's calls not ``excluded``) and skipped without it; a hypothesis ``c_init
 batches of whole calls) and skipped without it."""
 
 
+LAYOUT_PROBES = tuple(RESULTS / "library" / f"h100_layout_probes{s}.json" for s in ("", "_fresh", "_kfloor2"))
+"""The H100's layout probes: the slice rules bits read for the split-K families' operand layouts, which the
+converter requires of a split-K plan (as the catalogs do, ``catalog_build --probes``)."""
+
+
+@cache
+def _layout_probes() -> tuple[tuple[str, dict[str, Any]], ...]:
+    return tuple((p.name, json.loads(p.read_text())) for p in LAYOUT_PROBES)
+
+
 def plans_for(raw: dict[str, Any], val: dict[str, Any], decisions: list[dict[str, Any]], val_name: str) -> dict:
     """Plan of every validation call (by Call.key()) under ``decisions``: the converter run on the validation
-    calls with the plan file's families."""
+    calls with the plan file's families and the slice rules of :data:`LAYOUT_PROBES`."""
     text = convert(dict(raw, calls=[]), "h100_cublas_plans.json", None, [(val_name, val)],
-                   {"gpu": raw["gpu"], "decisions": decisions}, "hypothesis")
+                   {"gpu": raw["gpu"], "decisions": decisions}, "hypothesis", probe_files=_layout_probes())
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "t.toml"
         path.write_text(text)
@@ -245,9 +270,16 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
         if earlier is not None and not on_more:
             if q["question"] not in kept:
                 raise TcsmtError(f"the earlier decision file has no question {q['question']!r}: run without it")
-            report.append(kept[q["question"]])
+            report.append(dict(kept[q["question"]], match=q["match"]))
             if q["question"] in kept_decisions:
-                decisions.append(kept_decisions[q["question"]])
+                # the question's match may have narrowed since (beta's kind): every call it was decided on must fit
+                # the new one, which the decision then takes
+                src = probe[0] if q.get("on") == "probe" and probe is not None else val
+                unfit = [n for n in kept[q["question"]].get("calls", []) if not _matches(src["calls"][n], q["match"])]
+                if unfit:
+                    raise TcsmtError(f"{q['question']!r}: {len(unfit)} of the calls it was decided on do not fit its "
+                                     f"match now: run without --earlier")
+                decisions.append(dict(kept_decisions[q["question"]], match=q["match"]))
             log(f"{q['question']}: as in the earlier decision file")
             continue
         if (on_more and more is None) or (on_probe and probe is None):
@@ -273,6 +305,10 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
                     found = [p for p in found if list(p.kernels) == list(c["kernels"])]
                 if not found:
                     continue
+                # plans are found by Call.key(), which keeps alpha != 1 and beta's kind, not their values: the plan
+                # evaluates this call's own alpha and beta
+                found = [dataclasses.replace(found[0], call=dataclasses.replace(
+                    found[0].call, alpha=float(c.get("alpha", 1.0)), beta=float(c.get("beta", 0.0))))]
                 used += 1
                 if on_probe and probe is not None:
                     agree_at = chain_probe.replay(c, probe[1], found[0])
@@ -325,7 +361,8 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
             "method": __doc__.split("\n\n")[1].replace("\n", " "), "decisions": decisions, "questions": report}
 
 
-MORE = [RESULTS / "library" / "addmm_beta1.json.gz", RESULTS / "library" / "addmm_beta1_cancel.json.gz"]
+MORE = [RESULTS / "library" / "addmm_beta1.json.gz", RESULTS / "library" / "addmm_beta1_cancel.json.gz",
+        RESULTS / "library" / "addmm_alpha.json.gz"]
 """The sampled calls the questions ``on`` more are asked of (what evidence/h100_library_decisions.json was made from)."""
 
 
