@@ -10,7 +10,7 @@ as the plan tables (:class:`tcsmt.library.convert.ConvertContext`), or a refusal
 
 Tables (``sqlite3``, read-only at run time):
 
-* ``meta(key, value)``: ``gpu`` (the name ``tcsmt.library.plan(gpu=)`` takes), ``arch``, ``device``, ``library``,
+* ``meta(key, value)``: ``key_format`` (:data:`KEY_FORMAT`), ``gpu`` (the name ``tcsmt.library.plan(gpu=)`` takes), ``arch``, ``device``, ``library``,
   ``stamp`` (JSON: GPU name, SM count, driver, torch, CUDA, cuBLAS, cuBLASLt:
   :data:`tcsmt.hwcheck.stamp.STAMP_FIELDS`), ``sources`` (JSON list);
 * ``plans(id, fields)``: one row per distinct plan, ``fields`` the zlib-compressed JSON of a plan table's
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tcsmt.errors import TcsmtError
-from tcsmt.library.plans import Call, Plan, call_from_entry, plan_from_fields
+from tcsmt.library.plans import BETA_KINDS, Call, Plan, call_from_entry, plan_from_fields
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -60,15 +60,16 @@ def fixed_dims(call: Call, vary: str) -> tuple[int, int]:
 def call_at(family: list[Any], vary: str, d1: int, d2: int, t: int) -> Call:
     """The call of a catalog run's family key (:meth:`Call.family_key`, as :func:`family_text` stores it) at value
     ``t`` of its varying dimensions (:data:`VARIES`), (d1, d2) the others in M, N, K order (:func:`fixed_dims`).
-    The key keeps whether alpha is 1 and beta 0, not their values: the call gets alpha 2 and beta 1 where they
-    are not (one plan of the catalog answers every such value)."""
+    The key keeps whether alpha is 1 and the kind of beta (:func:`~tcsmt.library.plans.beta_kind`: 0, 1, other),
+    not their values: the call gets alpha 2 where it is not 1 and beta 0, 1 or 2 by kind (one plan of the catalog
+    answers every value of a kind)."""
     if vary not in VARIES:
         raise TcsmtError(f"a catalog run varies one of {', '.join(VARIES)}, not {vary!r}")
-    op, batch, a, b, out, tf32, scale, fast, bias, alpha_not_1, beta_not_0, a_t, b_t, settings = family
+    op, batch, a, b, out, tf32, scale, fast, bias, alpha_not_1, beta_of_kind, a_t, b_t, settings = family
     fixed = iter((d1, d2))
     M, N, K = (t if d in vary else next(fixed) for d in "MNK")
     return Call(op, M, N, K, a, b, out, batch=batch, alpha=2.0 if alpha_not_1 else 1.0,
-                beta=1.0 if beta_not_0 else 0.0, bias=bias, tf32=tf32, scale=scale, fast_accum=fast, a_t=a_t,
+                beta=BETA_KINDS[int(beta_of_kind)], bias=bias, tf32=tf32, scale=scale, fast_accum=fast, a_t=a_t,
                 b_t=b_t, settings=settings)
 
 
@@ -96,6 +97,12 @@ class Hit:
         return f"recorded in {self.catalog}: the run {which} ({fixed}) shares this plan"
 
 
+KEY_FORMAT = "2"
+"""The family keys' format (meta ``key_format``): "2" keys beta by kind (0, 1, other:
+:func:`~tcsmt.library.plans.beta_kind`); a catalog without it keyed beta as zero or not, so that its plans recorded
+at beta = 2 also stood for beta = 1 and the reverse, and it is refused (record it again)."""
+
+
 class Catalog:
     """One catalog file, opened read-only."""
 
@@ -109,6 +116,9 @@ class Catalog:
         for key in ("gpu", "arch", "library", "stamp"):
             if key not in meta:
                 raise TcsmtError(f"plan catalog {self.path.name}: missing meta {key!r}")
+        if meta.get("key_format") != KEY_FORMAT:
+            raise TcsmtError(f"plan catalog {self.path.name}: call keys of format {meta.get('key_format', '1')}, "
+                             f"not {KEY_FORMAT} (beta = 1 and other beta were one key): build or record it again")
         self.gpu: str = meta["gpu"]
         self.arch: str = meta["arch"]
         self.device: str = meta.get("device", "")

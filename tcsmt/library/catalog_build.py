@@ -36,7 +36,7 @@ from tcsmt.io.options import progress_option
 from tcsmt.io.progress import Progress
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.call_plans import ConvertContext
-from tcsmt.library.catalog import SCHEMA, VARIES, family_text, fixed_dims
+from tcsmt.library.catalog import KEY_FORMAT, SCHEMA, VARIES, family_text, fixed_dims
 from tcsmt.library.catalog_runs import plan_runs, progressions  # noqa: F401 (progressions: re-exported)
 from tcsmt.library.checks import make_call
 from tcsmt.library.families import SAME_KEYS, class_of
@@ -222,7 +222,7 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             "library": f"cuBLAS {stamp['cublas']}, cuBLASLt {stamp.get('cublaslt')}, torch {stamp['torch']}, "
                        f"CUDA {stamp.get('cuda')}",
             "stamp": json.dumps(stamp, sort_keys=True), "sources": json.dumps(list(sources)), "calls": str(calls),
-            "left_out": json.dumps(skipped, sort_keys=True)}
+            "left_out": json.dumps(skipped, sort_keys=True), "key_format": KEY_FORMAT}
     db.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
     db.commit()
     db.execute("VACUUM")

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tcsmt.errors import TcsmtError
+from tcsmt.library.plans import beta_kind
 
 REDUCE_NAMES = {"fp32_forward": "fp32_forward", "serial": "fp32_forward", "pairwise": "pairwise",
                 "out_rounded": "out_rounded", "out_dtype_rounded": "out_rounded",
@@ -149,7 +150,8 @@ def reduction_of(family: dict[str, Any], out_dtype: str) -> tuple[str | None, st
 
 def matches(call: dict[str, Any], match: dict[str, Any]) -> bool:
     """Whether a raw call fits a decision's ``match``: ``kernel_regex`` searched in its kernel names,
-    ``alpha_is_1`` / ``beta_is_0`` compare alpha == 1 / beta == 0, ``split`` is split_k > 1, every other key
+    ``alpha_is_1`` / ``beta_is_0`` compare alpha == 1 / beta == 0, ``beta_kind`` is
+    :func:`~tcsmt.library.plans.beta_kind` (0, 1, other: 2), ``split`` is split_k > 1, every other key
     equals the call's field (bias, tf32 and fast_accum default to false)."""
     for k, v in match.items():
         if k == "kernel_regex":
@@ -158,6 +160,8 @@ def matches(call: dict[str, Any], match: dict[str, Any]) -> bool:
             ok = (float(call.get("alpha", 1.0)) == 1.0) == v
         elif k == "beta_is_0":
             ok = (float(call.get("beta", 0.0)) == 0.0) == v
+        elif k == "beta_kind":
+            ok = beta_kind(float(call.get("beta", 0.0))) == v
         elif k == "split":
             ok = (int(call.get("split_k") or 1) > 1) == v
         else:

@@ -113,33 +113,8 @@ def _sources(gpu: str, plans_dirs: tuple[str, ...] | None,
     return gpu, cats, skipped
 
 
-REFUTED_EPILOGUE = ("the addmm epilogue with alpha != 1 and beta = 1 on cuBLAS's nvjet kernels without split-K is "
-                    "refuted on the GPU (a fresh H200 call, 25 of 128 outputs differ from FFMA(alpha, y, RN32(beta C)): "
-                    "evidence/library/h200_catalog_samples.json; docs/open_questions.md)")
-"""Why plans of a decided class that a fresh GPU call refuted are refused until the class is decided again."""
-
-
-def _refuted(call: Call, plan: Plan) -> str:
-    """A reason where GPU outputs refuted this plan's arithmetic for this call (:data:`REFUTED_EPILOGUE`), or ''."""
-    nvjet = any("nvjet" in k for k in plan.kernels)
-    if call.op == "addmm" and call.alpha != 1.0 and call.beta == 1.0 and plan.split_k == 1 and nvjet:
-        return REFUTED_EPILOGUE
-    return ""
-
-
 def _decide(call: Call, gpu: str, cats: list[Catalog], skipped: list[str], stamped: bool,
             hits: list[Hit] | None, tabs: tuple[PlanTable, ...] | None = None) -> Answer:
-    """The answer for ``call`` from the tables, then the catalogs' ``hits`` (found here where None); a plan GPU
-    outputs refuted (:func:`_refuted`) is refused."""
-    found = _decide_unchecked(call, gpu, cats, skipped, stamped, hits, tabs)
-    why = _refuted(call, found.plan)
-    if why:
-        raise TcsmtError(f"no certain cuBLAS plan for {call.label()} on {gpu}: {why}; pass plan=... to use one")
-    return found
-
-
-def _decide_unchecked(call: Call, gpu: str, cats: list[Catalog], skipped: list[str], stamped: bool,
-                      hits: list[Hit] | None, tabs: tuple[PlanTable, ...] | None = None) -> Answer:
     """The answer for ``call`` from the tables, then the catalogs' ``hits`` (found here where None)."""
     plan, why = table_lookup(call, gpu) if tabs is None else table_lookup(call, gpu, tabs)
     # with a stamp, the tables (recorded with the shipped catalogs' versions) count only where a catalog of this

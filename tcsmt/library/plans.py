@@ -97,6 +97,19 @@ def torch_dtype(name: str | None, what: str) -> str | None:
     return key
 
 
+BETA_KINDS = (0.0, 1.0, 2.0)
+"""A value of beta for each :func:`beta_kind` (0, 1, 2): what a catalog run's family stands for."""
+
+
+def beta_kind(beta: float) -> int:
+    """0 where beta = 0, 1 where beta = 1, 2 for every other beta: three kinds of call to cuBLAS, which runs other
+    kernels for each (on the H100, ``addmm`` with a matrix C: ``nvjet_..._badd_`` at beta = 1, ``nvjet_..._bx_`` at
+    beta = 2 or 0.75, ``evidence/h100_library_validation.json``), so a plan recorded at one kind never answers
+    another (before, beta = 1 and beta = 2 shared one key, and an ``addmm`` with alpha = 1, beta = 2 was answered
+    with the ``_badd_`` kernels' epilogue, which adds C once)."""
+    return 0 if beta == 0.0 else 1 if beta == 1.0 else 2
+
+
 @dataclass(frozen=True)
 class Call:
     """One library call as a user makes it (torch names); the key plans are looked up by."""
@@ -125,15 +138,17 @@ class Call:
     """The library settings the call runs under (:func:`tcsmt.library.settings.settings_key`)."""
 
     def key(self) -> tuple:
-        """What selects the plan: the alpha/beta/bias values only matter by kind (cuBLAS's epilogue choice)."""
+        """What selects the plan: the alpha/beta/bias values only matter by kind (cuBLAS's epilogue choice: alpha
+        = 1 or not, :func:`beta_kind`)."""
         return (self.op, self.M, self.N, self.K, self.batch, self.a_dtype, self.b_dtype, self.out_dtype,
-                self.tf32, self.scale, self.fast_accum, self.bias, self.alpha != 1.0, self.beta != 0.0,
+                self.tf32, self.scale, self.fast_accum, self.bias, self.alpha != 1.0, beta_kind(self.beta),
                 self.a_t, self.b_t, self.settings)
 
     def family_key(self) -> tuple:
         """The key without the shape: the calls that one catalog run of token counts may cover."""
         return (self.op, self.batch, self.a_dtype, self.b_dtype, self.out_dtype, self.tf32, self.scale,
-                self.fast_accum, self.bias, self.alpha != 1.0, self.beta != 0.0, self.a_t, self.b_t, self.settings)
+                self.fast_accum, self.bias, self.alpha != 1.0, beta_kind(self.beta), self.a_t, self.b_t,
+                self.settings)
 
     def label(self) -> str:
         b = f"{self.batch}x" if self.op == "bmm" else ""

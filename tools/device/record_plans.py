@@ -109,6 +109,7 @@ LIST_HELP = """
         row stride heads*d, batch stride d) in Q K^T, and a batch-broadcast (stride 0) inv_freq in the fp32
         rotary product; the tasks carry ``view`` (plan catalogs leave them out)
   extra:DTYPES:MSPEC                      addmm (full C, alpha/beta, bias), matmul 3-D @ 2-D at model-layer shapes
+  epilogues:DTYPES:MSPEC                  addmm at alpha = 0.5, beta = 1 and alpha = 1, beta = 2 (C, bias), same shapes
 """
 
 
@@ -392,19 +393,41 @@ def view_tasks(spec: str) -> list[dict]:
     return tasks
 
 
+EXTRA_SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 14336), (3072, 768), (768, 3072))
+"""(N, K) of the ``extra`` and ``epilogues`` layers (LLaMA-2 7B, Mistral / LLaMA-3 MLP, GPT-2)."""
+
+
 def extra_tasks(spec: str) -> list[dict]:
     _, dts, mspec = spec.split(":")
     ms = parse_mspec(mspec)
     tasks = []
-    shapes = [(4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 14336), (3072, 768), (768, 3072)]
     for dt in dts.split(","):
         a = DTYPES[dt][0]
-        for (N, K) in shapes:
+        for (N, K) in EXTRA_SHAPES:
             for prod, tmpl in (
                     ("addmm_c", call("addmm", None, N, K, a, b_t=True, beta=1.0)),
                     ("addmm_ab", call("addmm", None, N, K, a, b_t=True, alpha=0.5, beta=2.0)),
                     ("addmm_bias_ab", call("addmm", None, N, K, a, b_t=True, bias=True, alpha=0.5, beta=2.0)),
                     ("matmul3d", call("matmul", None, N, K, a, b_t=True, batch=4))):
+                tasks.append({"kind": "mrange", "list": spec, "layer": [N, K], "dtype": dt, "product": prod,
+                              "call": tmpl, "vary": "M", "ms": mspec, "n": len(ms)})
+    return tasks
+
+
+def epilogue_tasks(spec: str) -> list[dict]:
+    """``epilogues:DTYPES:MSPEC``: addmm with each kind of alpha and beta that ``extra`` leaves out (alpha != 1 at
+    beta = 1, alpha = 1 at a beta other than 0 and 1), a matrix C and a 1-D bias, at ``extra``'s layer shapes."""
+    _, dts, mspec = spec.split(":")
+    ms = parse_mspec(mspec)
+    tasks = []
+    for dt in dts.split(","):
+        a = DTYPES[dt][0]
+        for (N, K) in EXTRA_SHAPES:
+            for prod, tmpl in (
+                    ("addmm_a", call("addmm", None, N, K, a, b_t=True, alpha=0.5, beta=1.0)),
+                    ("addmm_bias_a", call("addmm", None, N, K, a, b_t=True, bias=True, alpha=0.5, beta=1.0)),
+                    ("addmm_b", call("addmm", None, N, K, a, b_t=True, beta=2.0)),
+                    ("addmm_bias_b", call("addmm", None, N, K, a, b_t=True, bias=True, beta=2.0))):
                 tasks.append({"kind": "mrange", "list": spec, "layer": [N, K], "dtype": dt, "product": prod,
                               "call": tmpl, "vary": "M", "ms": mspec, "n": len(ms)})
     return tasks
@@ -426,6 +449,8 @@ def make_tasks(specs: list[str], limit: int | None = None) -> list[dict]:
             tasks += attn_tasks(spec)
         elif kind == "extra":
             tasks += extra_tasks(spec)
+        elif kind == "epilogues":
+            tasks += epilogue_tasks(spec)
         elif kind == "attnfam":
             tasks += attnfam_tasks(spec)
         elif kind == "rope":
