@@ -57,3 +57,12 @@ def test_the_shipped_catalog_refuses_the_sampled_calls_it_had_wrong():
     for c in wrong:
         with pytest.raises(TcsmtError, match="segment-K"):
             answer(parse_record_spec(c["spec"]), "h100", plans_dirs=())
+
+
+def test_linear_with_bias_on_a_cutlass_split_k_kernel_is_refused():
+    """``evidence/library/h200_catalog_samples_rebuilt.json.gz``: linear fp32 (tf32) 27 x 1024 x 8192 with a bias on
+    ``cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4``, split in place, gave 105 of 128 outputs other than
+    RN32(y + bias), which was decided on nvjet and unsplit sm80 CUTLASS calls only; the linear-bias decision now
+    names those classes, and this call is refused."""
+    with pytest.raises(TcsmtError, match="epilogue"):
+        answer(parse_record_spec("linear 27x1024x8192 float32 tf32=1 bias=1"), "h200", plans_dirs=())

@@ -151,10 +151,13 @@ def reduction_of(family: dict[str, Any], out_dtype: str) -> tuple[str | None, st
 def matches(call: dict[str, Any], match: dict[str, Any]) -> bool:
     """Whether a raw call fits a decision's ``match``: ``kernel_regex`` searched in its kernel names,
     ``alpha_is_1`` / ``beta_is_0`` compare alpha == 1 / beta == 0, ``beta_kind`` is
-    :func:`~tcsmt.library.plans.beta_kind` (0, 1, other: 2), ``split`` is split_k > 1, every other key
+    :func:`~tcsmt.library.plans.beta_kind` (0, 1, other: 2), ``split`` is split_k > 1, ``any`` holds a list of
+    matches of which one must fit, every other key
     equals the call's field (bias, tf32 and fast_accum default to false)."""
     for k, v in match.items():
-        if k == "kernel_regex":
+        if k == "any":
+            ok = any(matches(call, m) for m in v)
+        elif k == "kernel_regex":
             ok = any(re.search(v, x) for x in call.get("kernels") or [])
         elif k == "alpha_is_1":
             ok = (float(call.get("alpha", 1.0)) == 1.0) == v

@@ -3,6 +3,7 @@ decision of its epilogue.
 
     python -m tools.library.addmm_samples lists DIR                  # DIR/addmm_list.json, DIR/addmm_list_lt.json
     python -m tools.library.addmm_samples lists DIR --dist alpha     # alpha != 1 at beta = 1, and beta = 2
+    python -m tools.library.addmm_samples lists DIR --dist beta      # alpha = 1 at beta = 0.75, -1.25
     (device) python3 tools/device/library_plans.py --out R --valid-list DIR/addmm_list.json     # sampled outputs
     python -m tools.library.addmm_samples ingest RAW_H100 RAW_H200 --command CMD  # -> evidence/library/addmm_beta1.json.gz
     python -m tools.library.addmm_samples verdicts       # -> evidence/library/addmm_beta1_verdicts.json
@@ -203,18 +204,28 @@ ALPHAS = (0.3, 1.7, -2.5)
 or after the product gives other outputs (at alpha = 0.5 or 2 both orders are one)."""
 
 
-def alpha_calls(seed0: int = 9000) -> list[dict[str, Any]]:
+BETAS = (0.75, -1.25, 0.3, -0.7)
+"""Values of beta other than 0 and 1, not powers of two, for the ``beta`` list: at 0.75 and -1.25, beta * C of a 16-bit
+C is exact in fp32, so FFMA(alpha, y, RN32(beta * C)) and FFMA(beta, C, y) are one sum there; 0.3 and -0.7 have long
+significands and RN32(beta * C) rounds."""
+
+
+def alpha_calls(seed0: int = 9000, beta_list: bool = False) -> list[dict[str, Any]]:
     """The ``alpha`` list: addmm with beta = 1 and alpha in :data:`ALPHAS` (a matrix C and a 1-D bias), and with
     alpha = 1, beta = 2 (a matrix C), bf16 and fp16, at :data:`ALPHA_SHAPES`; ``normal`` inputs, seeds from
-    ``seed0``."""
+    ``seed0``.  ``beta_list``: the ``beta`` list instead, alpha = 1 and beta in :data:`BETAS` (a matrix C and a 1-D
+    bias), ``wide`` inputs for bf16 (fp16 ``normal``: wide ones overflow it), seeds from ``seed0`` + 1000."""
     calls: list[dict[str, Any]] = []
+    kinds = [(1.0, b, bias) for b in BETAS for bias in (False, True)] if beta_list else \
+        [*((a, 1.0, b) for a in ALPHAS for b in (False, True)), (1.0, 2.0, False)]
     for dt in ("bfloat16", "float16"):
         for M, N, K in ALPHA_SHAPES:
-            for alpha, beta, bias in [*((a, 1.0, b) for a in ALPHAS for b in (False, True)), (1.0, 2.0, False)]:
+            for alpha, beta, bias in kinds:
                 e: dict[str, Any] = {"op": "addmm", "M": M, "N": N, "K": K, "batch": 1, "a_dtype": dt, "b_dtype": dt,
                                      "out_dtype": dt, "bias": bias, "alpha": alpha, "beta": beta, "tf32": False,
                                      "scale": None, "fast_accum": False, "a_t": False, "b_t": True}
-                e.update(dist="normal", seed=seed0 + len(calls), group="default | alpha and beta kinds", recorded=None)
+                e.update(dist="wide" if beta_list and dt == "bfloat16" else "normal", seed=seed0 + (1000 if beta_list else 0) + len(calls),
+                         group="default | alpha and beta kinds", recorded=None)
                 calls.append(e)
     return calls
 
@@ -226,14 +237,15 @@ def addmm_cmd() -> None:
 
 @addmm_cmd.command("lists", help="write DIR/addmm_list.json and DIR/addmm_list_lt.json from the H100 recordings")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--dist", type=click.Choice(["mixed", "c_cancel", "alpha"]), default="mixed", show_default=True,
-              help="mixed: normal / wide / tf32_exact inputs (sample_calls); c_cancel: cancel_calls; alpha: "
+@click.option("--dist", type=click.Choice(["mixed", "c_cancel", "alpha", "beta"]), default="mixed", show_default=True,
+              help="mixed: normal / wide / tf32_exact inputs (sample_calls); c_cancel: cancel_calls; alpha, beta: "
                    "alpha_calls (no recording read)")
 def lists_cmd(out: Path, dist: str) -> int:
-    if dist == "alpha":
+    if dist in ("alpha", "beta"):
         out.mkdir(parents=True, exist_ok=True)
-        (out / "addmm_list.json").write_text(json.dumps(alpha_calls(), indent=0) + "\n")
-        click.echo(f"{out / 'addmm_list.json'}: {len(alpha_calls())} calls")
+        calls = alpha_calls(beta_list=dist == "beta")
+        (out / "addmm_list.json").write_text(json.dumps(calls, indent=0) + "\n")
+        click.echo(f"{out / 'addmm_list.json'}: {len(calls)} calls")
         return 0
     groups = scan(max_elems=MAX_ELEMS if dist == "mixed" else CANCEL_MAX_ELEMS)
     calls = sample_calls(groups) if dist == "mixed" else cancel_calls(groups)

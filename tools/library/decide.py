@@ -141,7 +141,11 @@ QUESTIONS: list[dict[str, Any]] = [
      "match": {"op": "scaled_mm", "scale": "tensor", "bias": True},
      "hypotheses": {"FFMA(y, RN32(scale_a*scale_b), +0), then RN32(+ bias)": {"epilogue": ["scale", "bias"]}}},
     {"question": "epilogue of linear with bias",
-     "match": {"op": "linear", "bias": True},
+     # the kernel classes of its validation calls; the CUTLASS split-K kernels with a bias (in-place, or tf32) stay
+     # open (a fresh H200 tf32 call on cutlass_80_tensorop_s1688gemm, split in place, gave 105 of 128 other outputs)
+     "match": {"op": "linear", "bias": True,
+               "any": [{"kernel_regex": r"^nvjet_sm90_[a-z]+_\w+_bz(_coop[AB])?(_splitK)?_bias_[NT]{3}$"},
+                       {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_\w*s16816gemm", "split": False}]},
      "hypotheses": {"RN32(y + bias)": {"epilogue": ["bias"]}}},
     {"question": "epilogue of addmm with a 1-D bias and beta = 0 (torch: the input is ignored)",
      "match": {"op": "addmm", "bias": True, "alpha_is_1": True, "beta_is_0": True},
@@ -168,6 +172,13 @@ QUESTIONS: list[dict[str, Any]] = [
      "match": {"op": "addmm", "alpha_is_1": False, "beta_kind": 2, "split": True},
      "hypotheses": {"FFMA(beta, C, RN32(alpha*y))": {"epilogue": ["alpha", "beta_c"]},
                     "FFMA(alpha, y, RN32(beta*C))": {"epilogue": ["alpha_beta_c"]}}},
+    *[{"question": f"epilogue of addmm with alpha = 1 and beta not 0 or 1 (a matrix C, or the 1-D bias expanded), "
+                   f"{'split-K' if split else 'no split-K'}",
+       "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta_kind": 2, "split": split},
+       "hypotheses": {"FFMA(alpha, y, RN32(beta*C))": {"epilogue": ["alpha_beta_c"]},
+                      "FFMA(beta, C, RN32(alpha*y))": {"epilogue": ["alpha", "beta_c"]},
+                      "C as the initial accumulator of the first slice's K-chain": {"c_init": True}}}
+      for split in (False, True)],
     *[{"question": f"epilogue of addmm with alpha = 1 and beta = 1 on the nvjet {what} kernels",
        "on": "more", "match": {"op": "addmm", "alpha": 1.0, "beta": 1.0, "kernel_regex": regex},
        "hypotheses": {"RN32(y + C) after the reduced sum": {"epilogue": ["beta_c"]},
@@ -362,7 +373,7 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
 
 
 MORE = [RESULTS / "library" / "addmm_beta1.json.gz", RESULTS / "library" / "addmm_beta1_cancel.json.gz",
-        RESULTS / "library" / "addmm_alpha.json.gz"]
+        RESULTS / "library" / "addmm_alpha.json.gz", RESULTS / "library" / "addmm_beta.json.gz"]
 """The sampled calls the questions ``on`` more are asked of (what evidence/h100_library_decisions.json was made from)."""
 
 
