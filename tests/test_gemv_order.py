@@ -207,3 +207,24 @@ def test_orders_that_differ_in_a_thread_are_not_one_sum():
     assert canonical_order(9, 8, 1, "halving") != canonical_order(9, 16, 1, "halving")
     assert canonical_order(64, 8, 1, "halving") != canonical_order(64, 8, 8, "halving")
     assert canonical_order(7, 8, 1, "halving") != canonical_order(7, 8, 1, "fp32_forward")
+
+
+def test_a_refuted_k_leaves_the_order_table():
+    """An order's K that fresh GPU outputs refuted goes to ``not_decided`` with the reason; its other K stay."""
+    from tools.library.gemv_orders import drop_refuted
+    kernel = "std::enable_if<true, void>::type internal::gemvx::kernel<int, int, __half, float, 8>"
+    table = {"orders": [{"kernel": kernel, "block": [4, 64, 1], "K": [64, 128]},
+                        {"kernel": kernel, "block": [8, 32, 1], "K": [128]}], "not_decided": []}
+    drop_refuted(table, {("std::enable_if<true, void>::type internal::gemvx::kernel", "[4, 64, 1]", 128): "why"})
+    assert [(e["block"], e["K"]) for e in table["orders"]] == [([4, 64, 1], [64]), ([8, 32, 1], [128])]
+    assert table["not_decided"] == [{"kernel": kernel, "block": [4, 64, 1], "K": [128], "why": "why"}]
+
+
+def test_the_h200_call_that_refuted_an_order_is_refused():
+    """``evidence/library/h200_catalog_samples_rebuilt.json.gz``: bmm fp16 1 x 15500 x 128 on the fp16 ``gemvx`` with
+    block [4, 64, 1] (order probed at K = 128, N = 6,281) gave 4 of 128 outputs of another order on cancelling inputs;
+    the order tables of both GPUs (the same kernel code) drop K = 128 for it, so the call is refused."""
+    from tcsmt.library.lookup import answer, parse_record_spec
+    for gpu in ("h100", "h200"):
+        with pytest.raises(TcsmtError, match="K order"):
+            answer(parse_record_spec("bmm 1x15500x128x1 float16 b_t=1"), gpu, plans_dirs=())

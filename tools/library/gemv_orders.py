@@ -1,7 +1,7 @@
 """The K order of cuBLAS's CUDA-core GEMV kernels, read from FPRev swamping probes, as a table the catalog rules use.
 
     python -m tools.library.gemv_orders evidence/library/h100_gemv_probes.json.gz [MORE.json.gz ...] [--gpu h100]
-        [--out models/library/h100_gemv_orders.json] [--outputs 32]
+        [--out models/library/h100_gemv_orders.json] [--outputs 32] [--refuted-by FRESH_SAMPLES.json.gz ...]
 
 Several probe files of one GPU (the same device name) are read as one run: their calls together.
 
@@ -25,6 +25,10 @@ smallest to the largest probed K: fresh H100 outputs refuted both, an fp16 ``gem
 order fits its probes at K = 580, 641, 8,483 and 16,383 gave 2 of 256 outputs of another order at K = 1,347,
 ``evidence/library/h100_catalog_samples.json``; which dealing a kernel uses changes with K.)  A kernel and block
 whose probes no single order fits at every K get one entry per probed K where one fits there.
+``--refuted-by`` reads fresh GPU outputs of calls the catalog answered (``tools/library/catalog_samples.py``): a GEMV
+call whose samples differ from its plan takes the K of the order entry that plan used out of the table (an H200 fp16
+``gemvx`` with block [4, 64, 1], its order probed at K = 128 and N = 6,281, gave 4 of 128 other outputs at N = 15,500
+on inputs whose sum cancels, ``evidence/library/h200_catalog_samples_rebuilt.json.gz``).
 Anything else stays refused.
 """
 from __future__ import annotations
@@ -259,6 +263,60 @@ def order_table(probes: dict[str, Any], name: str, n: int, progress=None) -> dic
             "device": probes["device"], "method": __doc__.split("\n\n")[1], "orders": entries, "not_decided": left}
 
 
+BLOCK_OF_SOURCE = re.compile(r"K order of the \S+ kernel with block (\[[\d, ]+\]) read by FPRev probes")
+"""How a catalog plan's sources name the order entry it took (:func:`tcsmt.library.rules.gemv_fields`)."""
+
+
+def refuting(raw_paths: list[Path], gpu: str) -> dict[tuple[str, str, int], str]:
+    """(kernel class, block, K) -> what refuted it: the GEMV calls (K up to :data:`OUTPUTS_MAX_K`) of fresh
+    sampled-output files (``tools/device/catalog_sample_run.py``) whose samples differ from ``gpu``'s plan, which
+    took its order from the entry of that kernel class, block and K (named in the plan's sources).  A file made on
+    another GPU refutes this one's entry where this GPU's plan takes the same kernel, block and K (the same code)."""
+    from tcsmt.hwcheck.library_calls import make_inputs
+    from tcsmt.library.lookup import answer, parse_record_spec
+    from tcsmt.library.replay import replay_call
+    out: dict[tuple[str, str, int], str] = {}
+    for path in raw_paths:
+        with gzip.open(path, "rt") as f:
+            raw = json.load(f)
+        for item in raw.get("calls", []):
+            if not any(GEMV.search(k) for k in item.get("kernels") or []):
+                continue
+            call = parse_record_spec(item["spec"])
+            if call.K > OUTPUTS_MAX_K:  # as for the probes' sampled outputs: the exact FFMA chain is slow there
+                continue
+            try:
+                plan = answer(call, gpu, plans_dirs=()).plan
+            except TcsmtError:
+                continue
+            block = next((m.group(1) for s in plan.sources for m in [BLOCK_OF_SOURCE.search(s)] if m), None)
+            if block is None:
+                continue
+            vc = {k: getattr(call, k) for k in ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype",
+                                                "bias", "alpha", "beta", "tf32", "scale", "fast_accum", "a_t", "b_t")}
+            vc.update(dist=item["dist"], samples=item["samples"])
+            r = replay_call(vc, make_inputs(vc, int(item["seed"])), plan)
+            if r.mismatches:
+                out[(plan.kernels[0], json.dumps(json.loads(block)), call.K)] = (
+                    f"refuted at K = {call.K} by fresh GPU outputs: {item['spec']} ({item['dist']} inputs, seed "
+                    f"{item['seed']}), {len(r.mismatches)} of {r.checked} samples differ ({path.name})")
+    return out
+
+
+def drop_refuted(table: dict[str, Any], refuted: dict[tuple[str, str, int], str]) -> None:
+    """Take the refuted K values out of the table's entries (an entry left with none goes) into ``not_decided``."""
+    kept = []
+    for e in table["orders"]:
+        hits = {k: why for (cls, block, k), why in refuted.items()
+                if e["kernel"].startswith(cls) and json.dumps(e["block"]) == block and k in e["K"]}
+        for k, why in sorted(hits.items()):
+            table["not_decided"].append({"kernel": e["kernel"], "block": e["block"], "K": [k], "why": why})
+        e["K"] = [k for k in e["K"] if k not in hits]
+        if e["K"]:
+            kept.append(e)
+    table["orders"] = kept
+
+
 def read_probes(paths: list[Path]) -> tuple[dict[str, Any], str]:
     """The probe files as one (their results together; the first file's device) and their names as the command
     line gives them; TcsmtError where a file cannot be read or was made on another GPU than the first."""
@@ -286,9 +344,17 @@ def read_probes(paths: list[Path]) -> tuple[dict[str, Any], str]:
 @click.option("--gpu", default="h100", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--outputs", default=32, show_default=True, help="sampled outputs compared per sampled call")
-def gemv_orders_cmd(probes: tuple[Path, ...], gpu: str, out: Path | None, outputs: int) -> None:
+@click.option("--refuted-by", "refuted_by", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
+              help="fresh sampled outputs of this GPU (tools/device/catalog_sample_run.py): a GEMV call whose samples "
+                   "differ from the shipped catalog's plan takes its order's K out of the table (refuted)")
+def gemv_orders_cmd(probes: tuple[Path, ...], gpu: str, out: Path | None, outputs: int,
+                    refuted_by: tuple[Path, ...]) -> None:
     data, names = read_probes(list(probes))
-    table = order_table(data, names + f" --gpu {gpu}", outputs, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    refuted = refuting(list(refuted_by), gpu)
+    made = names + f" --gpu {gpu}" + "".join(f" --refuted-by {p.relative_to(REPO) if p.is_absolute() else p}"
+                                               for p in refuted_by)
+    table = order_table(data, made, outputs, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    drop_refuted(table, refuted)
     out = out or REPO / "models" / "library" / f"{gpu}_gemv_orders.json"
     out.write_text(json.dumps(table, indent=1) + "\n")
     print(f"{len(table['orders'])} kernel/block orders written to {out}; {len(table['not_decided'])} not decided")
