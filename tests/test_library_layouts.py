@@ -122,3 +122,17 @@ def test_gemv_kernels_are_found_after_their_return_type():
     assert m is not None and m.group(1) == "gemvx"
     assert UNREAD_K_ORDER.search("gemv2T_kernel_val").group(1) == "gemv2T_kernel_val"
     assert UNREAD_K_ORDER.search("nvjet_sm90_tst_128x64_64x8_1x1_v_bz_TNT") is None
+
+
+@pytest.mark.parametrize("program", ["llama_fwd", "llama_bwd", "fp8"])
+def test_every_captured_whole_model_call_is_answered(program):
+    """Every GEMM call of the captured LLaMA-3-8B-width model (prefill, decode, one training step) and of the fp8
+    stack (``evidence/h100_model_capture/``) gets a plan from the shipped H100 catalog: the last 4, P.V products at
+    K = 6, 7 on the bf16 ``gemvx`` with block [16, 8], by the GEMV order of 8 threads, which at K <= 8 is one sum with
+    16 threads' (``tools/library/gemv_orders.canonical_order``).  The bits of the answers are checked by the sampled
+    replay (``evidence/h100_model_replay_*.json``) and on the GPU (``evidence/h100_model_facade/``)."""
+    from tcsmt.library.gemm_replay import answer_of
+    doc = json.loads((EVIDENCE / "h100_model_capture" / f"{program}.json").read_text())
+    refused = [(rec["n"], row["refused"]) for rec in doc["calls"]
+               for ans, row in [answer_of(rec, doc["settings"], "h100", ())] if ans is None]
+    assert not refused, refused[:3]

@@ -2,7 +2,7 @@
 on the token count (bf16 forward), and the counts where they change.
 
     python -m tools.library.invariance_table [--gpu h100 --gpu h200] [--tokens 1..16384] [--cache FILE.jsonl]
-        [--readme README.md] [--json OUT.json]
+        [--readme README.md] [--json OUT.json] [--shard I/N]
 
 Each distinct layer shape (N, K, bias, layout of ``models/library/model_layers.json``) is studied once per GPU
 (:func:`tcsmt.library.invariance.study`), with a witness for each pair of plans on the two sides of a change
@@ -85,8 +85,11 @@ def table(rows: list[dict[str, Any]], results: dict[str, dict[str, Any]], gpus: 
 @click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write every shape's result here")
 @click.option("--progress", is_flag=True)
+@click.option("--shard", default=None, metavar="I/N",
+              help="study only the shapes left to do whose place in that list is I mod N, into --cache, and write no "
+                   "table (N processes at once, then one run without --shard over their caches joined)")
 def main_cmd(gpus: tuple[str, ...], tokens: str, cache: Path | None, readme: Path | None, json_file: Path | None,
-             progress: bool) -> int:
+             progress: bool, shard: str | None) -> int:
     from tcsmt.cli.invariance_cmd import parse_tokens
 
     lo, hi = parse_tokens(tokens)
@@ -100,6 +103,16 @@ def main_cmd(gpus: tuple[str, ...], tokens: str, cache: Path | None, readme: Pat
                 results[d["key"]] = d["result"]
     todo = list(dict.fromkeys(shape_key(g, r, lo, hi) for g in gpus for r in rows if shape_key(g, r, lo, hi) not in results))
     by_key = {shape_key(g, r, lo, hi): (g, r) for g in gpus for r in rows}
+    if shard is not None:
+        try:
+            i, n_shards = (int(x) for x in shard.split("/"))
+            if not 0 <= i < n_shards:
+                raise ValueError
+        except ValueError:
+            raise TcsmtError(f"--shard takes I/N with 0 <= I < N, not {shard!r}") from None
+        if cache is None:
+            raise TcsmtError("--shard needs --cache (where the shard's results go)")
+        todo = todo[i::n_shards]
     for n, key in enumerate(todo):
         g, r = by_key[key]
         res = one_shape(g, r, lo, hi)
@@ -108,6 +121,9 @@ def main_cmd(gpus: tuple[str, ...], tokens: str, cache: Path | None, readme: Pat
             with cache.open("a") as f:
                 f.write(json.dumps({"key": key, "result": res}) + "\n")
         say(f"{n + 1} of {len(todo)}: {key}: " + ("refused" if "refused" in res else f"{len(res['plans'])} plans"))
+    if shard is not None:
+        click.echo(f"shard {shard}: {len(todo)} shapes studied into {cache}")
+        return 0
     text = table(rows, results, list(gpus), lo, hi)
     if json_file is not None:
         from tcsmt.library.lookup import catalogs
