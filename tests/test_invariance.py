@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from tcsmt.cli.commands import main
 from tcsmt.errors import TcsmtError
 from tcsmt.library import api
-from tcsmt.library.catalog import SCHEMA, family_text, open_catalog
+from tcsmt.library.catalog import KEY_FORMAT, SCHEMA, family_text, open_catalog
 from tcsmt.library.checks import make_call
 from tcsmt.library.invariance import find_layer, invariance, layer_call, study, witness
 from tcsmt.library.lookup import answer, answers_over
@@ -39,7 +39,7 @@ def plans_dir(tmp_path, monkeypatch):
     db = sqlite3.connect(tmp_path / "testgpu_catalog.sqlite")
     db.executescript(SCHEMA)
     meta = {"gpu": GPU, "arch": "hopper", "device": "test", "library": "test library",
-            "stamp": json.dumps({"gpu_name": "test"}), "sources": "[]"}
+            "stamp": json.dumps({"gpu_name": "test"}), "sources": "[]", "key_format": KEY_FORMAT}
     db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
     fam = family_text(make_call("linear", 1, N, K, a_dtype="bfloat16"))
     db.execute("INSERT INTO families VALUES (1, ?)", (fam,))
