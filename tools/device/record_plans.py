@@ -397,40 +397,31 @@ EXTRA_SHAPES = ((4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096
 """(N, K) of the ``extra`` and ``epilogues`` layers (LLaMA-2 7B, Mistral / LLaMA-3 MLP, GPT-2)."""
 
 
-def extra_tasks(spec: str) -> list[dict]:
+def _layer_tasks(spec: str, products) -> list[dict]:
+    """Token-count tasks of ``products(a_dtype, N, K)`` ((name, call template) pairs) at :data:`EXTRA_SHAPES`."""
     _, dts, mspec = spec.split(":")
-    ms = parse_mspec(mspec)
-    tasks = []
-    for dt in dts.split(","):
-        a = DTYPES[dt][0]
-        for (N, K) in EXTRA_SHAPES:
-            for prod, tmpl in (
-                    ("addmm_c", call("addmm", None, N, K, a, b_t=True, beta=1.0)),
-                    ("addmm_ab", call("addmm", None, N, K, a, b_t=True, alpha=0.5, beta=2.0)),
-                    ("addmm_bias_ab", call("addmm", None, N, K, a, b_t=True, bias=True, alpha=0.5, beta=2.0)),
-                    ("matmul3d", call("matmul", None, N, K, a, b_t=True, batch=4))):
-                tasks.append({"kind": "mrange", "list": spec, "layer": [N, K], "dtype": dt, "product": prod,
-                              "call": tmpl, "vary": "M", "ms": mspec, "n": len(ms)})
-    return tasks
+    n = len(parse_mspec(mspec))
+    return [{"kind": "mrange", "list": spec, "layer": [N, K], "dtype": dt, "product": prod, "call": tmpl,
+             "vary": "M", "ms": mspec, "n": n}
+            for dt in dts.split(",") for (N, K) in EXTRA_SHAPES for prod, tmpl in products(DTYPES[dt][0], N, K)]
+
+
+def extra_tasks(spec: str) -> list[dict]:
+    return _layer_tasks(spec, lambda a, N, K: (
+        ("addmm_c", call("addmm", None, N, K, a, b_t=True, beta=1.0)),
+        ("addmm_ab", call("addmm", None, N, K, a, b_t=True, alpha=0.5, beta=2.0)),
+        ("addmm_bias_ab", call("addmm", None, N, K, a, b_t=True, bias=True, alpha=0.5, beta=2.0)),
+        ("matmul3d", call("matmul", None, N, K, a, b_t=True, batch=4))))
 
 
 def epilogue_tasks(spec: str) -> list[dict]:
     """``epilogues:DTYPES:MSPEC``: addmm with each kind of alpha and beta that ``extra`` leaves out (alpha != 1 at
     beta = 1, alpha = 1 at a beta other than 0 and 1), a matrix C and a 1-D bias, at ``extra``'s layer shapes."""
-    _, dts, mspec = spec.split(":")
-    ms = parse_mspec(mspec)
-    tasks = []
-    for dt in dts.split(","):
-        a = DTYPES[dt][0]
-        for (N, K) in EXTRA_SHAPES:
-            for prod, tmpl in (
-                    ("addmm_a", call("addmm", None, N, K, a, b_t=True, alpha=0.5, beta=1.0)),
-                    ("addmm_bias_a", call("addmm", None, N, K, a, b_t=True, bias=True, alpha=0.5, beta=1.0)),
-                    ("addmm_b", call("addmm", None, N, K, a, b_t=True, beta=2.0)),
-                    ("addmm_bias_b", call("addmm", None, N, K, a, b_t=True, bias=True, beta=2.0))):
-                tasks.append({"kind": "mrange", "list": spec, "layer": [N, K], "dtype": dt, "product": prod,
-                              "call": tmpl, "vary": "M", "ms": mspec, "n": len(ms)})
-    return tasks
+    return _layer_tasks(spec, lambda a, N, K: (
+        ("addmm_a", call("addmm", None, N, K, a, b_t=True, alpha=0.5, beta=1.0)),
+        ("addmm_bias_a", call("addmm", None, N, K, a, b_t=True, bias=True, alpha=0.5, beta=1.0)),
+        ("addmm_b", call("addmm", None, N, K, a, b_t=True, beta=2.0)),
+        ("addmm_bias_b", call("addmm", None, N, K, a, b_t=True, bias=True, beta=2.0))))
 
 
 def list_tasks(name: str, calls: list[dict], chunk: int = 1500) -> list[dict]:
