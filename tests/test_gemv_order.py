@@ -228,3 +228,22 @@ def test_the_h200_call_that_refuted_an_order_is_refused():
     for gpu in ("h100", "h200"):
         with pytest.raises(TcsmtError, match="K order"):
             answer(parse_record_spec("bmm 1x15500x128x1 float16 b_t=1"), gpu, plans_dirs=())
+
+
+def test_a_gemv_plan_names_its_order_entry_by_block():
+    """``gemv_orders --refuted-by`` finds the order entry a plan took from the source line the rules write
+    (``tcsmt.library.rules.GEMV_ORDER_SOURCE``): here the H200's bf16 ``gemvx`` call of its committed fresh samples."""
+    from tcsmt.library.lookup import answer, parse_record_spec
+    from tcsmt.library.rules import GEMV_ORDER_SOURCE
+    plan = answer(parse_record_spec("bmm 1x11948x128x1 bfloat16 b_t=1"), "h200", plans_dirs=()).plan
+    blocks = [m.group(1) for s in plan.sources for m in [GEMV_ORDER_SOURCE.search(s)] if m]
+    assert len(blocks) == 1 and json.loads(blocks[0])[2] == 1
+
+
+def test_refuted_by_a_file_of_another_kind_is_one_line(tmp_path):
+    from tools.library.gemv_orders import refuting
+    bad = tmp_path / "bad.json.gz"
+    with gzip.open(bad, "wt") as f:
+        json.dump({"calls": 5}, f)
+    with pytest.raises(TcsmtError, match="not a file of tools/device/catalog_sample_run.py"):
+        refuting([bad], "h200")

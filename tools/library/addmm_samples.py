@@ -257,7 +257,7 @@ def rounded_first(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Pla
 def verdicts_cmd(samples: Path, out: Path, every_gpu: bool) -> int:
     from tcsmt.hwcheck.library_calls import make_inputs
     from tcsmt.library.replay import replay_call
-    from tools.library.decide import _call_of, plans_for
+    from tools.library.decide import _call_of, at_own_scalars, plans_for
     raw = load.read_json(REPO / "evidence" / "h100_cublas_plans.json.gz", "recorded plan file")
     decisions = json.loads((REPO / "evidence" / "h100_library_decisions.json").read_text())["decisions"]
     with gzip.open(samples, "rt") as f:
@@ -271,9 +271,7 @@ def verdicts_cmd(samples: Path, out: Path, every_gpu: bool) -> int:
         found = [p for p in by_key.get(_call_of(c).key(), []) if list(p.kernels) == list(c["kernels"])]
         if not found:
             continue
-        # found by Call.key() (alpha != 1 and beta's kind, not their values): evaluate this call's alpha and beta
-        plan = dataclasses.replace(found[0], call=dataclasses.replace(found[0].call, alpha=float(c["alpha"]),
-                                                                      beta=float(c["beta"])))
+        plan = at_own_scalars(found[0], c)
         inputs = make_inputs(c, int(c["seed"]))
         want = [int(str(s[-1]), 16) for s in c["samples"]]
         r = replay_call(c, inputs, plan)

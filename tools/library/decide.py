@@ -65,6 +65,13 @@ def plans_for(raw: dict[str, Any], val: dict[str, Any], decisions: list[dict[str
     return table.by_key
 
 
+def at_own_scalars(plan: Plan, c: dict[str, Any]) -> Plan:
+    """``plan`` evaluating the sampled call ``c``'s own alpha and beta: plans are found by :meth:`Call.key`, which keeps
+    alpha != 1 and beta's kind, not their values, so a plan found for one call may carry another's."""
+    return dataclasses.replace(plan, call=dataclasses.replace(plan.call, alpha=float(c.get("alpha", 1.0)),
+                                                              beta=float(c.get("beta", 0.0))))
+
+
 def _call_of(c: dict[str, Any]) -> Call:
     return Call(c["op"], int(c["M"]), int(c["N"]), int(c["K"]), c["a_dtype"], c.get("b_dtype") or c["a_dtype"],
                 c.get("out_dtype") or c["a_dtype"], int(c.get("batch", 1)), float(c.get("alpha", 1.0)),
@@ -142,10 +149,7 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
                     found = [p for p in found if list(p.kernels) == list(c["kernels"])]
                 if not found:
                     continue
-                # plans are found by Call.key(), which keeps alpha != 1 and beta's kind, not their values: the plan
-                # evaluates this call's own alpha and beta
-                found = [dataclasses.replace(found[0], call=dataclasses.replace(
-                    found[0].call, alpha=float(c.get("alpha", 1.0)), beta=float(c.get("beta", 0.0))))]
+                found = [at_own_scalars(found[0], c)]
                 used += 1
                 if on_probe and probe is not None:
                     agree_at = chain_probe.replay(c, probe[1], found[0])

@@ -48,6 +48,7 @@ from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.evaluate import evaluate_pairs, fmt_of
 from tcsmt.library.plans import call_from_entry, plan_from_fields
+from tcsmt.library.rules import GEMV_ORDER_SOURCE
 from tcsmt.sim.simulator import to_bits
 from tools.device.gemv_probes import BIG, ONE, random_bits, windowed_params
 
@@ -263,10 +264,6 @@ def order_table(probes: dict[str, Any], name: str, n: int, progress=None) -> dic
             "device": probes["device"], "method": __doc__.split("\n\n")[1], "orders": entries, "not_decided": left}
 
 
-BLOCK_OF_SOURCE = re.compile(r"K order of the \S+ kernel with block (\[[\d, ]+\]) read by FPRev probes")
-"""How a catalog plan's sources name the order entry it took (:func:`tcsmt.library.rules.gemv_fields`)."""
-
-
 def refuting(raw_paths: list[Path], gpu: str) -> dict[tuple[str, str, int], str]:
     """(kernel class, block, K) -> what refuted it: the GEMV calls (K up to :data:`OUTPUTS_MAX_K`) of fresh
     sampled-output files (``tools/device/catalog_sample_run.py``) whose samples differ from ``gpu``'s plan, which
@@ -277,9 +274,16 @@ def refuting(raw_paths: list[Path], gpu: str) -> dict[tuple[str, str, int], str]
     from tcsmt.library.replay import replay_call
     out: dict[tuple[str, str, int], str] = {}
     for path in raw_paths:
-        with gzip.open(path, "rt") as f:
-            raw = json.load(f)
-        for item in raw.get("calls", []):
+        try:
+            with gzip.open(path, "rt") as f:
+                raw = json.load(f)
+            items = raw["calls"]
+            if not isinstance(items, list) or not all(
+                    isinstance(i, dict) and {"spec", "dist", "seed", "samples", "kernels"} <= set(i) for i in items):
+                raise ValueError("'calls' is not a list of sampled calls (spec, dist, seed, samples, kernels)")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise TcsmtError(f"{path}: not a file of tools/device/catalog_sample_run.py ({exc})") from None
+        for item in items:
             if not any(GEMV.search(k) for k in item.get("kernels") or []):
                 continue
             call = parse_record_spec(item["spec"])
@@ -289,7 +293,7 @@ def refuting(raw_paths: list[Path], gpu: str) -> dict[tuple[str, str, int], str]
                 plan = answer(call, gpu, plans_dirs=()).plan
             except TcsmtError:
                 continue
-            block = next((m.group(1) for s in plan.sources for m in [BLOCK_OF_SOURCE.search(s)] if m), None)
+            block = next((m.group(1) for s in plan.sources for m in [GEMV_ORDER_SOURCE.search(s)] if m), None)
             if block is None:
                 continue
             vc = {k: getattr(call, k) for k in ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype",
