@@ -377,7 +377,10 @@ def test_interrupted_identify_leaves_no_empty_log_directory(tmp_path):
             proc.kill()
             proc.wait()
     assert proc.returncode == 128 + signal.SIGTERM, err
-    assert not log.exists()
+    # The signal may land while the first experiments.json is being written (signals are held around the
+    # rename): the log is then kept, as a log.  Never kept: an empty directory or a stray temporary file.
+    left = sorted(p.name for p in log.iterdir()) if log.exists() else None
+    assert left is None or left == ["experiments.json"], left
 
 
 def test_identify_outputs_claimed_before_the_search_and_regular_files_only(tmp_path):

@@ -438,10 +438,10 @@ def release_all() -> None:
     with _lock:
         claims = list(_claims.values())
         temps = list(_temporaries)
+    for t in temps:  # first: a stray temporary inside a claimed directory would keep it from being removed
+        _remove_temporary(t)
     for c in claims:
         c.release()
-    for t in temps:
-        _remove_temporary(t)
 
 
 atexit.register(release_all)
