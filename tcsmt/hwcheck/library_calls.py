@@ -16,6 +16,10 @@ for bit, the inputs that the GPU saw, as arrays of bit patterns (unsigned intege
 them with ``Tensor.view(dtype)`` (no value is converted), makes the torch call, and returns the output's bit
 patterns.  The ``bias`` flag of an ``addmm`` call means ``torch.addmm(bias, A, B, beta=beta, alpha=alpha)``
 with a 1-D ``bias`` (broadcast over rows); without it, ``C`` is the (M, N) matrix that ``beta`` multiplies.
+
+Over 400 lines: the file is shipped alone to bare GPU hosts with ``tools/device/library_plans.py`` (numpy only, no
+package import), and the inputs the GPU ran must be rebuilt bit for bit by the CPU replay from this same file, so
+every input construction (the separating ones, ``c_cancel`` and ``beta_split``, included) lives here.
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32}
 SINT = {8: "int8", 16: "int16", 32: "int32"}
 CALL_FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta",
                "tf32", "scale", "fast_accum")
-DISTS = ("normal", "wide", "tiny", "cancel", "tf32_exact", "fp32_raw", "smallint", "c_cancel")
+DISTS = ("normal", "wide", "tiny", "cancel", "tf32_exact", "fp32_raw", "smallint", "c_cancel", "beta_split")
 
 
 def _max_finite_exp(fmt: str) -> int:
@@ -171,6 +175,74 @@ def _c_cancel_operands(a_fmt: str, b_fmt: str, a_shape: tuple[int, ...], b_shape
     return A, B
 
 
+BETA_SPLIT_EXP = {"bfloat16": 0, "float16": 12}
+"""``beta_split``: the exponent of each column's C value (fp16's keeps beta * C and its rounding error in the normal
+range; bf16's is fp32's own)."""
+BETA_SPLIT_PIECES = 3
+"""``beta_split``: the k's that carry -RN32(beta * c) (3 x 8 significant bits for bf16, 3 x 11 for fp16 hold its 24)."""
+
+
+def _truncated(v: np.ndarray, bits: int) -> np.ndarray:
+    """``v`` (float64) cut to its ``bits`` leading significant bits, toward zero (0 stays 0)."""
+    m, e = np.frexp(v)
+    return np.ldexp(np.trunc(m * 2.0 ** bits), e - bits)
+
+
+def _patterns(fmt: str, v: np.ndarray) -> np.ndarray:
+    """Bit patterns of float64 values that ``fmt`` (bf16 or fp16) holds exactly; ValueError where one does not."""
+    if fmt == "bfloat16":
+        f32 = v.astype(np.float32)
+        pat = (f32.view(np.uint32) >> 16).astype(np.uint16)
+        back = (pat.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    elif fmt == "float16":
+        pat = v.astype(np.float16).view(np.uint16)
+        back = pat.view(np.float16).astype(np.float64)
+    else:
+        raise ValueError(f"beta_split takes bf16 or fp16 operands, not {fmt}")
+    if not np.array_equal(back, v):
+        raise ValueError(f"beta_split: a piece is not exact in {fmt}")
+    return pat
+
+
+def _beta_split_inputs(call: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """``beta_split`` inputs of an ``addmm`` with beta not 0 or 1 (bf16 or fp16, no batch): output (i, j) is y + beta *
+    c with y = -RN32(beta * c) exactly, so the two readings of the epilogue give other outputs wherever beta * c is not
+    an fp32 number.
+
+    Column j draws c_j (random sign and significand, exponent :data:`BETA_SPLIT_EXP`); b = RN32(beta) (what cuBLAS
+    receives) and r_j = RN32(b * c_j) (the exact product has at most 35 bits: float64 holds it, and numpy's float32
+    conversion rounds it to nearest even).  B[0..2, j] = -(the leading 8 (fp16: 11) bits of r_j, the next ones, the
+    rest): three exact pieces; A[i, 0..2] = s_i = 2^(i mod 3) (1 for a 1-D bias) and every other k is 0, so every
+    chain sums y_ij = -s_i r_j exactly (three products, 24 significant bits).  C[i, j] = s_i c_j (the bias: c_j).  Then
+    FFMA(beta, C, y) = RN32(s_i (b c_j - r_j)), the rounding error of beta * C, and FFMA(1, y, RN32(beta * C)) = +0."""
+    M, N, K = call["M"], call["N"], call["K"]
+    a_fmt, b_fmt, out_fmt = call["a_dtype"], call["b_dtype"], call["out_dtype"]
+    if call["op"] != "addmm" or call.get("batch", 1) != 1 or K < BETA_SPLIT_PIECES or \
+            len({a_fmt, b_fmt, out_fmt}) != 1 or a_fmt not in BETA_SPLIT_EXP or float(call["beta"]) in (0.0, 1.0):
+        raise ValueError("beta_split takes addmm calls of one 16-bit format with K >= 3 and beta not 0 or 1")
+    bits = FORMATS[a_fmt][2] + 1
+    c = compose(out_fmt, rng.integers(0, 2, size=N), np.full(N, BETA_SPLIT_EXP[out_fmt]),
+                rng.integers(0, 1 << FORMATS[out_fmt][2], size=N))
+    c_val = values(out_fmt, c)
+    r = (np.float64(np.float32(call["beta"])) * c_val).astype(np.float32).astype(np.float64)
+    pieces, rest = [], r
+    for _ in range(BETA_SPLIT_PIECES - 1):
+        pieces.append(_truncated(rest, bits))
+        rest = rest - pieces[-1]
+    pieces.append(rest)
+    uint = UINT[FORMATS[a_fmt][0]]
+    B = np.zeros((K, N), dtype=uint)
+    for k, piece in enumerate(pieces):
+        B[k] = _patterns(b_fmt, -piece)
+    bias = bool(call.get("bias"))
+    scale = np.ones(M) if bias else 2.0 ** (np.arange(M) % 3)
+    A = np.zeros((M, K), dtype=uint)
+    A[:, :BETA_SPLIT_PIECES] = _patterns(a_fmt, scale)[:, None]
+    if bias:
+        return {"A": A, "B": B, "bias": c.astype(uint)}
+    return {"A": A, "B": B, "C": _patterns(out_fmt, scale[:, None] * c_val[None, :])}
+
+
 def make_inputs(call: dict, seed: int) -> dict[str, np.ndarray]:
     """The inputs of one validation call as bit-pattern arrays (numpy only; deterministic in call and seed)."""
     op, M, N, K, batch = call["op"], call["M"], call["N"], call["K"], call.get("batch", 1)
@@ -178,6 +250,8 @@ def make_inputs(call: dict, seed: int) -> dict[str, np.ndarray]:
     a_fmt, b_fmt, out_fmt = call["a_dtype"], call["b_dtype"], call["out_dtype"]
     lead = (batch,) if op == "bmm" else ()
     rng = _rng(call, seed, "AB")
+    if dist == "beta_split":
+        return _beta_split_inputs(call, rng)
     if dist == "c_cancel":  # zeros but the lead and the two small runs; the addend -2^11
         A, B = _c_cancel_operands(a_fmt, b_fmt, (*lead, M, K), (*lead, K, N), rng)
         res = {"A": A, "B": B}

@@ -100,3 +100,15 @@ def alpha_calls(seed0: int = 9000, beta_list: bool = False) -> list[dict[str, An
                          group="default | alpha and beta kinds", recorded=None)
                 calls.append(e)
     return calls
+
+
+def beta_split_calls(seed0: int = 12000) -> list[dict[str, Any]]:
+    """The ``beta_split`` list: the ``beta`` list's calls at the values of beta whose product with a 16-bit C rounds in
+    fp32 (0.3 and -0.7), on ``beta_split`` inputs (:func:`tcsmt.hwcheck.library_calls.make_inputs`: y = -RN32(beta *
+    C) exactly, so FFMA(beta, C, y) gives beta * C's rounding error and FFMA(1, y, RN32(beta * C)) gives +0); seeds
+    from ``seed0``."""
+    calls = [c for c in alpha_calls(beta_list=True) if c["beta"] in (0.3, -0.7)]
+    for n, c in enumerate(calls):
+        c.update(dist="beta_split", seed=seed0 + n)
+    return calls
+

@@ -3,7 +3,8 @@ decision of its epilogue.
 
     python -m tools.library.addmm_samples lists DIR                  # DIR/addmm_list.json, DIR/addmm_list_lt.json
     python -m tools.library.addmm_samples lists DIR --dist alpha     # alpha != 1 at beta = 1, and beta = 2
-    python -m tools.library.addmm_samples lists DIR --dist beta      # alpha = 1 at beta = 0.75, -1.25
+    python -m tools.library.addmm_samples lists DIR --dist beta      # alpha = 1 at beta = 0.75, -1.25, 0.3, -0.7
+    python -m tools.library.addmm_samples lists DIR --dist beta_split  # alpha = 1, beta = 0.3, -0.7, y = -RN32(beta*C)
     (device) python3 tools/device/library_plans.py --out R --valid-list DIR/addmm_list.json     # sampled outputs
     python -m tools.library.addmm_samples ingest RAW_H100 RAW_H200 --command CMD  # -> evidence/library/addmm_beta1.json.gz
     python -m tools.library.addmm_samples verdicts       # -> evidence/library/addmm_beta1_verdicts.json
@@ -52,7 +53,7 @@ from tcsmt.library.rules import layout_tag as kernel_layout
 from tcsmt.library.rules import read_rules
 from tcsmt.sim.simulator import simulate_params
 from tools.device import recordings as R
-from tools.library.addmm_lists import alpha_calls, cancel_calls, sample_calls
+from tools.library.addmm_lists import alpha_calls, beta_split_calls, cancel_calls, sample_calls
 from tools.library.layout_probes import RECORDINGS, REPO, layout_tag
 
 EVIDENCE = REPO / "evidence" / "library" / "addmm_beta1.json.gz"
@@ -145,13 +146,13 @@ def addmm_cmd() -> None:
 
 @addmm_cmd.command("lists", help="write DIR/addmm_list.json and DIR/addmm_list_lt.json from the H100 recordings")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--dist", type=click.Choice(["mixed", "c_cancel", "alpha", "beta"]), default="mixed", show_default=True,
+@click.option("--dist", type=click.Choice(["mixed", "c_cancel", "alpha", "beta", "beta_split"]), default="mixed", show_default=True,
               help="mixed: normal / wide / tf32_exact inputs (sample_calls); c_cancel: cancel_calls; alpha, beta: "
-                   "alpha_calls (no recording read)")
+                   "alpha_calls; beta_split: beta_split_calls (no recording read)")
 def lists_cmd(out: Path, dist: str) -> int:
-    if dist in ("alpha", "beta"):
+    if dist in ("alpha", "beta", "beta_split"):
         out.mkdir(parents=True, exist_ok=True)
-        calls = alpha_calls(beta_list=dist == "beta")
+        calls = beta_split_calls() if dist == "beta_split" else alpha_calls(beta_list=dist == "beta")
         (out / "addmm_list.json").write_text(json.dumps(calls, indent=0) + "\n")
         click.echo(f"{out / 'addmm_list.json'}: {len(calls)} calls")
         return 0
