@@ -84,6 +84,31 @@ def test_h200_confirmations_are_recomputed_from_the_device_files() -> None:
     assert sum(committed["differing_calls_per_class"].values()) == 4322
 
 
+def test_h200_probes_of_the_catalog_recordings_cover_their_split_counts() -> None:
+    """The third H200 run (2026-11-27, `h200_confirm recorded-lists` over the H200 catalog recordings, appended by
+    `ingest --add`): one probe per split-K count S of the recorded nvjet calls that the grid's probes had not read, each
+    carrying the recorded plan signature, each traced at that S, its slice starts the family's rule."""
+    from tools.library import h200_confirm as HC
+
+    fams = _load(HC.PLANS_H100)["families"]
+    probes = [p for p in _load(HC.PROBES)["probes"] if p.get("recorded")]
+    by_class: dict[str, set[int]] = {}
+    for p in probes:
+        cls = p["config"].split(" | ")[0]
+        S = p["recorded"]["split_k"]
+        assert p["lt_split_k"] == S and p["starts"] == HC._rule_starts(fams[cls.removeprefix("family ")], p["K"], S)
+        by_class.setdefault(cls, set()).add(S)
+    assert by_class == {"family nvjet_sm90_16bit_splitK": {5, 7, 9, 10, 13},
+                        "family nvjet_sm90_fp8_splitK": {4, 5, 8, 11}}
+
+
+def test_h200_decode_layers_on_newly_probed_split_counts_are_answered() -> None:
+    """LLaMA-2 13B's down projection at 1 token (linear bf16 1 x 5120 x 13824) runs the nvjet 16-bit split-K family
+    at S = 5 on the H200 (h200_layers_16bit recording), an S its probes read only in the third run: answered now."""
+    p = L.plan("linear", 1, 5120, 13824, gpu="h200", a_dtype="bfloat16")
+    assert p.split_k == 5 and p.gpu == "h200"
+
+
 def test_h200_plan_where_the_h200_recorded_the_h100_plan() -> None:
     kw = {"a_dtype": "bfloat16"}
     p200, p100 = L.plan("mm", 1024, 1024, 1024, gpu="h200", **kw), L.plan("mm", 1024, 1024, 1024, gpu="h100", **kw)

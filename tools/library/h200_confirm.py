@@ -1,8 +1,10 @@
 """Confirm on the H200 the plans it records where they differ from the H100's (evidence/library_plans.md, "H200").
 
     python -m tools.library.h200_confirm lists DIR        # DIR/{probe,valid}_list.json and DIR/round2/...
+    python -m tools.library.h200_confirm recorded-lists DIR REC.json.gz ...  # S the catalog recordings add
     OUT=RAW_DIR bash tools/device/library_h200_confirm.sh DIR   # on the H200
     python -m tools.library.h200_confirm ingest RAW_DIR RAW_DIR2  # -> h200_library_confirm_{samples,probes}.json
+    python -m tools.library.h200_confirm ingest --add RAW_DIR3   # appended to the committed files
     python -m tools.library.h200_confirm summary [-o evidence/h200_library_confirm.json]
 
 The H200 recorded (``h200_cublas_plans.json.gz``) another plan than the H100 for 4,322 grid calls: other kernels,
@@ -27,6 +29,12 @@ disagrees; a family class only at the S its probes read (``probed_split_k``; a s
 ``lists``, probes every S of the differing calls that the first round did not); ``python -m tcsmt.library.convert ... --confirmed evidence/h200_library_confirm.json`` then gives
 every differing call of a confirmed class its own plan.  Nothing is inferred for a class without a probe or a
 sample: its calls stay refused.
+
+``recorded-lists`` does the same for the H200's catalog recordings (``evidence/library/recordings/h200_*``, torch's
+default settings): per family class and split-K count S that ``h200_library_confirm.json`` has not probed, one probe
+call and one validation call picked among the recorded calls, each carrying the recorded plan signature
+(``recorded``: kernels, S, reductionScheme, the recording's file) that ``summary`` holds the device's run against,
+as it holds the first rounds' against the plan file.
 """
 from __future__ import annotations
 
@@ -161,7 +169,8 @@ def _rule_starts(fam: dict[str, Any], K: int, S: int) -> list[int]:
     return [i * chunk for i in range(S) if i * chunk < K]
 
 
-def ingest(raws: list[Path]) -> tuple[dict[str, Any], dict[str, Any]]:
+def ingest(raws: list[Path], earlier: tuple[dict[str, Any], dict[str, Any]] | None = None
+           ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The device runs' files (each of ``raws``: r/valid_list.json, r/probe_list.json, smi.txt) as the two committed
     files: the validation calls (the validation file's format, with the driver) and the probes (with the versions);
     kernel names and cuBLASLt traces normalised as ``library_plans_build.py`` wrote the recorded files."""
@@ -169,6 +178,10 @@ def ingest(raws: list[Path]) -> tuple[dict[str, Any], dict[str, Any]]:
 
     val: dict[str, Any] = {}
     plist: list[dict[str, Any]] = []
+    if earlier is not None:  # the committed files: the new runs are appended (same GPU, driver and versions)
+        val = {**earlier[0], "calls": list(earlier[0]["calls"]), "rejected": list(earlier[0].get("rejected", []))}
+        plist = list(earlier[1]["probes"])
+    new_from = (len(val.get("calls", [])), len(plist))
     for raw in raws:
         v = json.loads((raw / "r" / "valid_list.json").read_text())
         smi = (raw / "smi.txt").read_text().splitlines()
@@ -180,13 +193,14 @@ def ingest(raws: list[Path]) -> tuple[dict[str, Any], dict[str, Any]]:
         calls = [*val.get("calls", []), *v["calls"]]
         val = {**v, "calls": calls, "rejected": [*val.get("rejected", []), *v["rejected"]]}
         plist += json.loads((raw / "r" / "probe_list.json").read_text())
-    for c in val["calls"] + plist:  # as library_plans_build.py wrote the plan and validation files
+    for c in val["calls"][new_from[0]:] + plist[new_from[1]:]:  # as library_plans_build.py wrote the plan files
         c["kernels"] = [kernel_name(k) for k in c.get("kernels", [])]
         c["lt_algo"] = [lt_text(a) for a in c.get("lt_algo") or []]
     val["what"] = ("H200 validation calls picked by `python -m tools.library.h200_confirm lists` among the "
                    "calls whose H200 plan differs from the H100's (field 'class'; two device runs: the lists and "
-                   "their round2), run by tools/device/library_h200_confirm.sh (library_plans_device.py "
-                   "--valid-list)")
+                   "their round2), and by `recorded-lists` among the catalog recordings' calls at split-K counts "
+                   "those did not probe (field 'recorded'; a third run, appended with `ingest --add`), run by "
+                   "tools/device/library_h200_confirm.sh (library_plans_device.py --valid-list)")
     versions = {k: val[k] for k in ("gpu", "driver", "torch", "cuda", "cublas", "cublaslt")}
     probes = {**versions, "what": ("slice probe and reduction probe 2 (tools/device/library_plans.py slice_probe, "
                                    "reduce_probe2; --probe-list) of H200 split-K calls whose plan differs from the "
@@ -227,7 +241,7 @@ def summary(val: dict[str, Any], probes_file: dict[str, Any], p200: dict[str, An
         cls = p["config"].split(" | ")[0]
         e = cls_entry(cls)
         e["probes"] += 1
-        rec = recorded.get(_key(p))
+        rec = p.get("recorded") or recorded.get(_key(p))
         fam = fams[cls.removeprefix("family ")]
         S = p.get("lt_split_k")
         want = _rule_starts(fam, p["K"], int(S)) if S else None
@@ -256,9 +270,10 @@ def summary(val: dict[str, Any], probes_file: dict[str, Any], p200: dict[str, An
     for n, c in enumerate(calls):
         e = cls_entry(c["class"])
         e["samples"] += 1
-        rec = recorded.get(_key(c))
+        own = c.get("recorded")  # a call of the catalog recordings (lists_recorded): its recorded signature
+        rec = own or recorded.get(_key(c))
         mine = plan_signature(c)
-        theirs = plan_signature(rec, p200.get("lt_algos")) if rec else None
+        theirs = plan_signature(rec, None if own else p200.get("lt_algos")) if rec else None
         if mine != theirs:
             e["disagreements"].append(f"sample {config(c)} {c['M']}x{c['N']}x{c['K']}: ran kernels {mine[0]}, S "
                                       f"{mine[1]}, {mine[2]}; the plan file recorded {theirs}")
@@ -308,10 +323,30 @@ def lists_cmd(out: Path) -> int:
     return 0
 
 
+@confirm_cmd.command("recorded-lists", help="write OUT/{probe,valid}_list.json: the recordings' unprobed split-K counts")
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("recordings", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def recorded_lists_cmd(out: Path, recordings: tuple[Path, ...]) -> int:
+    from tcsmt.library.recordings import read_recording
+
+    recs = [(p.name, read_recording(p)) for p in recordings]
+    from tools.library.h200_recorded_lists import lists_recorded
+
+    probes, samples = lists_recorded(recs, _load(PLANS_H100), _load("h200_library_confirm.json"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "probe_list.json").write_text(json.dumps(probes, indent=0))
+    (out / "valid_list.json").write_text(json.dumps(samples, indent=0))
+    for p in probes:
+        print(f"  probe {p['config']} {p['op']} {p['M']}x{p['N']}x{p['K']} S {p['recorded']['split_k']}")
+    print(f"{len(probes)} probes, {len(samples)} validation calls written to {out}")
+    return 0
+
+
 @confirm_cmd.command("ingest", help="read the device runs' output folders RAW... into the results files")
 @click.argument("raw", type=click.Path(exists=True, file_okay=False, path_type=Path), nargs=-1, required=True)
-def ingest_cmd(raw: tuple[Path, ...]) -> int:
-    val, probe_file = ingest(list(raw))
+@click.option("--add", is_flag=True, help="append the runs to the committed files instead of replacing them")
+def ingest_cmd(raw: tuple[Path, ...], add: bool) -> int:
+    val, probe_file = ingest(list(raw), (_load(SAMPLES), _load(PROBES)) if add else None)
     (RESULTS / SAMPLES).write_text(json.dumps(val, separators=(",", ":")) + "\n")
     (RESULTS / PROBES).write_text(json.dumps(probe_file, indent=0) + "\n")
     print(f"written {SAMPLES}, {PROBES}")
