@@ -230,14 +230,39 @@ def test_the_h200_call_that_refuted_an_order_is_refused():
             answer(parse_record_spec("bmm 1x15500x128x1 float16 b_t=1"), gpu, plans_dirs=())
 
 
-def test_a_gemv_plan_names_its_order_entry_by_block():
-    """``gemv_orders --refuted-by`` finds the order entry a plan took from the source line the rules write
-    (``tcsmt.library.rules.GEMV_ORDER_SOURCE``): here the H200's bf16 ``gemvx`` call of its committed fresh samples."""
+def test_a_gemv_plan_and_a_gemv_refusal_name_the_block():
+    """``gemv_orders --refuted-by`` finds which order entry a fresh call would take from the block the catalog names
+    (``tcsmt.library.rules.GEMV_BLOCK_NAMED``), in an answered plan's source line (the H200's bf16 ``gemvx`` call of its
+    committed fresh samples) and in a refusal's reason (the fp16 call that refuted K = 128) alike."""
     from tcsmt.library.lookup import answer, parse_record_spec
-    from tcsmt.library.rules import GEMV_ORDER_SOURCE
+    from tcsmt.library.rules import GEMV_BLOCK_NAMED
     plan = answer(parse_record_spec("bmm 1x11948x128x1 bfloat16 b_t=1"), "h200", plans_dirs=()).plan
-    blocks = [m.group(1) for s in plan.sources for m in [GEMV_ORDER_SOURCE.search(s)] if m]
+    blocks = [m.group(1) for s in plan.sources for m in [GEMV_BLOCK_NAMED.search(s)] if m]
     assert len(blocks) == 1 and json.loads(blocks[0])[2] == 1
+    with pytest.raises(TcsmtError) as exc:
+        answer(parse_record_spec("bmm 1x15500x128x1 float16 b_t=1"), "h200", plans_dirs=())
+    assert [m.group(1) for m in [GEMV_BLOCK_NAMED.search(str(exc.value))] if m] == ["[4, 64, 1]"]
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_refuted_by_judges_the_tables_own_order_not_the_shipped_catalog(gpu, tmp_path):
+    """The shipped catalogs refuse the refuting call (fp16 ``gemvx`` [4, 64, 1] at K = 128), so asking them, as
+    ``--refuted-by`` did, found nothing to refute and a regenerated table took K = 128 back (2026-11-27, night). Judged
+    under the table's own order at that kernel, block and K, the H200's fresh samples refute it again, for either
+    GPU's table (the same kernel code)."""
+    from tools.library.gemv_orders import refuting
+    table = json.loads((REPO / "models" / "library" / f"{gpu}_gemv_orders.json").read_text())
+    kernel = next(e["kernel"] for e in table["not_decided"] if e["block"] == [4, 64, 1] and e["K"] == [128])
+    table["orders"].append({"kernel": kernel, "block": [4, 64, 1], "lanes": 4, "lanes_are": "blockDim.x",
+                            "grain": "chunk64", "reduce": "halving", "K": [128]})
+    with gzip.open(REPO / "evidence" / "library" / "h200_catalog_samples_rebuilt.json.gz", "rt") as f:
+        fresh = json.load(f)
+    fresh["calls"] = [c for c in fresh["calls"] if c["spec"] == "bmm 1x15500x128x1 float16 b_t=1"]  # the refuting one
+    one = tmp_path / "one.json.gz"
+    with gzip.open(one, "wt") as f:
+        json.dump(fresh, f)
+    got = refuting([one], gpu, table)
+    assert [(k[1], k[2]) for k in got] == [("[4, 64, 1]", 128)] and "4 of 128 samples differ" in next(iter(got.values()))
 
 
 def test_refuted_by_a_file_of_another_kind_is_one_line(tmp_path):
@@ -246,4 +271,44 @@ def test_refuted_by_a_file_of_another_kind_is_one_line(tmp_path):
     with gzip.open(bad, "wt") as f:
         json.dump({"calls": 5}, f)
     with pytest.raises(TcsmtError, match="not a file of tools/device/catalog_sample_run.py"):
-        refuting([bad], "h200")
+        refuting([bad], "h200", {"orders": []})
+
+
+def _two_level_sizes(K: int, i: int, threads: int = 16, block: int = 32) -> np.ndarray:
+    """Subtree sizes of the ``gemv2T_kernel_val`` order the probes of 2026-11-27 revealed beyond K = 512: thread t
+    takes k = t mod 16; its k's of each block of 512 (32 a thread) run a chain from +0, the block sums are added to the
+    thread's sum in order, and the 16 thread sums meet serially from thread 0."""
+    k = np.arange(K)
+    lane, pos = k % threads, k // threads
+    count = np.bincount(lane, minlength=threads)
+    out = np.empty(K, dtype=np.int64)
+    for j in range(K):
+        if lane[j] != lane[i]:
+            out[j] = count[: max(lane[i], lane[j]) + 1].sum()
+        elif pos[j] // block == pos[i] // block:
+            out[j] = max(pos[i], pos[j]) + 1 - block * (pos[i] // block)
+        else:
+            out[j] = min(count[lane[i]], block * (max(pos[i], pos[j]) // block + 1))
+    out[i] = -1
+    return out
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_gemv2T_beyond_512_sums_each_threads_blocks_apart(gpu):
+    """GPT-2's and BERT's LM heads at M = 1 (``gemv2T_kernel_val``, block [128, 1, 1]) at K = 768 and 1024, and the
+    other probed K above 512 (evidence/library/<gpu>_gemv_probes_ends.json.gz, 2026-11-27): every revealed row is the
+    two-level order of :func:`_two_level_sizes`, and none is the single chain per thread that the order table holds at
+    K = 128 (so the table leaves these K out and the calls are refused)."""
+    with gzip.open(REPO / "evidence" / "library" / f"{gpu}_gemv_probes_ends.json.gz", "rt") as f:
+        results = [r for r in json.load(f)["results"] if "gemv2T_kernel_val" in r["kernels"][0]["name"]
+                   and r["spec"]["K"] > 512]
+    from tools.library.gemv_orders import subtree_sizes
+    ks = set()
+    for r in results:
+        K = r["spec"]["K"]
+        rows = revealed(r)
+        assert rows
+        assert all((_two_level_sizes(K, i) == v).all() for i, v in rows.items()), (K, r["spec"]["N"])
+        assert not all((subtree_sizes(K, 16, 1, "fp32_forward", i) == v).all() for i, v in rows.items())
+        ks.add(K)
+    assert {768, 1024} <= ks

@@ -259,9 +259,10 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
     return out, ""
 
 
-GEMV_ORDER_SOURCE = re.compile(r"K order of the \S+ kernel with block (\[[\d, ]+\]) read by FPRev probes")
-"""The source line :func:`gemv_fields` gives a plan whose K order an order-table entry set; group 1: the entry's block
-(how ``tools/library/gemv_orders.py --refuted-by`` finds the entry an answered call took)."""
+GEMV_BLOCK_NAMED = re.compile(r"kernel with block (\[[\d, ]+\])")
+"""The block dims that :func:`gemv_fields` names for a GEMV call, in its plan's source line and in the reasons it refuses
+one alike; group 1: the block (how ``tools/library/gemv_orders.py --refuted-by`` finds which entry a fresh call would
+take, whether the shipped catalog answers it or not)."""
 UNREAD_K_ORDER = re.compile(r"(?:^|::)((?:gemv|gemmSN|gemmk1|dot_kernel)\w*)")
 """CUDA-core matrix-vector kernels whose own K order no probe read: one K-chain is not their arithmetic.  Searched
 anywhere after a scope (the demangled ``internal::gemvx::kernel`` comes after its return type,

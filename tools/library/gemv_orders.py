@@ -48,7 +48,7 @@ from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.evaluate import evaluate_pairs, fmt_of
 from tcsmt.library.plans import call_from_entry, plan_from_fields
-from tcsmt.library.rules import GEMV_ORDER_SOURCE
+from tcsmt.library.rules import GEMV_BLOCK_NAMED
 from tcsmt.sim.simulator import to_bits
 from tools.device.gemv_probes import BIG, ONE, random_bits, windowed_params
 
@@ -264,14 +264,34 @@ def order_table(probes: dict[str, Any], name: str, n: int, progress=None) -> dic
             "device": probes["device"], "method": __doc__.split("\n\n")[1], "orders": entries, "not_decided": left}
 
 
-def refuting(raw_paths: list[Path], gpu: str) -> dict[tuple[str, str, int], str]:
-    """(kernel class, block, K) -> what refuted it: the GEMV calls (K up to :data:`OUTPUTS_MAX_K`) of fresh
-    sampled-output files (``tools/device/catalog_sample_run.py``) whose samples differ from ``gpu``'s plan, which
-    took its order from the entry of that kernel class, block and K (named in the plan's sources).  A file made on
-    another GPU refutes this one's entry where this GPU's plan takes the same kernel, block and K (the same code)."""
+def _recorded_block(call: Any, gpu: str) -> str | None:
+    """The GEMV block dims the shipped catalog of ``gpu`` recorded for ``call`` (JSON text), or None."""
+    from tcsmt.library.lookup import catalogs
+    for cat in catalogs():
+        if cat.gpu != gpu:
+            continue
+        for hit in cat.find(call):
+            texts = [*hit.plan.sources] if hit.plan is not None else [hit.why]
+            for t in texts:
+                m = GEMV_BLOCK_NAMED.search(t)
+                if m:
+                    return json.dumps(json.loads(m.group(1)))
+    return None
+
+
+def refuting(raw_paths: list[Path], gpu: str, table: dict[str, Any]) -> dict[tuple[str, str, int], str]:
+    """(kernel, block, K) -> what refuted it: the GEMV calls (K up to :data:`OUTPUTS_MAX_K`, no epilogue) of fresh
+    sampled-output files (``tools/device/catalog_sample_run.py``) whose samples differ from the order ``table`` holds
+    for their kernel, block (as the catalog of ``gpu`` recorded it) and K.  Each call is evaluated under the new
+    table's order itself, not the shipped catalog's plan: a catalog built from a table without the refuted K refuses
+    the call, and asking it would bring the refuted order back.  A file made on another GPU refutes this one's entry
+    where this GPU recorded the same kernel and block (the same code)."""
+    import dataclasses
+
     from tcsmt.hwcheck.library_calls import make_inputs
-    from tcsmt.library.lookup import answer, parse_record_spec
+    from tcsmt.library.lookup import parse_record_spec
     from tcsmt.library.replay import replay_call
+    from tcsmt.library.rules import kernel_key
     out: dict[tuple[str, str, int], str] = {}
     for path in raw_paths:
         try:
@@ -284,26 +304,31 @@ def refuting(raw_paths: list[Path], gpu: str) -> dict[tuple[str, str, int], str]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise TcsmtError(f"{path}: not a file of tools/device/catalog_sample_run.py ({exc})") from None
         for item in items:
-            if not any(GEMV.search(k) for k in item.get("kernels") or []):
-                continue
+            gemv = [k for k in item.get("kernels") or [] if GEMV.search(k)]
             call = parse_record_spec(item["spec"])
-            if call.K > OUTPUTS_MAX_K:  # as for the probes' sampled outputs: the exact FFMA chain is slow there
+            if len(gemv) != 1 or call.K > OUTPUTS_MAX_K or call.alpha != 1.0 or call.beta != 0.0 or call.bias:
                 continue
-            try:
-                plan = answer(call, gpu, plans_dirs=()).plan
-            except TcsmtError:
-                continue
-            block = next((m.group(1) for s in plan.sources for m in [GEMV_ORDER_SOURCE.search(s)] if m), None)
+            block = _recorded_block(call, gpu)
             if block is None:
                 continue
-            vc = {k: getattr(call, k) for k in ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype",
-                                                "bias", "alpha", "beta", "tf32", "scale", "fast_accum", "a_t", "b_t")}
-            vc.update(dist=item["dist"], samples=item["samples"])
-            r = replay_call(vc, make_inputs(vc, int(item["seed"])), plan)
-            if r.mismatches:
-                out[(plan.kernels[0], json.dumps(json.loads(block)), call.K)] = (
-                    f"refuted at K = {call.K} by fresh GPU outputs: {item['spec']} ({item['dist']} inputs, seed "
-                    f"{item['seed']}), {len(r.mismatches)} of {r.checked} samples differ ({path.name})")
+            key = kernel_key(gemv[0])
+            for e in table["orders"]:
+                if kernel_key(e["kernel"]) != key or json.dumps(e["block"]) != block or call.K not in e["K"]:
+                    continue
+                L = int(e["lanes"])
+                spec = {"op": call.op, "a_dtype": call.a_dtype, "out_dtype": call.out_dtype}
+                fields = plan_raw(spec, L, grain_of(e["grain"], call.K, L), e["reduce"], "refutation check")
+                plan = plan_from_fields(fields, call_from_entry(fields, [call.M, call.N, call.K, call.batch], "check"),
+                                        gpu, "", "", "refutation check")
+                vc = {k: getattr(call, k) for k in ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype",
+                                                    "bias", "alpha", "beta", "tf32", "scale", "fast_accum", "a_t",
+                                                    "b_t")}
+                vc.update(dist=item["dist"], samples=item["samples"])
+                r = replay_call(vc, make_inputs(vc, int(item["seed"])), dataclasses.replace(plan, call=call))
+                if r.mismatches:
+                    out[(e["kernel"], block, call.K)] = (
+                        f"refuted at K = {call.K} by fresh GPU outputs: {item['spec']} ({item['dist']} inputs, seed "
+                        f"{item['seed']}), {len(r.mismatches)} of {r.checked} samples differ ({path.name})")
     return out
 
 
@@ -311,8 +336,8 @@ def drop_refuted(table: dict[str, Any], refuted: dict[tuple[str, str, int], str]
     """Take the refuted K values out of the table's entries (an entry left with none goes) into ``not_decided``."""
     kept = []
     for e in table["orders"]:
-        hits = {k: why for (cls, block, k), why in refuted.items()
-                if e["kernel"].startswith(cls) and json.dumps(e["block"]) == block and k in e["K"]}
+        hits = {k: why for (kernel, block, k), why in refuted.items()
+                if e["kernel"].startswith(kernel) and json.dumps(e["block"]) == block and k in e["K"]}
         for k, why in sorted(hits.items()):
             table["not_decided"].append({"kernel": e["kernel"], "block": e["block"], "K": [k], "why": why})
         e["K"] = [k for k in e["K"] if k not in hits]
@@ -349,16 +374,15 @@ def read_probes(paths: list[Path]) -> tuple[dict[str, Any], str]:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--outputs", default=32, show_default=True, help="sampled outputs compared per sampled call")
 @click.option("--refuted-by", "refuted_by", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
-              help="fresh sampled outputs of this GPU (tools/device/catalog_sample_run.py): a GEMV call whose samples "
-                   "differ from the shipped catalog's plan takes its order's K out of the table (refuted)")
+              help="fresh sampled outputs (tools/device/catalog_sample_run.py): a GEMV call whose samples differ "
+                   "from the table's own order at its kernel, block and K takes that K out of the table (refuted)")
 def gemv_orders_cmd(probes: tuple[Path, ...], gpu: str, out: Path | None, outputs: int,
                     refuted_by: tuple[Path, ...]) -> None:
     data, names = read_probes(list(probes))
-    refuted = refuting(list(refuted_by), gpu)
     made = names + f" --gpu {gpu}" + "".join(f" --refuted-by {p.relative_to(REPO) if p.is_absolute() else p}"
                                                for p in refuted_by)
     table = order_table(data, made, outputs, progress=lambda m: print(m, file=sys.stderr, flush=True))
-    drop_refuted(table, refuted)
+    drop_refuted(table, refuting(list(refuted_by), gpu, table))
     out = out or REPO / "models" / "library" / f"{gpu}_gemv_orders.json"
     out.write_text(json.dumps(table, indent=1) + "\n")
     print(f"{len(table['orders'])} kernel/block orders written to {out}; {len(table['not_decided'])} not decided")
