@@ -3,6 +3,7 @@ draw of answered calls for the fresh GPU check (tools/library/catalog_samples.py
 recordings (evidence/library/recordings/, tools/device/record_plans.py) and the shipped H100 catalog."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,34 @@ def test_pick_draws_answered_calls_under_switchable_settings():
         call = parse_record_spec(c["spec"])
         assert set(parse_settings_key(call.settings)) <= SWITCHABLE
         assert answer(call, "h100", plans_dirs=()).plan is not None
+
+
+def test_pick_before_keeps_only_calls_the_older_catalog_refuses(tmp_path):
+    """``pick --before OLD``: an older catalog that refuses one run of a family whose runs interleave (step 4, other
+    residues beside it) must keep exactly that run's calls; the run of the nearest start is not the one holding a
+    count (the pick of 2026-11-27 took answered calls for refused ones that way)."""
+    import sqlite3
+    import zlib
+
+    from tools.library.catalog_samples import _answered, _refused_in
+    src = plans_dir() / "h100_cublas13_catalog.sqlite"
+    old = tmp_path / "old.sqlite"
+    old.write_bytes(src.read_bytes())
+    db = sqlite3.connect(old)
+    fam, d1, d2, lo, hi, step = db.execute(
+        "SELECT a.family, a.d1, a.d2, a.lo, a.hi, a.step FROM runs a JOIN runs b ON a.family = b.family AND "
+        "a.vary = b.vary AND a.d1 = b.d1 AND a.d2 = b.d2 AND b.lo > a.lo AND b.lo < a.hi AND a.step > 1 "
+        "WHERE a.vary = 'M' LIMIT 1").fetchone()
+    why = zlib.compress(json.dumps({"why": "refused for the test"}).encode())
+    pid = db.execute("INSERT INTO plans (fields) VALUES (?)", (why,)).lastrowid
+    db.execute("UPDATE runs SET plan = ? WHERE family = ? AND vary = 'M' AND d1 = ? AND d2 = ? AND lo = ?",
+               (pid, fam, d1, d2, lo))
+    db.commit()
+    families, cls = _answered(db)
+    fam_ids = {json.dumps(json.loads(k)): int(i) for i, k in db.execute("SELECT id, key FROM families")}
+    family = families[fam]
+    assert all(_refused_in(db, fam_ids, cls, family, "M", d1, d2, t) for t in range(lo, hi + 1, step))
+    others = [t for t in range(lo + 1, hi) if (t - lo) % step and
+              db.execute("SELECT 1 FROM runs WHERE family = ? AND vary = 'M' AND d1 = ? AND d2 = ? AND lo <= ? AND "
+                         "hi >= ? AND (? - lo) % step = 0", (fam, d1, d2, t, t, t)).fetchone()]
+    assert others and not any(_refused_in(db, fam_ids, cls, family, "M", d1, d2, t) for t in others)

@@ -118,11 +118,11 @@ def _refused_in(db: sqlite3.Connection, fam_ids: dict[str, int], cls: dict[int, 
     fid = fam_ids.get(json.dumps(family))
     if fid is None:
         return True
-    row = db.execute("SELECT lo, hi, step, plan FROM runs WHERE family = ? AND vary = ? AND d1 = ? AND d2 = ? "
-                     "AND lo <= ? ORDER BY lo DESC LIMIT 1", (fid, vary, d1, d2, t)).fetchone()
-    if row is None or t > row[1] or (t - row[0]) % row[2]:
-        return True
-    return cls[int(row[3])] is None
+    # runs of one family and dimensions may interleave (steps > 1 with other residues): the run holding t, as
+    # Catalog.find takes it, not the one of the nearest start (which took answered calls for refused ones)
+    row = db.execute("SELECT plan FROM runs WHERE family = ? AND vary = ? AND d1 = ? AND d2 = ? AND lo <= ? AND "
+                     "hi >= ? AND (? - lo) % step = 0", (fid, vary, d1, d2, t, t, t)).fetchone()
+    return row is None or cls[int(row[0])] is None
 
 
 def replay(raw: dict[str, Any], gpu: str) -> dict[str, Any]:
