@@ -48,6 +48,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tcsmt/hwcheck/library_calls.py", "compose"): _INPUTS,
     ("tcsmt/hwcheck/library_calls.py", "make_inputs"): _INPUTS,
     ("tcsmt/hwcheck/library_calls.py", "_c_cancel_operands"): _INPUTS,
+    ("tcsmt/hwcheck/library_calls.py", "_beta_split_inputs"): _INPUTS,
+    ("tcsmt/hwcheck/library_calls.py", "_truncated"): "input generation: cuts a value to a piece of the 16-bit format "
+                                                      "(beta_split's exact pieces of RN32(beta * c)), no model output",
+    ("tcsmt/hwcheck/library_calls.py", "_patterns"): "input generation: bit patterns of values the format holds "
+                                                     "exactly (checked), not a rounding",
     ("tcsmt/hwcheck/library_calls.py", "random_matrix"): _INPUTS,
     ("tcsmt/hwcheck/library_calls.py", "values"): "reads recorded probe patterns back as values (exact decoding)",
     ("tools/device/gemv_probes.py", "main"): "rounds seconds for the progress line",
