@@ -39,6 +39,7 @@ from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.catalog import call_at
 from tcsmt.library.lookup import answer, parse_record_spec, record_spec
 from tcsmt.library.plans import Call, plans_dir
+from tcsmt.library.recordings import CALL_FIELDS
 from tcsmt.library.replay import replay_call
 from tcsmt.library.settings import parse_settings_key
 
@@ -125,6 +126,15 @@ def _refused_in(db: sqlite3.Connection, fam_ids: dict[str, int], cls: dict[int, 
     return row is None or cls[int(row[0])] is None
 
 
+def sampled_call(item: dict[str, Any]) -> tuple[Call, dict[str, Any]]:
+    """One sampled call of a ``catalog_sample_run.py`` file: its :class:`Call`, and the call as
+    :func:`tcsmt.library.replay.replay_call` and :func:`make_inputs` take it (fields, ``dist``, the GPU's samples)."""
+    call = parse_record_spec(item["spec"])
+    vc = {k: getattr(call, k) for k in CALL_FIELDS}
+    vc.update(dist=item["dist"], samples=item["samples"])
+    return call, vc
+
+
 def replay(raw: dict[str, Any], gpu: str) -> dict[str, Any]:
     """Every run call's samples under the library's plan: module docstring."""
     tally: collections.Counter = collections.Counter()
@@ -132,10 +142,7 @@ def replay(raw: dict[str, Any], gpu: str) -> dict[str, Any]:
     shown: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     for item in raw.get("calls", []):
-        call = parse_record_spec(item["spec"])
-        vc = {k: getattr(call, k) for k in ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias",
-                                            "alpha", "beta", "tf32", "scale", "fast_accum", "a_t", "b_t")}
-        vc.update(dist=item["dist"], samples=item["samples"])
+        call, vc = sampled_call(item)
         stratum = str(item.get("stratum", ["?"])[0])
         tally["calls"] += 1
         try:

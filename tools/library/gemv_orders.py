@@ -286,12 +286,10 @@ def refuting(raw_paths: list[Path], gpu: str, table: dict[str, Any]) -> dict[tup
     table's order itself, not the shipped catalog's plan: a catalog built from a table without the refuted K refuses
     the call, and asking it would bring the refuted order back.  A file made on another GPU refutes this one's entry
     where this GPU recorded the same kernel and block (the same code)."""
-    import dataclasses
-
     from tcsmt.hwcheck.library_calls import make_inputs
-    from tcsmt.library.lookup import parse_record_spec
     from tcsmt.library.replay import replay_call
     from tcsmt.library.rules import kernel_key
+    from tools.library.catalog_samples import sampled_call
     out: dict[tuple[str, str, int], str] = {}
     for path in raw_paths:
         try:
@@ -305,26 +303,20 @@ def refuting(raw_paths: list[Path], gpu: str, table: dict[str, Any]) -> dict[tup
             raise TcsmtError(f"{path}: not a file of tools/device/catalog_sample_run.py ({exc})") from None
         for item in items:
             gemv = [k for k in item.get("kernels") or [] if GEMV.search(k)]
-            call = parse_record_spec(item["spec"])
+            call, vc = sampled_call(item)
             if len(gemv) != 1 or call.K > OUTPUTS_MAX_K or call.alpha != 1.0 or call.beta != 0.0 or call.bias:
                 continue
-            block = _recorded_block(call, gpu)
-            if block is None:
-                continue
             key = kernel_key(gemv[0])
-            for e in table["orders"]:
-                if kernel_key(e["kernel"]) != key or json.dumps(e["block"]) != block or call.K not in e["K"]:
+            at_k = [e for e in table["orders"] if kernel_key(e["kernel"]) == key and call.K in e["K"]]
+            block = _recorded_block(call, gpu) if at_k else None
+            for e in at_k:
+                if json.dumps(e["block"]) != block:
                     continue
                 L = int(e["lanes"])
                 spec = {"op": call.op, "a_dtype": call.a_dtype, "out_dtype": call.out_dtype}
                 fields = plan_raw(spec, L, grain_of(e["grain"], call.K, L), e["reduce"], "refutation check")
-                plan = plan_from_fields(fields, call_from_entry(fields, [call.M, call.N, call.K, call.batch], "check"),
-                                        gpu, "", "", "refutation check")
-                vc = {k: getattr(call, k) for k in ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype",
-                                                    "bias", "alpha", "beta", "tf32", "scale", "fast_accum", "a_t",
-                                                    "b_t")}
-                vc.update(dist=item["dist"], samples=item["samples"])
-                r = replay_call(vc, make_inputs(vc, int(item["seed"])), dataclasses.replace(plan, call=call))
+                plan = plan_from_fields(fields, call, gpu, "", "", "refutation check")
+                r = replay_call(vc, make_inputs(vc, int(item["seed"])), plan)
                 if r.mismatches:
                     out[(e["kernel"], block, call.K)] = (
                         f"refuted at K = {call.K} by fresh GPU outputs: {item['spec']} ({item['dist']} inputs, seed "

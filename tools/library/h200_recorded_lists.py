@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcsmt.hwcheck.library_calls import CALL_FIELDS
 from tcsmt.library.families import class_of
 from tools.library.h200_confirm import config
 
@@ -27,7 +26,7 @@ def lists_recorded(recordings: list[tuple[str, dict[str, Any]]], p100: dict[str,
     least work with M <= 256, N >= 16, K <= :data:`PROBE_MAX_K` to probe and the one of least work to sample (one of
     the first and last counts of each recorded run; none where no call can be probed); each carries ``recorded``
     (:func:`_recorded_sig`)."""
-    from tcsmt.library.recordings import raw_call, recorded_calls, setting_of
+    from tcsmt.library.recordings import CALL_FIELDS, raw_call, recorded_calls, setting_of
 
     fams = p100["families"]
     probed = {name: set(e.get("probed_split_k", [])) for name, e in confirmed["classes"].items()}
@@ -49,7 +48,7 @@ def lists_recorded(recordings: list[tuple[str, dict[str, Any]]], p100: dict[str,
                 by_s.setdefault((cls, int(c["split_k"])), []).append((c, name))
     probes: list[dict[str, Any]] = []
     samples: list[dict[str, Any]] = []
-    fields = (*CALL_FIELDS, "a_t", "b_t")
+    fields = CALL_FIELDS  # with the layouts a_t, b_t
     n_groups = 0
     for (cls, _s), cs in sorted(by_s.items()):
         cs.sort(key=lambda x: ((x[0]["M"] + x[0]["N"]) * x[0]["K"], x[0]["M"], x[0]["N"], x[0]["K"]))
