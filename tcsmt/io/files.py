@@ -41,19 +41,18 @@ import contextlib
 import json
 import os
 import secrets
-import signal
 import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from tcsmt.errors import TcsmtError
+from tcsmt.io.interrupts import signals_held
 
 __all__ = ["Output", "OutputDir", "output", "output_dir", "release_all", "replace_file", "safe_name", "write_text"]
 
 _MAX_NUMBER = 100_000  # stem-2 ... stem-100000: then give up (a directory that full is a mistake)
-_DEFERRED = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
 
 _lock = threading.Lock()
 _claims: dict[int, Output | OutputDir] = {}  # unwritten claims of this process, by id()
@@ -176,20 +175,6 @@ def _umask() -> int:
     return mask
 
 
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM/SIGHUP while a file is created and registered, so that an interrupt
-    cannot fall between the two (the signal is delivered right after)."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def _remove_temporary(tmp: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(tmp)
@@ -273,7 +258,7 @@ class Output:
             if st is not None:
                 self._mode = stat.S_IMODE(st.st_mode)
                 return
-            with _signals_deferred():
+            with signals_held():
                 self._parents = _make_parent(self.path)
                 if self._parents:
                     with _lock:
@@ -287,7 +272,7 @@ class Output:
             finally:
                 os.close(fd)
 
-        with _signals_deferred():
+        with signals_held():
             self.path, self._identity, self._parents = _claim(self.path, free, create)
             with _lock:
                 _claims[id(self)] = self
@@ -350,7 +335,7 @@ class OutputDir:
             st = os.lstat(cand)
             return st.st_dev, st.st_ino
 
-        with _signals_deferred():
+        with signals_held():
             self.path, self._identity, self._parents = _claim(Path(path), free, create, _numbered_dir)
             with _lock:
                 _claims[id(self)] = self

@@ -73,6 +73,21 @@ def install() -> Callable[[], None]:
     return restore
 
 
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP (blocked, then delivered on leaving) around two steps an interrupt must not fall
+    between: a file created and registered for clean-up, a solver child started and registered for
+    :func:`tcsmt.io.children.kill_children`.  Does nothing outside the main thread or without ``pthread_sigmask``."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, set(SIGNALS))
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 class TimeLimit(Exception):
     """The time limit of :func:`time_limit` passed while its block ran."""
 

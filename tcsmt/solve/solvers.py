@@ -36,6 +36,7 @@ from pysmt.smtlib.printers import to_smtlib
 
 from tcsmt.errors import TcsmtError
 from tcsmt.io import children
+from tcsmt.io.interrupts import signals_held
 
 SOLVERS = ("auto", "z3", "cvc5", "bitwuzla", "bitwuzla-prop", "staged", "portfolio")
 ENGINES = ("z3", "cvc5", "bitwuzla", "bitwuzla-prop")
@@ -108,7 +109,9 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def _become_child(parent: int) -> None:
-    """Signal set-up of a solver child: die with the parent; leave Ctrl-C to the parent."""
+    """Signal set-up of a solver child: die with the parent; leave Ctrl-C to the parent.  The child is forked with the
+    parent's signals held (:func:`tcsmt.io.interrupts.signals_held`): its handlers are set first, then the mask is
+    cleared."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if s is not None:
@@ -118,6 +121,8 @@ def _become_child(parent: int) -> None:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):
             pass
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
 
@@ -193,9 +198,10 @@ def _run_jobs(jobs: list[Job], symbols: dict[str, FNode], timeout: float, proofs
     found: tuple[str | None, Answer | None] = (None, None)
     try:
         for p in procs.values():
-            p.start()
-            if p.pid:  # always set after start(); never register 0 (os.kill(0) means the process group)
-                children.add(p)
+            with signals_held():  # an interrupt between the fork and the registration would miss this child
+                p.start()
+                if p.pid:  # always set after start(); never register 0 (os.kill(0) means the process group)
+                    children.add(p)
         while pending:
             now = time.perf_counter() - t0
             for label in [x for x in pending if limits[x] <= now]:
