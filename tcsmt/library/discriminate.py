@@ -51,6 +51,7 @@ PLAN_FIELDS = {
     "remainder": f"one of {REMAINDERS}",
     "reduce": f"one of {REDUCTIONS}",
     "k_tile": "residue-first K tile (0: none)",
+    "segment": "k's of a slice after which its chain restarts from +0, the segment sums added in fp32 (0: none)",
     "in_round": f"fp32 -> tf32 input rounding, one of {tuple(r for r in IN_ROUNDS if r)} (or none)",
     "epilogue": f"steps joined by '+' (or none), among {tuple(EPILOGUE_STEPS)}",
     "promote": "fp8 promotion interval: products per run added into fp32 (the chain's instr_k)",
@@ -98,7 +99,8 @@ def parse_call(text: str) -> Call:
     return make_call(op, M, N, K, a_dtype=dtype, **kw)
 
 
-PLAN_LIMITS = {"split_k": (1, SPLIT_K), "grain": (0, LIBRARY_DIM), "k_tile": (0, K_TILE), "promote": (0, MAX_K)}
+PLAN_LIMITS = {"split_k": (1, SPLIT_K), "grain": (0, LIBRARY_DIM), "k_tile": (0, K_TILE), "segment": (0, LIBRARY_DIM),
+               "promote": (0, MAX_K)}
 """The range of each integer plan field (``promote`` is the chain's ``instr_k``)."""
 
 
@@ -189,13 +191,14 @@ def plans_for(call: Call, gpu: str, changes_a: str | None, changes_b: str | None
 
 
 def effective(p: Plan) -> tuple:
-    """What decides the outputs of ``p`` for its call: the chain, the slices as k lists, and the rest of the
-    arithmetic (split-K fields only matter through the slices; a K tile only where a slice's length is not a
-    multiple of it: otherwise no zero products are inserted, :func:`tcsmt.library.evaluate.slice_operands`)."""
+    """What decides the outputs of ``p`` for its call: the chain, the slices as k lists cut into their segments, and
+    the rest of the arithmetic (split-K fields only matter through the slices; a K tile only where a slice's length
+    is not a multiple of it: otherwise no zero products are inserted, :func:`tcsmt.library.evaluate.slice_operands`)."""
     slices = p.slice_ranges()
     k_tile = p.k_tile if p.k_tile and any(len(s) % p.k_tile for s in slices) else 0
-    return (dataclasses.replace(p.chain, name="", sources=()), p.in_round, k_tile, tuple(tuple(s) for s in slices),
-            p.reduce if p.split_k > 1 else "", p.epilogue)
+    return (dataclasses.replace(p.chain, name="", sources=()), p.in_round, k_tile,
+            tuple(tuple(tuple(seg) for seg in p.segments(s)) for s in slices), p.reduce if p.split_k > 1 else "",
+            p.epilogue)
 
 
 # ----------------------------------------------------------------------------- constructions
@@ -252,12 +255,13 @@ def _random_value(fmt: Format, rng: np.random.Generator | None) -> int:
 
 
 def _starts(p: Plan) -> set[int]:
-    """k positions where ``p`` starts a slice, a residue-first tile run or a promotion run."""
+    """k positions where ``p`` starts a slice, a segment, a residue-first tile run or a promotion run."""
     out: set[int] = set()
     for ks in p.slice_ranges():
         if not ks:
             continue
         out.add(ks[0])
+        out.update(seg[0] for seg in p.segments(ks) if seg)
         step = p.chain.instr_k
         if step:
             m = len(ks) % p.k_tile if p.k_tile else 0

@@ -7,7 +7,9 @@ For the (r, c) outputs asked for, in order:
    (:func:`inputs_to_chain`; :func:`tcsmt.library.run` does this step);
 1. each split-K slice's K-chain (the plan's ``chain`` ModelParams, C = +0) on the
    slice's k's (with the plan's ``k_tile``: the residue-first zero products
-   inserted, :func:`slice_operands`): fp32 partials; an empty slice gives +0.  The compiled kernels
+   inserted, :func:`slice_operands`): fp32 partials; an empty slice gives +0.  With
+   the plan's ``segment``, a chain from +0 per segment of the slice and the segment
+   sums added serially in fp32 (:func:`segment_sum`).  The compiled kernels
    (``tcsmt.kernels.cuda.gemm`` on a CUDA GPU, ``tcsmt.kernels.cpu.gemm`` on the CPU) run it where
    present and supported; otherwise the numpy
    simulator, on tiles of rows x columns small enough that no more than
@@ -231,9 +233,23 @@ def evaluate(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None, bias
         return _evaluate_device(plan, A_bits, B_bits, C=C, bias=bias, scale_a=scale_a, scale_b=scale_b)
     parts = []
     for ks in plan.slice_ranges():
-        a, b = slice_operands(plan, A_bits, B_bits, ks)
-        parts.append(chain_gemm(plan.chain, a, b).astype(np.int64))
+        runs = []
+        for seg in plan.segments(ks):
+            a, b = slice_operands(plan, A_bits, B_bits, seg)
+            runs.append(chain_gemm(plan.chain, a, b).astype(np.int64))
+        parts.append(segment_sum(runs))
     return finish_numpy(plan, parts, C=C, bias=bias, scale_a=scale_a, scale_b=scale_b)
+
+
+def segment_sum(runs: list[np.ndarray]) -> np.ndarray:
+    """One slice's partial from its segment sums (fp32 patterns, int64, one array per segment of
+    :meth:`tcsmt.library.plans.Plan.segments`): r = S0, r = RN32(r + S_j) for j = 1, 2, ... (exact sums rounded once
+    with RNE, IEEE conventions); one segment is returned as it is."""
+    if len(runs) == 1:
+        return runs[0]
+    shape = runs[0].shape
+    red, _fmt = sem.reduce_partials(_B, IEEE32, [r.reshape(-1) for r in runs], FP32, FP32, "fp32_forward")
+    return np.asarray(red).astype(np.int64).reshape(shape)
 
 
 def finish_numpy(plan: Plan, parts: list[np.ndarray], *, C=None, bias=None, scale_a=None,
@@ -263,14 +279,18 @@ def _evaluate_device(plan: Plan, A_bits, B_bits, *, C=None, bias=None, scale_a=N
     with cp.cuda.Device(A_bits.device.id):
         parts = []
         for ks in plan.slice_ranges():
-            a, b = slice_operands(plan, A_bits, B_bits, ks)
-            if a.shape[1] == 0:
-                parts.append(cp.zeros((a.shape[0], b.shape[1]), dtype=cp.uint32))
-                continue
-            try:
-                parts.append(cuda.gemm(plan.chain, a, b))
-            except TcsmtError:  # a chain the GPU kernel does not implement: the CPU computes it
-                parts.append(cp.asarray(chain_gemm(plan.chain, cp.asnumpy(a), cp.asnumpy(b))))
+            runs = []
+            for seg in plan.segments(ks):
+                a, b = slice_operands(plan, A_bits, B_bits, seg)
+                if a.shape[1] == 0:
+                    runs.append(cp.zeros((a.shape[0], b.shape[1]), dtype=cp.uint32))
+                    continue
+                try:
+                    runs.append(cuda.gemm(plan.chain, a, b))
+                except TcsmtError:  # a chain the GPU kernel does not implement: the CPU computes it
+                    runs.append(cp.asarray(chain_gemm(plan.chain, cp.asnumpy(a), cp.asnumpy(b))))
+            # a slice's segment sums added serially in fp32: the finish kernel's fp32_forward with no epilogue
+            parts.append(runs[0] if len(runs) == 1 else cuda.finish(runs, FP32, "fp32_forward", ()))
         try:
             return cuda.finish(parts, fmt_of(plan.call.out_dtype), plan.reduce, plan.epilogue, C=C, bias=bias,
                                scale_a=scale_a, scale_b=scale_b, alpha=_const32(plan.call.alpha),
@@ -304,8 +324,11 @@ def evaluate_pairs(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None
     n = A_bits.shape[0]
     parts = []
     for ks in plan.slice_ranges():
-        a, b = slice_operands(plan, A_bits, B_bits, ks)
-        parts.append(chain_pairs(plan.chain, a, b).astype(np.int64))
+        runs = []
+        for seg in plan.segments(ks):
+            a, b = slice_operands(plan, A_bits, B_bits, seg)
+            runs.append(chain_pairs(plan.chain, a, b).astype(np.int64))
+        parts.append(segment_sum(runs))
     out_fmt = fmt_of(plan.call.out_dtype)
     red, red_fmt = sem.reduce_partials(_B, IEEE32, parts, FP32, out_fmt, plan.reduce)
     y = np.asarray(red).astype(np.int64).reshape(n, 1)

@@ -357,12 +357,11 @@ def _kernels(p: Plan) -> str:
 
 
 def plan_summary(p: Plan) -> str:
-    """One line: S and the slices, the reduction, K tiles, chain, epilogue, kernel class."""
+    """One line: S and the slices, the reduction, K tiles, segments, chain, epilogue, kernel class."""
     parts = [f"S = {p.split_k}"]
     if p.split_k > 1:
         parts.append(f"slices {_lengths(p)} (grain {p.grain}, {p.slices}, remainder {p.remainder}), reduce {p.reduce}")
-    if p.k_tile:
-        parts.append(f"K tile {p.k_tile}")
+    parts += [f"{label} {v}" for label, v in (("K tile", p.k_tile), ("segment", p.segment)) if v]
     parts.append(f"chain {p.chain_spec}")
     if p.in_round:
         parts.append(f"inputs {p.in_round}")
@@ -383,8 +382,9 @@ def plan_difference(p: Plan, q: Plan) -> str:
         a, b = getattr(p, name), getattr(q, name)
         if p.split_k > 1 and q.split_k > 1 and a != b:
             out.append(f"{name} {a} -> {b}")
-    if p.k_tile != q.k_tile:
-        out.append(f"K tile {p.k_tile} -> {q.k_tile}")
+    for name, label in (("k_tile", "K tile"), ("segment", "segment")):
+        if getattr(p, name) != getattr(q, name):
+            out.append(f"{label} {getattr(p, name)} -> {getattr(q, name)}")
     if p.chain != q.chain:
         out.append(f"chain {p.chain_spec} -> {q.chain_spec}")
     if p.in_round != q.in_round:

@@ -26,6 +26,12 @@ library version:
   k_tile = r is not 0 runs its first r k's, then k_tile - r zero products (the
   first tile's predicated-off positions), then the rest in full tiles; the
   K-chain's blocks are counted over that padded sequence;
+* ``segment`` (0 = none): a slice whose chain restarts from +0 after every
+  ``segment`` of its k's (in slice order): the slice's partial is the serial
+  fp32 sum of its segment sums, r = P0, r = RN32(r + P_j) for j = 1, 2, ...,
+  each exact and rounded once with RNE (the thread sums of cuBLAS's
+  ``gemv2T_kernel_val``: its 16 threads each sum their k's of every block of
+  512 apart, then add the block sums in order);
 * ``reduce``: how the partials are combined (:data:`tcsmt.arith.semantics.REDUCTIONS`);
 * ``epilogue``: steps in fp32, in order (:data:`EPILOGUE_STEPS`);
 * the output conversion: RNE from fp32 to ``out_dtype`` (none for fp32).
@@ -185,6 +191,7 @@ class Plan:
     grain: int = 0
     k_floor: int = 0
     k_tile: int = 0
+    segment: int = 0
     slices: str = "contiguous"
     remainder: str = "last"
     reduce: str = "fp32_forward"
@@ -199,7 +206,8 @@ class Plan:
         return (self.chain, self.in_round, self.k_tile, self.split_k, self.grain if self.split_k > 1 else 0,
                 self.slices if self.split_k > 1 else "", self.remainder if self.split_k > 1 else "",
                 self.reduce if self.split_k > 1 else "", self.epilogue) + \
-            ((self.k_floor,) if self.split_k > 1 and self.k_floor else ())
+            ((self.k_floor,) if self.split_k > 1 and self.k_floor else ()) + \
+            ((("segment", self.segment),) if self.segment else ())
 
     def slice_ranges(self, K: int | None = None) -> list[list[int]]:
         """The k indices of each slice, in order (an empty list for an empty slice).
@@ -237,6 +245,14 @@ class Plan:
             out[last] += list(range(K, K_full))
         return out
 
+    def segments(self, ks: list[int]) -> list[list[int]]:
+        """One slice's k's (:meth:`slice_ranges`) cut into the runs its chain sums from +0: every ``segment`` k's in
+        slice order, the last run short; the whole slice without ``segment`` (an empty slice: one empty run)."""
+        n = self.segment
+        if not n or len(ks) <= n:
+            return [ks]
+        return [ks[i:i + n] for i in range(0, len(ks), n)]
+
     def describe(self) -> str:
         """A printable account of the plan with its provenance."""
         c = self.call
@@ -257,6 +273,9 @@ class Plan:
         if self.k_tile:
             lines.append(f"  K tiles : {self.k_tile} k's, residue first (a slice's first L mod {self.k_tile} k's, "
                          "then zero products to the tile's end, then full tiles)")
+        if self.segment:
+            lines.append(f"  segments: each slice's chain restarts from +0 after every {self.segment} of its k's; the "
+                         "slice's partial is the serial fp32 sum (RNE) of its segment sums, in order")
         if self.split_k == 1:
             lines.append("  split-K : none (S = 1)")
         else:
@@ -329,6 +348,10 @@ def _check_plan(p: Plan, where: str) -> Plan:
         (0 <= p.grain <= LIBRARY_DIM, f"grain must be 0..{LIBRARY_DIM:,} (its limit)"),
         (p.in_round in IN_ROUNDS, f"in_round must be one of {IN_ROUNDS}"),
         (0 <= p.k_tile <= K_TILE, f"k_tile must be 0..{K_TILE:,} (its limit)"),
+        (0 <= p.segment <= LIBRARY_DIM, f"segment must be 0..{LIBRARY_DIM:,} (its limit)"),
+        (not (p.segment and p.k_tile), "segment and k_tile do not combine (no kernel was read with both)"),
+        (not p.segment or p.chain.instr_k == 0 or p.segment % p.chain.instr_k == 0,
+         "a segment must be a multiple of the chain's promotion interval"),
         (not p.in_round or p.call.tf32, "in_round applies to float32 calls with tf32 (fp32 -> tf32)"),
         (p.split_k == 1 or p.grain >= 1, "split-K plans need grain >= 1"),
         (0 <= p.k_floor <= LIBRARY_DIM, f"k_floor must be 0..{LIBRARY_DIM:,} (its limit)"),
@@ -361,7 +384,7 @@ def plan_fields(raw: dict[str, Any], where: str,
         chain, chain_spec = memo[repr(spec)] if repr(spec) in memo else memo.setdefault(repr(spec), _chain(spec, where))
         base = {"in_round": str(raw.get("in_round", "")), "split_k": int(raw.get("split_k", 1)),
                 "grain": int(raw.get("grain", 0)), "k_floor": int(raw.get("k_floor", 0)),
-                "k_tile": int(raw.get("k_tile", 0)),
+                "k_tile": int(raw.get("k_tile", 0)), "segment": int(raw.get("segment", 0)),
                 "slices": raw.get("slices", "contiguous"), "remainder": raw.get("remainder", "last"),
                 "reduce": raw.get("reduce", "fp32_forward"), "epilogue": tuple(raw.get("epilogue", ())),
                 "kernels": tuple(raw.get("kernels", ())), "sources": tuple(raw.get("sources", ()))}
