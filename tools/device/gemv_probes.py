@@ -3,7 +3,9 @@ Xie et al., arXiv 2411.00442).  Output: one json.gz per run.
 
     python3 gemv_probes.py SPECS.json OUT.json.gz [SECONDS]   (on a GPU host with torch; shipped alone)
 
-SPECS: calls (op bmm/mm/linear, batch, N, K, a_dtype, b_t) with the leaves i whose rows to reveal (``reveal_i``,
+SPECS: calls (op bmm/mm/linear, batch, N, K, a_dtype, b_t; ``bias``: a linear call with a bias of zeros, which runs
+the kernel cuBLAS picks for a bias and adds +0 to every sum; a spec's ``out_dtype`` is not applied: every call gives
+torch's default output, a_dtype) with the leaves i whose rows to reveal (``reveal_i``,
 within ``budget`` launches), and how many random-input (``n_normal``) and random-probe (``n_windowed``) calls to
 sample; for each call the kernels (names, grid, block) are read with torch.profiler.  Random inputs are bit
 patterns from numpy seeds (:func:`random_bits`, :func:`windowed_params`) so that ``tools/library/gemv_orders.py``
@@ -57,6 +59,7 @@ class Call:
         self.batch, self.N, self.K = int(spec["batch"]), int(spec["N"]), int(spec["K"])
         bs = (self.batch,) if self.op == "bmm" else ()
         self.a = torch.ones(*bs, 1, self.K, dtype=self.dt, device=dev)
+        self.bias = torch.zeros(self.N, dtype=self.dt, device=dev) if spec.get("bias") else None
         if self.op == "linear":
             self.buf = torch.zeros(self.N, self.K, dtype=self.dt, device=dev)
             self.view = self.buf.t().unsqueeze(0)
@@ -79,7 +82,7 @@ class Call:
         if self.op == "bmm":
             return t.bmm(self.a, self.b())
         if self.op == "linear":
-            return t.nn.functional.linear(self.a, self.buf)
+            return t.nn.functional.linear(self.a, self.buf, self.bias)
         return t.mm(self.a, self.b())
 
 

@@ -375,7 +375,7 @@ def profile_calls(torch, calls, bufs, label_prefix="c"):
     out = {}
     for i, ks in per_call.items():
         ks.sort()
-        out[i] = {"kernels": [k[1] for k in ks], "grids": [k[2] for k in ks]}
+        out[i] = {"kernels": [k[1] for k in ks], "grids": [k[2] for k in ks], "blocks": [k[3] for k in ks]}
         if i in lt:
             out[i]["lt_split_k"], out[i]["lt_algo"] = lt[i]
     return out, errors
@@ -1084,6 +1084,7 @@ def run_validation(torch, quick, calls=None):
     prof, _errs = profile_calls(torch, done, bufs, label_prefix="v")
     for i, c in enumerate(done):
         c["kernels"] = prof[i]["kernels"]
+        c["blocks"] = prof[i]["blocks"]  # the block dims: a GEMV kernel's K order is read per kernel and block
         c["split_k"] = prof[i].get("lt_split_k")
         c["split_k_source"] = "cublaslt_log" if c["split_k"] is not None else None
         c["lt_algo"] = prof[i].get("lt_algo")

@@ -112,3 +112,28 @@ def beta_split_calls(seed0: int = 12000) -> list[dict[str, Any]]:
         c.update(dist="beta_split", seed=seed0 + n)
     return calls
 
+
+
+GEMV_BIAS_SHAPES = ((1, 30522, 768), (1, 30522, 1024))
+"""BERT-base's and BERT-large's LM heads at one token (vocabulary 30522, hidden 768 / 1024: the models' published
+configs, bert-base-uncased and bert-large-uncased ``config.json``): ``linear`` with a bias at one token, which torch
+hands to cuBLASLt with EPILOGUE_BIAS and beta = 0 (its trace in the sampled runs) and cuBLASLt runs on a CUDA-core GEMV
+kernel (the recordings: bf16 ``gemvx`` block [8, 16], fp16 ``gemv2T_kernel_val`` block [128])."""
+
+
+def gemv_bias_calls(seed0: int = 13000) -> list[dict[str, Any]]:
+    """The ``gemv_bias`` list: ``linear`` with a bias at :data:`GEMV_BIAS_SHAPES`, bf16 and fp16, on ``normal``,
+    ``wide`` (bf16 only: wide fp16 overflows) and ``c_cancel`` inputs, two seeds each, from ``seed0``: the samples
+    that decide the epilogue of the GEMV kernels (torch's default settings)."""
+    calls: list[dict[str, Any]] = []
+    for dt in ("bfloat16", "float16"):
+        for M, N, K in GEMV_BIAS_SHAPES:
+            for dist in ("normal", "wide", "c_cancel") if dt == "bfloat16" else ("normal", "c_cancel"):
+                for _ in range(2):
+                    e: dict[str, Any] = {"op": "linear", "M": M, "N": N, "K": K, "batch": 1, "a_dtype": dt,
+                                         "b_dtype": dt, "out_dtype": dt, "bias": True, "alpha": 1.0, "beta": 0.0,
+                                         "tf32": False, "scale": None, "fast_accum": False, "a_t": False, "b_t": False}
+                    e.update(dist=dist, seed=seed0 + len(calls), group="default | GEMV linear with bias",
+                             recorded=None)
+                    calls.append(e)
+    return calls

@@ -5,6 +5,7 @@ decision of its epilogue.
     python -m tools.library.addmm_samples lists DIR --dist alpha     # alpha != 1 at beta = 1, and beta = 2
     python -m tools.library.addmm_samples lists DIR --dist beta      # alpha = 1 at beta = 0.75, -1.25, 0.3, -0.7
     python -m tools.library.addmm_samples lists DIR --dist beta_split  # alpha = 1, beta = 0.3, -0.7, y = -RN32(beta*C)
+    python -m tools.library.addmm_samples lists DIR --dist gemv_bias   # linear + bias at M = 1 (GEMV kernels)
     (device) python3 tools/device/library_plans.py --out R --valid-list DIR/addmm_list.json     # sampled outputs
     python -m tools.library.addmm_samples ingest RAW_H100 RAW_H200 --command CMD  # -> evidence/library/addmm_beta1.json.gz
     python -m tools.library.addmm_samples verdicts       # -> evidence/library/addmm_beta1_verdicts.json
@@ -46,14 +47,14 @@ import numpy as np
 from tcsmt.hwcheck.plan_capture import kernel_name
 from tcsmt.io import load
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
-from tcsmt.library.evaluate import finish_numpy, fmt_of, inputs_to_chain, slice_operands, to_fp32
+from tcsmt.library.evaluate import finish_numpy, fmt_of, inputs_to_chain, segment_sum, slice_operands, to_fp32
 from tcsmt.library.families import family_of, grain_of
 from tcsmt.library.plans import Plan
 from tcsmt.library.rules import layout_tag as kernel_layout
 from tcsmt.library.rules import read_rules
 from tcsmt.sim.simulator import simulate_params
 from tools.device import recordings as R
-from tools.library.addmm_lists import alpha_calls, beta_split_calls, cancel_calls, sample_calls
+from tools.library.addmm_lists import alpha_calls, beta_split_calls, cancel_calls, gemv_bias_calls, sample_calls
 from tools.library.layout_probes import RECORDINGS, REPO, layout_tag
 
 EVIDENCE = REPO / "evidence" / "library" / "addmm_beta1.json.gz"
@@ -146,13 +147,15 @@ def addmm_cmd() -> None:
 
 @addmm_cmd.command("lists", help="write DIR/addmm_list.json and DIR/addmm_list_lt.json from the H100 recordings")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--dist", type=click.Choice(["mixed", "c_cancel", "alpha", "beta", "beta_split"]), default="mixed", show_default=True,
+@click.option("--dist", type=click.Choice(["mixed", "c_cancel", "alpha", "beta", "beta_split", "gemv_bias"]), default="mixed",
+              show_default=True,
               help="mixed: normal / wide / tf32_exact inputs (sample_calls); c_cancel: cancel_calls; alpha, beta: "
-                   "alpha_calls; beta_split: beta_split_calls (no recording read)")
+                   "alpha_calls; beta_split: beta_split_calls; gemv_bias: gemv_bias_calls (no recording read)")
 def lists_cmd(out: Path, dist: str) -> int:
-    if dist in ("alpha", "beta", "beta_split"):
+    if dist in ("alpha", "beta", "beta_split", "gemv_bias"):
         out.mkdir(parents=True, exist_ok=True)
-        calls = beta_split_calls() if dist == "beta_split" else alpha_calls(beta_list=dist == "beta")
+        calls = beta_split_calls() if dist == "beta_split" else gemv_bias_calls() if dist == "gemv_bias" else \
+            alpha_calls(beta_list=dist == "beta")
         (out / "addmm_list.json").write_text(json.dumps(calls, indent=0) + "\n")
         click.echo(f"{out / 'addmm_list.json'}: {len(calls)} calls")
         return 0
@@ -199,7 +202,7 @@ def excluded(c: dict[str, Any], families: dict[str, Any], rules: dict[tuple[str,
 
 def c_init_outputs(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Plan) -> list[int]:
     """The sampled outputs (in ``call['samples']`` order) if C (the matrix, or the 1-D bias broadcast over rows)
-    were the initial accumulator of the first slice's K-chain and the epilogue added nothing: the other slices
+    were the initial accumulator of the first slice's K-chain (of its first segment, :meth:`Plan.segments`) and the epilogue added nothing: the other slices
     from +0, the partials reduced and converted as ``plan`` says (its epilogue dropped)."""
     iv = np.array([int(x[0]) for x in call["samples"]], dtype=np.int64)
     jv = np.array([int(x[1]) for x in call["samples"]], dtype=np.int64)
@@ -211,14 +214,17 @@ def c_init_outputs(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Pl
         A, B = inputs_to_chain(plan, A), inputs_to_chain(plan, B)
     parts = []
     for s, ks in enumerate(plan.slice_ranges()):
-        a, b = slice_operands(plan, A, B, ks)
-        init = c32 if s == 0 else np.zeros(len(iv), dtype=np.uint32)
-        if a.shape[1] == 0:
-            parts.append(init.astype(np.int64).reshape(-1, 1))
-            continue
-        # pairs: row n of a with column n of b (simulate_params takes B's columns as rows)
-        part = simulate_params(plan.chain, np.ascontiguousarray(a), np.ascontiguousarray(b.T), init)
-        parts.append(np.asarray(part).astype(np.int64).reshape(-1, 1))
+        runs = []
+        for n, seg in enumerate(plan.segments(ks)):  # the first segment of the first slice starts from C
+            a, b = slice_operands(plan, A, B, seg)
+            init = c32 if s == 0 and n == 0 else np.zeros(len(iv), dtype=np.uint32)
+            if a.shape[1] == 0:
+                runs.append(init.astype(np.int64).reshape(-1, 1))
+                continue
+            # pairs: row n of a with column n of b (simulate_params takes B's columns as rows)
+            part = simulate_params(plan.chain, np.ascontiguousarray(a), np.ascontiguousarray(b.T), init)
+            runs.append(np.asarray(part).astype(np.int64).reshape(-1, 1))
+        parts.append(segment_sum(runs))
     bare = dataclasses.replace(plan, epilogue=())
     return [int(x) for x in np.asarray(finish_numpy(bare, parts)).reshape(-1)]
 

@@ -7,7 +7,8 @@ its smallest to its largest probed K only (:func:`tcsmt.library.rules.gemv_field
 (every call at M = 1 whose plan is one CUDA-core GEMV kernel, by kernel and block dims) and writes, for each
 kernel and block whose recorded K values reach beyond its probed range (or that no probe read), the recorded calls
 at its smallest and largest recorded K, and one between where ``--per-variant`` asks for three, as
-``tools/device/gemv_probes.py`` specs: rows revealed at leaves 0, 1, K/2, K - 2, K - 1, two random-probe calls and
+``tools/device/gemv_probes.py`` specs (a ``linear`` call with a bias keeps it: the probe's bias of zeros runs the
+kernel cuBLAS picks for a bias and leaves every sum as it is): rows revealed at leaves 0, 1, K/2, K - 2, K - 1, two random-probe calls and
 one random-input call each.
 """
 from __future__ import annotations
@@ -20,8 +21,9 @@ from typing import Any
 import click
 
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
+from tcsmt.library.families import gemv_kernel, kernel_key
 from tcsmt.library.recordings import raw_call, read_recording, recorded_calls
-from tcsmt.library.rules import gemv_kernel, gemv_orders, kernel_key
+from tcsmt.library.rules import gemv_orders
 
 PROBED_OPS = ("mm", "bmm", "linear")
 """What ``tools/device/gemv_probes.py`` makes: A = ones (1, K) (per batch), B in the call's layout."""
@@ -63,7 +65,8 @@ def probe_list(gpu: str, recordings: list[tuple[str, dict[str, Any]]], per_varia
             c = by_k[K]
             specs.append({"op": c["op"], "M": 1, "N": int(c["N"]), "K": K, "batch": int(c.get("batch") or 1),
                           "a_dtype": c["a_dtype"], "out_dtype": c.get("out_dtype") or c["a_dtype"], "a_t": False,
-                          "b_t": bool(c.get("b_t")) or c["op"] == "linear", "variant": kernel[:160],
+                          "b_t": bool(c.get("b_t")) or c["op"] == "linear", "bias": bool(c.get("bias")),
+                          "variant": kernel[:160],
                           "blocks": [list(block)], "recorded_K": [ks[0], ks[-1]], "probed_K": probed,
                           "reveal_i": sorted({i for i in (0, 1, K // 2, K - 2, K - 1) if 0 <= i < K}),
                           "budget": 2000, "n_windowed": 2, "n_normal": 1})
