@@ -297,8 +297,9 @@ def _two_level_sizes(K: int, i: int, threads: int = 16, block: int = 32) -> np.n
 def test_gemv2T_beyond_512_sums_each_threads_blocks_apart(gpu):
     """GPT-2's and BERT's LM heads at M = 1 (``gemv2T_kernel_val``, block [128, 1, 1]) at K = 768 and 1024, and the
     other probed K above 512 (evidence/library/<gpu>_gemv_probes_ends.json.gz, 2026-11-27): every revealed row is the
-    two-level order of :func:`_two_level_sizes`, and none is the single chain per thread that the order table holds at
-    K = 128 (so the table leaves these K out and the calls are refused)."""
+    two-level order of :func:`_two_level_sizes`, which the order tool's rows with restarts every 32 of a thread's k's
+    give too (``subtree_sizes(..., segment=32)``, the plan field ``segment``), and none is the single chain per thread
+    that the order table held at K = 128 before."""
     with gzip.open(REPO / "evidence" / "library" / f"{gpu}_gemv_probes_ends.json.gz", "rt") as f:
         results = [r for r in json.load(f)["results"] if "gemv2T_kernel_val" in r["kernels"][0]["name"]
                    and r["spec"]["K"] > 512]
@@ -309,6 +310,7 @@ def test_gemv2T_beyond_512_sums_each_threads_blocks_apart(gpu):
         rows = revealed(r)
         assert rows
         assert all((_two_level_sizes(K, i) == v).all() for i, v in rows.items()), (K, r["spec"]["N"])
+        assert all((subtree_sizes(K, 16, 1, "fp32_forward", i, 32) == v).all() for i, v in rows.items())
         assert not all((subtree_sizes(K, 16, 1, "fp32_forward", i) == v).all() for i, v in rows.items())
         ks.add(K)
     assert {768, 1024} <= ks

@@ -14,7 +14,17 @@ from typing import Any
 
 from tcsmt.arith.registry import Arch, find_arch
 from tcsmt.errors import TcsmtError
-from tcsmt.library.families import borrow_refusal, class_of, family_of, grain_of, matches, recorded_signatures, reduction_of
+from tcsmt.library.families import (
+    borrow_refusal,
+    class_of,
+    family_of,
+    gemv_kernel,
+    grain_of,
+    matches,
+    names_kernels,
+    recorded_signatures,
+    reduction_of,
+)
 from tcsmt.library.lookup import gpu_short_name
 from tcsmt.library.plans import EPILOGUE_STEPS, FP8, OPS, TORCH_DTYPES, torch_dtype
 
@@ -87,11 +97,15 @@ def _steps(steps: Any) -> list[str]:
 def _epilogue(call: dict[str, Any], family: dict[str, Any] | None,
               decisions: list[dict[str, Any]]) -> tuple[list[str] | None, str]:
     """(epilogue steps, their source) of a raw call: recorded by the call or its family, decided from recorded
-    outputs, or the plain cases; (None, why) where nothing says."""
+    outputs (on a CUDA-core GEMV kernel only by a decision whose match names kernels:
+    :func:`tcsmt.library.families.names_kernels`), or the plain cases; (None, why) where nothing says."""
     for src in (call, family or {}):
         if "epilogue" in src:
             return _steps(src["epilogue"]), "epilogue recorded"
     d = _decided(call, decisions, "epilogue")
+    if d is not None and gemv_kernel(call.get("kernels") or []) and not names_kernels(d.get("match", {})):
+        return None, ("epilogue of the CUDA-core GEMV kernels not decided (the decision that fits the call names no "
+                      "kernels: it was read on others)")
     if d is not None:
         return _steps(d["set"]["epilogue"]), f"epilogue decided from recorded outputs: {d.get('evidence', '')}"
     plain = not call.get("bias") and float(call.get("alpha", 1.0)) == 1.0 and float(call.get("beta", 0.0)) == 0.0

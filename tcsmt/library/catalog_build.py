@@ -39,7 +39,7 @@ from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.catalog import KEY_FORMAT, SCHEMA, VARIES, family_text, fixed_dims
 from tcsmt.library.catalog_runs import plan_runs, progressions  # noqa: F401 (progressions: re-exported)
 from tcsmt.library.checks import make_call
-from tcsmt.library.families import SAME_KEYS, class_of
+from tcsmt.library.families import SAME_KEYS, class_of, gemv_kernel
 from tcsmt.library.plans import OPS, Call
 from tcsmt.library.recordings import (  # noqa: F401
     CALL_FIELDS,
@@ -53,7 +53,7 @@ from tcsmt.library.recordings import (  # noqa: F401
     stamp_of,
     token_counts,
 )
-from tcsmt.library.rules import RULES_NAME, VariantRules, checked_entry, classed, gemv_kernel, k_tiled, make_context
+from tcsmt.library.rules import RULES_NAME, VariantRules, checked_entry, classed, k_tiled, make_context
 
 NOT_RECORDED = "not recorded"
 

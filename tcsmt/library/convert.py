@@ -133,20 +133,17 @@ def convert(raw: dict[str, Any], source_name: str, gpu: str | None = None,
 
 def _certain(ctx: ConvertContext, call: dict[str, Any], ident: dict[str, Any], fields: dict[str, Any],
              shape: list[int], where: str, probed: VariantRules) -> tuple[dict[str, Any], str]:
-    """(the plan fields under the slice rule read for the call's layout, '') or ({}, why the plan is not certain):
-    :func:`tcsmt.library.rules.checked_entry` on the call's plan class, as the catalogs check theirs."""
+    """(the plan fields under the slice rule read for the call's layout, or a GEMV kernel's K order for the kernel
+    and block dims the call recorded, '') or ({}, why the plan is not certain): :func:`tcsmt.library.rules.checked_entry`
+    on the call's plan class, as the catalogs check theirs."""
     kernels = [str(k) for k in call.get("kernels") or []]
     entry = {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
              "kernels": [class_of(call, ctx.families) or " + ".join(kernels)], "sources": list(fields["sources"])}
-    checked = checked_entry(entry, ident, shape, kernels, ctx.gpu, where, probed)
+    checked = checked_entry(entry, ident, shape, kernels, ctx.gpu, where, probed, blocks=call.get("blocks"))
     if "why" in checked:
         return {}, str(checked["why"])
-    out = dict(fields)
-    out.pop("k_floor", None)
-    for key in ("grain", "k_floor", "sources"):
-        if key in checked:
-            out[key] = checked[key]
-    return out, ""
+    # the checked fields as they are (a layout's grain and k_floor, a GEMV kernel's K order), the call's own kernels
+    return {**{k: v for k, v in checked.items() if k not in ident and k != "kernels"}, "kernels": fields["kernels"]}, ""
 
 
 def _toml(v: Any) -> str:

@@ -216,3 +216,34 @@ def borrow_refusal(call: dict[str, Any], lt_algos: Sequence[str] | None, ref: di
     return (f"this GPU's recorded plan ({file_name}: split_k {mine[1]}, kernels {', '.join(mine[0])}) differs in "
             f"{', '.join(what)} from {rules_gpu}'s (split_k {t[1]}, kernels {', '.join(t[0])}), whose split-K rules "
             f"these plans borrow; this GPU's own rules are not recorded")
+
+
+UNREAD_K_ORDER = re.compile(r"(?:^|::)((?:gemv|gemmSN|gemmk1|dot_kernel)\w*)")
+"""CUDA-core matrix-vector kernels whose own K order no probe read: one K-chain is not their arithmetic.  Searched
+anywhere after a scope (the demangled ``internal::gemvx::kernel`` comes after its return type,
+``std::enable_if<true, void>::type``); group 1 names the kernel."""
+
+
+def kernel_key(name: str) -> str:
+    """A demangled kernel name as the recordings write it: the profiler's ``void `` return type and parameter list
+    dropped (the graph reader's names have neither; a templated return type such as gemvx's stays)."""
+    name = name.removeprefix("void ")
+    if name.endswith(")"):
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                return name[:i]
+    return name
+
+
+def gemv_kernel(kernels: Sequence[str]) -> bool:
+    """Whether the kernels include a CUDA-core GEMV kernel (its entry depends on K: :func:`tcsmt.library.rules.gemv_fields`)."""
+    return any(UNREAD_K_ORDER.search(k.split("<")[0]) or UNREAD_K_ORDER.search(k) for k in map(kernel_key, kernels))
+
+
+def names_kernels(match: dict[str, Any]) -> bool:
+    """Whether a decision's ``match`` (:func:`matches`) names kernels (a ``kernel_regex``, or one in each ``any``):
+    a decision on the CUDA-core GEMV kernels must name them, since their epilogue is their own code."""
+    alts = match.get("any") or []
+    return "kernel_regex" in match or (bool(alts) and all(names_kernels(m) for m in alts))

@@ -25,7 +25,7 @@ from typing import Any
 from tcsmt.errors import TcsmtError
 from tcsmt.io import load
 from tcsmt.library.call_plans import ConvertContext
-from tcsmt.library.families import family_of, rule_key, slice_rule_fields
+from tcsmt.library.families import UNREAD_K_ORDER, family_of, kernel_key, rule_key, slice_rule_fields
 from tcsmt.library.plans import Plan, call_from_entry, plan_from_fields, plans_dir
 
 RULES_FORMAT = "tcsmt cuBLAS conversion rules, v1"
@@ -175,11 +175,6 @@ CUTLASS_K_TILE = re.compile(r"^cutlass::Kernel2<cutlass_(?:75|80)_\w*?gemm\w*?_\
 """A CUTLASS 2.x kernel name; group 1 is its threadblock tile's K (the decisions' ``k_tile_regex``)."""
 
 
-def gemv_kernel(kernels: Sequence[str]) -> bool:
-    """Whether the kernels include a CUDA-core GEMV kernel (its entry depends on K: :func:`gemv_fields`)."""
-    return any(UNREAD_K_ORDER.search(k.split("<")[0]) or UNREAD_K_ORDER.search(k) for k in map(kernel_key, kernels))
-
-
 def k_tiled(kernels: Sequence[str]) -> bool:
     """Whether the kernels include a CUTLASS 2.x kernel with a K tile (its entry may then depend on K)."""
     return any(CUTLASS_K_TILE.search(k) for k in kernels)
@@ -188,19 +183,6 @@ def k_tiled(kernels: Sequence[str]) -> bool:
 GEMV_ORDERS = "{gpu}_gemv_orders.json"
 """The K orders of the GEMV kernels read on a GPU (``models/library/``; ``tools/library/gemv_orders.py``)."""
 _gemv_tables: dict[str, dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]]] = {}
-
-
-def kernel_key(name: str) -> str:
-    """A demangled kernel name as the recordings write it: the profiler's ``void `` return type and parameter list
-    dropped (the graph reader's names have neither; a templated return type such as gemvx's stays)."""
-    name = name.removeprefix("void ")
-    if name.endswith(")"):
-        depth = 0
-        for i in range(len(name) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(name[i], 0)
-            if depth == 0:
-                return name[:i]
-    return name
 
 
 def gemv_orders(gpu: str) -> dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]]:
@@ -222,11 +204,13 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
 
     The order (``tools/library/gemv_orders.py``): L threads each chain their k's by FFMA from +0 (tiles of g k's
     dealt round-robin: g = 1, or ``chunk64``: g = min(64, ceil(K/L))), as L split-K slices ``interleaved`` with
-    grain g and the simt_ffma chain, their fp32 sums joined by the entry's tree (``halving`` or ``fp32_forward``),
-    then RNE to the output format.  An entry applies at the K values probed only (an fp16 ``gemvx`` whose order fits
-    its probes at K = 580, 641, 8,483 and 16,383 gave 2 of 256 outputs of another order at K = 1,347 on the H100:
-    ``evidence/library/h100_catalog_samples.json``); a call with an epilogue (alpha, beta, bias) is refused (the
-    probes ran bmm)."""
+    grain g and the simt_ffma chain (with the entry's ``segment``: each thread's chain restarts from +0 after every
+    ``segment`` of its k's and adds the restarts' sums in order, ``gemv2T_kernel_val`` above K = 512), their fp32
+    sums joined by the entry's tree (``halving`` or ``fp32_forward``), then the call's epilogue and RNE to the output
+    format.  An entry applies at the K values probed only (an fp16 ``gemvx`` whose order fits its probes at K = 580,
+    641, 8,483 and 16,383 gave 2 of 256 outputs of another order at K = 1,347 on the H100:
+    ``evidence/library/h100_catalog_samples.json``).  The epilogue comes from the conversion, which gives a GEMV call
+    one only where a decision naming GEMV kernels set it (:func:`tcsmt.library.call_plans.ConvertContext.entry`)."""
     probes = f"evidence/library/{gpu}_gemv_probes*.json.gz"
     if not blocks or len(kernels) != 1 or len(blocks) != 1:
         return entry, f"{len(kernels)} kernels with {len(blocks or ())} block shapes recorded: one GEMV kernel expected"
@@ -243,19 +227,22 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
         shown = ", ".join(map(str, ks[:8])) + (f", ... ({len(ks)} values)" if len(ks) > 8 else "")
         return entry, f"K order of {what} read at K = {shown} only ({probes})"
     e = at_k[0]
-    if plan.epilogue or entry.get("epilogue"):
-        return entry, f"K order of {what} read without an epilogue; this call has {list(plan.epilogue)}"
     L = int(e["lanes"])
     g = 1 if e["grain"] == "1" else min(64, -(-K // L))
+    seg = int(e.get("segment", 0))
+    restart = f", each restarting from +0 after every {seg} of its k's (the restarts' sums added in order)" if seg else ""
     out = {**entry, "split_k": L, "grain": g, "slices": "interleaved", "remainder": "last", "reduce": e["reduce"],
            "chain": {**dict(entry.get("chain") or {}), "instr": "simt_ffma", "out_fmt": "fp32"},
            "sources": [*entry.get("sources", []),
                        f"K order of {what} read by FPRev probes ({probes}, "
                        f"tools/library/gemv_orders.py): {L} threads ({e['lanes_are']}), tiles of {g} k's "
-                       f"round-robin, FFMA chains, {e['reduce']} tree; {e['outputs_bit_exact']} sampled outputs "
-                       f"bit-exact at K = {', '.join(map(str, e['K_probed']))}"]}
+                       f"round-robin, FFMA chains{restart}, {e['reduce']} tree; {e['outputs_bit_exact']} sampled "
+                       f"outputs bit-exact at K = {', '.join(map(str, e['K_probed']))}"]}
     out.pop("k_tile", None)
     out.pop("k_floor", None)
+    out.pop("segment", None)
+    if seg:
+        out["segment"] = seg
     return out, ""
 
 
@@ -263,10 +250,6 @@ GEMV_BLOCK_NAMED = re.compile(r"kernel with block (\[[\d, ]+\])")
 """The block dims that :func:`gemv_fields` names for a GEMV call, in its plan's source line and in the reasons it refuses
 one alike; group 1: the block (how ``tools/library/gemv_orders.py --refuted-by`` finds which entry a fresh call would
 take, whether the shipped catalog answers it or not)."""
-UNREAD_K_ORDER = re.compile(r"(?:^|::)((?:gemv|gemmSN|gemmk1|dot_kernel)\w*)")
-"""CUDA-core matrix-vector kernels whose own K order no probe read: one K-chain is not their arithmetic.  Searched
-anywhere after a scope (the demangled ``internal::gemvx::kernel`` comes after its return type,
-``std::enable_if<true, void>::type``); group 1 names the kernel."""
 
 
 def _variant_slices(entry: dict[str, Any], plan: Plan, fam: str, tags: list[str], probed: VariantRules,

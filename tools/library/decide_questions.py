@@ -32,6 +32,9 @@ def _block8(fmt: str) -> dict[str, str]:
     return {"arch": "hopper:block8", "in_fmt": fmt, "out_fmt": "fp32", "instr": "cublas"}
 
 
+GEMV_BIAS_CLASSES = (("gemvx", r"(^|::)gemvx::kernel<"), ("gemv2T_kernel_val", r"(^|\s)gemv2T_kernel_val<"))
+"""The CUDA-core GEMV kernels that run ``linear`` with a bias at M = 1 (BERT's LM heads: bf16 ``gemvx``, fp16 and, under
+``CUBLAS_WORKSPACE_CONFIG=:0:0``, bf16 ``gemv2T_kernel_val``), one question each: the kernel's own epilogue code."""
 NVJET_BETA1_CLASSES = (
     ("_badd_ (C added by the GEMM kernel, no split-K)", r"^nvjet_sm90_[a-z]+_\w+_badd(_coop[AB])?_[NT]{3}$"),
     ("_bz_bias_ (cuBLASLt's EPILOGUE_BIAS, no split-K: the Conv1D forward)",
@@ -112,6 +115,12 @@ QUESTIONS: list[dict[str, Any]] = [
                "any": [{"kernel_regex": r"^nvjet_sm90_[a-z]+_\w+_bz(_coop[AB])?(_splitK)?_bias_[NT]{3}$"},
                        {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_\w*s16816gemm", "split": False}]},
      "hypotheses": {"RN32(y + bias)": {"epilogue": ["bias"]}}},
+    *[{"question": f"epilogue of linear with bias on the CUDA-core GEMV kernel {name} (M = 1: torch's cuBLASLt call with "
+                   "EPILOGUE_BIAS runs it)",
+       "on": "more", "match": {"op": "linear", "bias": True, "kernel_regex": regex},
+       "hypotheses": {"RN32(y + bias) after the reduced sum": {"epilogue": ["bias"]},
+                      "the bias as the initial accumulator of the first thread's chain": {"c_init": True}}}
+      for name, regex in GEMV_BIAS_CLASSES],
     {"question": "epilogue of addmm with a 1-D bias and beta = 0 (torch: the input is ignored)",
      "match": {"op": "addmm", "bias": True, "alpha_is_1": True, "beta_is_0": True},
      "hypotheses": {"none (beta = 0: the bias is not added)": {"epilogue": []},

@@ -17,7 +17,9 @@ K up to :data:`OUTPUTS_MAX_K` (larger ones: their rows alone).
 
 A candidate is (the block axis that counts the threads along K: L = blockDim.x or blockDim.y; the threads' k's:
 ``1``, k in thread k mod L, or ``chunk64``, tiles of g = min(64, ceil(K/L)) k's dealt round-robin to the L threads;
-the tree over the L sums: ``halving`` or ``fp32_forward``).  A kernel (full demangled name) with its block dims is
+the tree over the L sums: ``halving`` or ``fp32_forward``; the thread's segment: 0, one chain over its k's, or n in
+:data:`SEGMENTS`, a chain from +0 for every n of its k's, their sums added in order, as ``gemv2T_kernel_val`` sums
+each block of 512 k's apart above K = 512, 32 a thread).  A kernel (full demangled name) with its block dims is
 written to the table only where one candidate's plan fits every probe of it (rows and outputs) and no probe of it
 contradicts (candidates that compute one sum at every probed K count as one: :func:`canonical_order`); the table lists the K values probed and the outputs compared.  ``K`` says where an entry applies: at
 the K values probed, and nowhere else.  (The non-transposed kernels were first applied at any K, and then from the
@@ -56,6 +58,8 @@ REPO = Path(__file__).resolve().parents[2]
 GEMV = re.compile(r"(?:^|::|\s)(gemvx::kernel|gemv2T_kernel_val)\b")
 GRAINS = ("1", "chunk64")
 TREES = ("halving", "fp32_forward")
+SEGMENTS = (0, 8, 16, 32, 64)
+"""A thread's k's per chain before it restarts from +0 (0: never): the candidates the probes' rows choose from."""
 FMT = {"bfloat16": "bf16", "float16": "fp16"}
 
 
@@ -64,35 +68,45 @@ def grain_of(rule: str, K: int, L: int) -> int:
     return 1 if rule == "1" else min(64, -(-K // L))
 
 
-def plan_raw(spec: dict[str, Any], L: int, g: int, tree: str, source: str) -> dict[str, Any]:
+def plan_raw(spec: dict[str, Any], L: int, g: int, tree: str, source: str, segment: int = 0) -> dict[str, Any]:
     """Plan fields of one probed call under a candidate order."""
     return {"op": spec["op"], "a_dtype": spec["a_dtype"], "out_dtype": spec["out_dtype"], "split_k": L,
-            "grain": g, "slices": "interleaved", "reduce": tree, "epilogue": [],
+            "grain": g, "slices": "interleaved", "reduce": tree, "epilogue": [], "segment": segment,
             "chain": {"arch": "hopper", "in_fmt": FMT[spec["a_dtype"]], "out_fmt": "fp32", "instr": "simt_ffma"},
             "sources": [source]}
 
 
-def canonical_order(K: int, L: int, g: int, tree: str) -> tuple[str, tuple[tuple[int, ...], ...]]:
-    """The sum a candidate computes at K, as (tree, each thread's k's in chain order), with the threads that hold no
-    k dropped where that leaves the sum unchanged; two candidates with equal forms give the same bits.
+def canonical_order(K: int, L: int, g: int, tree: str,
+                    segment: int = 0) -> tuple[str, tuple[tuple[tuple[int, ...], ...], ...]]:
+    """The sum a candidate computes at K, as (tree, each thread's k's in chain order, cut into its segments), with the
+    threads that hold no k dropped where that leaves the sum unchanged; two candidates with equal forms give the same
+    bits (a segment as long as the thread's k's is no restart, nor is a last segment of one k: a product of 16-bit
+    inputs is exact in fp32, so adding it alone from +0 and then to the thread's sum is the chain's one FFMA).
 
     A thread with no k holds +0 (its FFMA chain starts from +0), and no sum here is -0 (a chain from +0 never gives
     -0 under RNE, nor does a sum of such values), so adding it changes nothing: ``halving`` over L threads whose upper
     half [L/2, L) is empty is ``halving`` over L/2 (its first level adds +0 to each lower thread), and over 2 threads it
     is the one sum of ``fp32_forward``, which in turn does not change when its empty threads are dropped.  So at K <= 8
     the orders of 8 and of 16 threads one k each are one sum (the probes cannot tell them apart there, and need not)."""
+    def cut(ks: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+        runs = [ks] if not segment or len(ks) <= segment else [ks[i:i + segment] for i in range(0, len(ks), segment)]
+        if len(runs) > 1 and len(runs[-1]) == 1:  # a last restart of one k is none: RN32(S + p) is the chain's FFMA
+            runs[-2:] = [runs[-2] + runs[-1]]
+        return tuple(runs)
+
     lanes = [tuple(k for k in range(K) if (k // g) % L == t) for t in range(L)]
     if tree == "halving":
         while len(lanes) > 2 and not any(lanes[len(lanes) // 2:]):
             lanes = lanes[: len(lanes) // 2]
         if len(lanes) > 2:
-            return "halving", tuple(lanes)
-    return "fp32_forward", tuple(x for x in lanes if x) or ((),)
+            return "halving", tuple(cut(x) for x in lanes)
+    return "fp32_forward", tuple(cut(x) for x in lanes if x) or (((),),)
 
 
-def subtree_sizes(K: int, L: int, g: int, tree: str, i: int) -> np.ndarray:
+def subtree_sizes(K: int, L: int, g: int, tree: str, i: int, segment: int = 0) -> np.ndarray:
     """For every j: the number of k's under the node where leaves i and j first meet (-1 at j = i), when thread
-    (k // g) mod L chains its k's in order and the L sums meet by ``tree``."""
+    (k // g) mod L chains its k's in order (restarting from +0 after every ``segment`` of them, the segment sums
+    added in order) and the L sums meet by ``tree``."""
     k = np.arange(K)
     lane = (k // g) % L
     pos = np.zeros(K, dtype=np.int64)
@@ -101,7 +115,14 @@ def subtree_sizes(K: int, L: int, g: int, tree: str, i: int) -> np.ndarray:
         pos[lane == t] = np.arange(count[t])
     out = np.empty(K, dtype=np.int64)
     same = lane == lane[i]
-    out[same] = np.maximum(pos[same], pos[i]) + 1
+    if segment:  # the same segment: its chain; another: the serial sum of segments, after the later one
+        seg, s_i = pos // segment, pos[i] // segment
+        within = same & (seg == s_i)
+        out[within] = np.maximum(pos[within], pos[i]) + 1 - segment * s_i
+        apart = same & (seg != s_i)
+        out[apart] = np.minimum(count[lane[i]], segment * (np.maximum(seg[apart], s_i) + 1))
+    else:
+        out[same] = np.maximum(pos[same], pos[i]) + 1
     lanes = np.arange(L)
     for j in np.flatnonzero(~same):
         a, b = int(lane[i]), int(lane[j])
@@ -165,9 +186,13 @@ def lane_counts(kernel: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def candidates(result: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """The (thread count, grain rule, tree) candidates whose trees give the probed call's revealed rows (with two
-    threads the two trees are one sum: only fp32_forward is kept)."""
+Candidate = tuple[str, str, str, int]
+"""(the axis counting the threads, the grain rule, the tree, the segment): module docstring."""
+
+
+def candidates(result: dict[str, Any]) -> list[Candidate]:
+    """The (thread count, grain rule, tree, segment) candidates whose trees give the probed call's revealed rows (with
+    two threads the two trees are one sum: only fp32_forward is kept)."""
     s, rows = result["spec"], revealed(result)
     fits = []
     for axis, L in lane_counts(result["kernels"][0]).items():
@@ -176,9 +201,17 @@ def candidates(result: dict[str, Any]) -> list[tuple[str, str, str]]:
                 if tree == "halving" and (L & (L - 1) or L <= 2):
                     continue
                 g = grain_of(rule, s["K"], L)
-                if rows and all((subtree_sizes(s["K"], L, g, tree, i) == v).all() for i, v in rows.items()):
-                    fits.append((axis, rule, tree))
+                for seg in SEGMENTS:
+                    if rows and all((subtree_sizes(s["K"], L, g, tree, i, seg) == v).all() for i, v in rows.items()):
+                        fits.append((axis, rule, tree, seg))
     return fits
+
+
+def canonical_of(result: dict[str, Any], cand: Candidate) -> tuple:
+    """The candidate's sum at the probed call's K (:func:`canonical_order`)."""
+    axis, rule, tree, seg = cand
+    K, L = result["spec"]["K"], lane_counts(result["kernels"][0])[axis]
+    return canonical_order(K, L, grain_of(rule, K, L), tree, seg)
 
 
 OUTPUTS_MAX_K = 4096
@@ -186,15 +219,17 @@ OUTPUTS_MAX_K = 4096
 here, half a minute per candidate at K = 16,383); a call of larger K is judged by its revealed rows alone."""
 
 
-def differing(result: dict[str, Any], cand: tuple[str, str, str], n: int) -> tuple[int, int]:
+def differing(result: dict[str, Any], cand: Candidate, n: int) -> tuple[int, int]:
     """(outputs that differ, outputs compared) of the call's samples under the candidate's plan; (0, 0) beyond
     :data:`OUTPUTS_MAX_K`."""
     s = result["spec"]
     if s["K"] > OUTPUTS_MAX_K:
         return 0, 0
-    axis, rule, tree = cand
+    axis, rule, tree, seg = cand
     L = lane_counts(result["kernels"][0])[axis]
-    raw = plan_raw(s, L, grain_of(rule, s["K"], L), tree, "candidate")
+    # the probe called torch without out_dtype (tools/device/gemv_probes.py): its outputs are a_dtype, whatever the
+    # spec copied from a recorded call says (a bf16 -> fp32 recording's spec ran bf16 -> bf16, on that kernel)
+    raw = plan_raw({**s, "out_dtype": s["a_dtype"]}, L, grain_of(rule, s["K"], L), tree, "candidate", seg)
     plan = plan_from_fields(raw, call_from_entry(raw, [1, s["N"], s["K"], s["batch"]], "probe"), "h100", "", "",
                             "probe")
     bad = total = 0
@@ -218,22 +253,27 @@ def decide(kernel: str, block: str, results: list[dict[str, Any]], n: int,
     if common is None:
         return None, ""
     fitting = []
-    for cand in sorted(common):
-        counts = [differing(r, cand, n) for r in results]
+    judged: dict[tuple[int, tuple], tuple[int, int]] = {}  # candidates that are one sum at a call's K: judged once
+    for cand in sorted(common, key=lambda c: (c[3], c)):  # the one without a restart first where both are one sum
+        counts = []
+        for n_r, r in enumerate(results):
+            key = (n_r, canonical_of(r, cand))
+            if key not in judged:
+                judged[key] = differing(r, cand, n)
+            counts.append(judged[key])
         if progress:
             progress(f"{kernel[:60]} {block} {cand}: {counts}")
         if all(bad == 0 for bad, _ in counts):
             fitting.append((cand, sum(t for _, t in counts)))
     lanes = lane_counts(results[0]["kernels"][0])
-    plans = {tuple(canonical_order(r["spec"]["K"], lanes[c[0]], grain_of(c[1], r["spec"]["K"], lanes[c[0]]), c[2])
-                   for r in results) for c, _ in fitting}
+    plans = {tuple(canonical_of(r, c) for r in results) for c, _ in fitting}
     if len(plans) != 1:
         return None, ("no candidate fits every probe" if not plans else
                       f"{len(plans)} candidates fit and differ at the probed K")
-    (axis, rule, tree), total = fitting[0]
+    (axis, rule, tree, seg), total = fitting[0]
     ks = sorted({r["spec"]["K"] for r in results})
     return {"kernel": kernel, "block": json.loads(block), "lanes": lanes[axis], "lanes_are": axis, "grain": rule,
-            "reduce": tree, "K": ks, "K_probed": ks, "calls_probed": len(results),
+            "reduce": tree, **({"segment": seg} if seg else {}), "K": ks, "K_probed": ks, "calls_probed": len(results),
             "rows_revealed": sum(len(r["reveal"]) for r in results), "outputs_bit_exact": total}, ""
 
 
@@ -314,7 +354,8 @@ def refuting(raw_paths: list[Path], gpu: str, table: dict[str, Any]) -> dict[tup
                     continue
                 L = int(e["lanes"])
                 spec = {"op": call.op, "a_dtype": call.a_dtype, "out_dtype": call.out_dtype}
-                fields = plan_raw(spec, L, grain_of(e["grain"], call.K, L), e["reduce"], "refutation check")
+                fields = plan_raw(spec, L, grain_of(e["grain"], call.K, L), e["reduce"], "refutation check",
+                                  int(e.get("segment", 0)))
                 plan = plan_from_fields(fields, call, gpu, "", "", "refutation check")
                 r = replay_call(vc, make_inputs(vc, int(item["seed"])), plan)
                 if r.mismatches:
