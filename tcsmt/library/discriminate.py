@@ -272,16 +272,32 @@ def _starts(p: Plan) -> set[int]:
     return out
 
 
+def _slice_order(pa: Plan, pb: Plan) -> dict[int, tuple[list[int], int]]:
+    """For each k that starts a segment inside a slice of either plan (not the slice's first k): the slice's k's
+    and k's place in them."""
+    out: dict[int, tuple[list[int], int]] = {}
+    for p in (pa, pb):
+        for ks in p.slice_ranges():
+            if p.segment:
+                out.update((ks[i], (ks, i)) for i in range(p.segment, len(ks), p.segment))
+    return out
+
+
 def _slice_probes(pa: Plan, pb: Plan) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     K = pa.call.K
     afmt, bfmt = fmt_of(pa.call.a_dtype), fmt_of(pa.call.b_dtype)
     big, small = _exps(afmt if afmt.emax <= bfmt.emax else bfmt)
     diff = sorted(_starts(pa) ^ _starts(pb))
+    order = _slice_order(pa, pb)
     for k in diff[:24]:
         for before, pair in ((1, (0, 1)), (1, (0, 2)), (2, (0, 1)), (1, (1, 2))):
-            q, p0, p1 = k - before, k + pair[0], k + pair[1]
-            if q < 0 or p1 >= K:
+            # neighbours in k order, or in the slice's own order where k starts a segment inside a slice (an
+            # interleaved slice's previous k is S k's back)
+            seq, at = order.get(k, (range(K), k))
+            q, p0, p1 = at - before, at + pair[0], at + pair[1]
+            if q < 0 or p1 >= len(seq):
                 continue
+            q, p0, p1 = seq[q], seq[p0], seq[p1]
             a = np.zeros(K, dtype=afmt.dtype)
             b = np.zeros(K, dtype=bfmt.dtype)
             a[q], b[q] = _pow2(afmt, small), _pow2(bfmt, small)
