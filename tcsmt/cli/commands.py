@@ -188,7 +188,7 @@ def discriminate_cmd(model1, model2, in_fmt, out_fmt, instr, k, count, minimize,
 
     With --library CALL (and no models): inputs on which two plans of one
     library call (--plan-a, --plan-b: FIELD=VALUE changes to the recorded
-    plan; fields split_k, grain, slices, remainder, reduce, k_tile, in_round,
+    plan; fields split_k, grain, slices, remainder, reduce, k_tile, segment, in_round,
     epilogue, promote, chain.KEY) give different outputs, checked by running
     both plans on them; exit 1 when no construction separates them.
     """

@@ -37,6 +37,7 @@ def facts(ans: Answer) -> dict[str, Any]:
         "beta": c.beta, "scale": c.scale, "fast_accum": c.fast_accum, "a_t": c.a_t, "b_t": c.b_t,
         "settings": c.settings, "gpu": p.gpu, "library": p.library, "answer": ans.kind, "evidence": list(ans.evidence),
         "kernels": list(p.kernels), "chain": p.chain_spec, "in_round": p.in_round, "k_tile": p.k_tile,
+        "segment": p.segment,
         "split_k": p.split_k, "grain": p.grain if p.split_k > 1 else None,
         "slices": p.slices if p.split_k > 1 else None, "remainder": p.remainder if p.split_k > 1 else None,
         "slice_lengths": [len(r) for r in p.slice_ranges()] if p.split_k > 1 else None,
@@ -66,6 +67,9 @@ def render(ans: Answer) -> str:
                  + (f", promoted every {ch.instr_k}" if ch.instr_k else ""))
     if p.k_tile:
         out += _line("K tiles", f"{p.k_tile} k's, residue first")
+    if p.segment:
+        out += _line("segments", f"each slice's chain restarts from +0 after every {p.segment} of its k's; the "
+                                 "restarts' sums are added in order (RN32)")
     if p.split_k == 1:
         out += _line("split-K", "none (S = 1)")
     else:
