@@ -3,7 +3,8 @@ Xie et al., arXiv 2411.00442).  Output: one json.gz per run.
 
     python3 gemv_probes.py SPECS.json OUT.json.gz [SECONDS]   (on a GPU host with torch; shipped alone)
 
-SPECS: calls (op bmm/mm/linear, batch, N, K, a_dtype, b_t; ``bias``: a linear call with a bias of zeros, which runs
+SPECS: calls (op bmm/mm/linear, batch, N, K, a_dtype, b_t; ``M``: rows of A, 1 unless given, every output read from
+row 0 of each batch (the probes' A is ones, so every row sums the same); ``bias``: a linear call with a bias of zeros, which runs
 the kernel cuBLAS picks for a bias and adds +0 to every sum; a spec's ``out_dtype`` is not applied: every call gives
 torch's default output, a_dtype) with the leaves i whose rows to reveal (``reveal_i``,
 within ``budget`` launches), and how many random-input (``n_normal``) and random-probe (``n_windowed``) calls to
@@ -58,7 +59,8 @@ class Call:
         self.op, self.bt = spec["op"], bool(spec["b_t"])
         self.batch, self.N, self.K = int(spec["batch"]), int(spec["N"]), int(spec["K"])
         bs = (self.batch,) if self.op == "bmm" else ()
-        self.a = torch.ones(*bs, 1, self.K, dtype=self.dt, device=dev)
+        self.M = int(spec.get("M", 1))
+        self.a = torch.ones(*bs, self.M, self.K, dtype=self.dt, device=dev)
         self.bias = torch.zeros(self.N, dtype=self.dt, device=dev) if spec.get("bias") else None
         if self.op == "linear":
             self.buf = torch.zeros(self.N, self.K, dtype=self.dt, device=dev)
@@ -78,12 +80,13 @@ class Call:
         return self.buf.t() if self.bt else self.buf
 
     def run(self):
+        """Row 0 of each batch's output (batch, 1, N) or (1, N)."""
         t = self.t
         if self.op == "bmm":
-            return t.bmm(self.a, self.b())
+            return t.bmm(self.a, self.b())[:, :1, :]
         if self.op == "linear":
-            return t.nn.functional.linear(self.a, self.buf, self.bias)
-        return t.mm(self.a, self.b())
+            return t.nn.functional.linear(self.a, self.buf, self.bias)[:1]
+        return t.mm(self.a, self.b())[:1]
 
 
 def kernels_of(torch, call):

@@ -137,3 +137,21 @@ def gemv_bias_calls(seed0: int = 13000) -> list[dict[str, Any]]:
                              recorded=None)
                     calls.append(e)
     return calls
+
+
+WMMA_BIAS_SHAPES = ((2, 30522, 768), (9, 30522, 768), (16, 30522, 768), (2, 30522, 1024), (5, 30522, 1024))
+"""BERT's LM heads at 2 to 16 tokens (``GEMV_BIAS_SHAPES``' widths), which run cuBLAS's sm80 CUTLASS WMMA kernel
+``cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_*`` with the bias on both GPUs (the recordings: M = 2..16 at K = 768,
+2..5 at K = 1024)."""
+
+
+def wmma_bias_calls(seed0: int = 14000) -> list[dict[str, Any]]:
+    """The ``wmma_bias`` list: bf16 ``linear`` with a bias at :data:`WMMA_BIAS_SHAPES` on ``normal`` and ``c_cancel``
+    inputs, two seeds each, from ``seed0``: the samples that decide that kernel's bias epilogue."""
+    calls = [dict(c, M=M, N=N, K=K) for M, N, K in WMMA_BIAS_SHAPES for c in gemv_bias_calls()[:1]]
+    out = []
+    for c in calls:
+        for dist in ("normal", "c_cancel"):
+            for _ in range(2):
+                out.append(dict(c, dist=dist, seed=seed0 + len(out), group="default | WMMA linear with bias"))
+    return out

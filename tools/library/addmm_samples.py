@@ -6,6 +6,7 @@ decision of its epilogue.
     python -m tools.library.addmm_samples lists DIR --dist beta      # alpha = 1 at beta = 0.75, -1.25, 0.3, -0.7
     python -m tools.library.addmm_samples lists DIR --dist beta_split  # alpha = 1, beta = 0.3, -0.7, y = -RN32(beta*C)
     python -m tools.library.addmm_samples lists DIR --dist gemv_bias   # linear + bias at M = 1 (GEMV kernels)
+    python -m tools.library.addmm_samples lists DIR --dist wmma_bias   # linear + bias at M = 2..16 (sm80 WMMA kernels)
     (device) python3 tools/device/library_plans.py --out R --valid-list DIR/addmm_list.json     # sampled outputs
     python -m tools.library.addmm_samples ingest RAW_H100 RAW_H200 --command CMD  # -> evidence/library/addmm_beta1.json.gz
     python -m tools.library.addmm_samples verdicts       # -> evidence/library/addmm_beta1_verdicts.json
@@ -54,7 +55,14 @@ from tcsmt.library.rules import layout_tag as kernel_layout
 from tcsmt.library.rules import read_rules
 from tcsmt.sim.simulator import simulate_params
 from tools.device import recordings as R
-from tools.library.addmm_lists import alpha_calls, beta_split_calls, cancel_calls, gemv_bias_calls, sample_calls
+from tools.library.addmm_lists import (
+    alpha_calls,
+    beta_split_calls,
+    cancel_calls,
+    gemv_bias_calls,
+    sample_calls,
+    wmma_bias_calls,
+)
 from tools.library.layout_probes import RECORDINGS, REPO, layout_tag
 
 EVIDENCE = REPO / "evidence" / "library" / "addmm_beta1.json.gz"
@@ -147,15 +155,17 @@ def addmm_cmd() -> None:
 
 @addmm_cmd.command("lists", help="write DIR/addmm_list.json and DIR/addmm_list_lt.json from the H100 recordings")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--dist", type=click.Choice(["mixed", "c_cancel", "alpha", "beta", "beta_split", "gemv_bias"]), default="mixed",
+@click.option("--dist", type=click.Choice(["mixed", "c_cancel", "alpha", "beta", "beta_split", "gemv_bias", "wmma_bias"]),
+              default="mixed",
               show_default=True,
               help="mixed: normal / wide / tf32_exact inputs (sample_calls); c_cancel: cancel_calls; alpha, beta: "
-                   "alpha_calls; beta_split: beta_split_calls; gemv_bias: gemv_bias_calls (no recording read)")
+                   "alpha_calls; beta_split: beta_split_calls; gemv_bias, wmma_bias: gemv_bias_calls, wmma_bias_calls (no "
+                   "recording read)")
 def lists_cmd(out: Path, dist: str) -> int:
-    if dist in ("alpha", "beta", "beta_split", "gemv_bias"):
+    if dist in ("alpha", "beta", "beta_split", "gemv_bias", "wmma_bias"):
         out.mkdir(parents=True, exist_ok=True)
-        calls = beta_split_calls() if dist == "beta_split" else gemv_bias_calls() if dist == "gemv_bias" else \
-            alpha_calls(beta_list=dist == "beta")
+        listed = {"beta_split": beta_split_calls, "gemv_bias": gemv_bias_calls, "wmma_bias": wmma_bias_calls}
+        calls = listed[dist]() if dist in listed else alpha_calls(beta_list=dist == "beta")
         (out / "addmm_list.json").write_text(json.dumps(calls, indent=0) + "\n")
         click.echo(f"{out / 'addmm_list.json'}: {len(calls)} calls")
         return 0

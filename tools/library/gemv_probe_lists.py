@@ -5,7 +5,7 @@
 A GEMV kernel's K order (``models/library/<gpu>_gemv_orders.json``, :mod:`tools.library.gemv_orders`) applies from
 its smallest to its largest probed K only (:func:`tcsmt.library.rules.gemv_fields`).  This reads the recordings
 (every call at M = 1 whose plan is one CUDA-core GEMV kernel, by kernel and block dims) and writes, for each
-kernel and block whose recorded K values reach beyond its probed range (or that no probe read), the recorded calls
+kernel and block whose recorded K values reach beyond its probed range (or that no probe read), the recorded calls (at any M: ``gemv_probes.py`` reads row 0)
 at its smallest and largest recorded K, and one between where ``--per-variant`` asks for three, as
 ``tools/device/gemv_probes.py`` specs (a ``linear`` call with a bias keeps it: the probe's bias of zeros runs the
 kernel cuBLAS picks for a bias and leaves every sum as it is): rows revealed at leaves 0, 1, K/2, K - 2, K - 1, two random-probe calls and
@@ -30,7 +30,8 @@ PROBED_OPS = ("mm", "bmm", "linear")
 
 
 def recorded_gemv_calls(recordings: list[tuple[str, dict[str, Any]]]) -> dict[tuple[str, tuple[int, ...]], dict]:
-    """(kernel, block) -> {K: a recorded call at M = 1 (op, N, K, batch, dtypes, layout)} over the recordings."""
+    """(kernel, block) -> {K: a recorded call (op, M, N, K, batch, dtypes, layout)} over the recordings (the first at
+    each K: a kernel that runs several M, as the small-N ``gemmSN`` kernels do, is probed at one)."""
     out: dict[tuple[str, tuple[int, ...]], dict[int, dict[str, Any]]] = {}
     for _name, rec in recordings:
         tables = rec["tables"]
@@ -43,7 +44,7 @@ def recorded_gemv_calls(recordings: list[tuple[str, dict[str, Any]]]) -> dict[tu
                 vary = "".join(d for d in "MNK" if tmpl[d] == vary)
             for t in ts:
                 c = raw_call(tmpl, vary, t, plan, tables)
-                if c["M"] != 1 or c.get("torch_error") or c["a_dtype"] not in ("bfloat16", "float16"):
+                if c.get("torch_error") or c["a_dtype"] not in ("bfloat16", "float16"):
                     continue
                 key = (kernel_key(ks[0]), tuple(int(x) for x in plan[1][0]))
                 out.setdefault(key, {}).setdefault(int(c["K"]), c)
@@ -63,7 +64,7 @@ def probe_list(gpu: str, recordings: list[tuple[str, dict[str, Any]]], per_varia
         pick = sorted({outside[0], outside[-1], *([outside[len(outside) // 2]] if per_variant > 2 else [])})
         for K in pick[:per_variant]:
             c = by_k[K]
-            specs.append({"op": c["op"], "M": 1, "N": int(c["N"]), "K": K, "batch": int(c.get("batch") or 1),
+            specs.append({"op": c["op"], "M": int(c["M"]), "N": int(c["N"]), "K": K, "batch": int(c.get("batch") or 1),
                           "a_dtype": c["a_dtype"], "out_dtype": c.get("out_dtype") or c["a_dtype"], "a_t": False,
                           "b_t": bool(c.get("b_t")) or c["op"] == "linear", "bias": bool(c.get("bias")),
                           "variant": kernel[:160],
