@@ -142,8 +142,12 @@ def _certain(ctx: ConvertContext, call: dict[str, Any], ident: dict[str, Any], f
     checked = checked_entry(entry, ident, shape, kernels, ctx.gpu, where, probed, blocks=call.get("blocks"))
     if "why" in checked:
         return {}, str(checked["why"])
-    # the checked fields as they are (a layout's grain and k_floor, a GEMV kernel's K order), the call's own kernels
-    return {**{k: v for k, v in checked.items() if k not in ident and k != "kernels"}, "kernels": fields["kernels"]}, ""
+    # the checked fields (a layout's grain and k_floor, a GEMV kernel's K order) in the fields' order, the call's own
+    # kernels, then what the check added (k_floor last, as the tables have always written it)
+    out = {k: fields[k] if k == "kernels" else checked[k] for k in fields
+           if k == "kernels" or (k in checked and k != "k_floor")}
+    out.update({k: v for k, v in checked.items() if k not in ident and k not in out and k != "kernels"})
+    return out, ""
 
 
 def _toml(v: Any) -> str:

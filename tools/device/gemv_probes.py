@@ -196,6 +196,7 @@ def main():
         r = {"spec": spec}
         try:
             call = Call(torch, spec, dev)
+            r["rows"] = call.M  # rows of A run (runs before this field ran 1, whatever the spec's M said)
             r["kernels"] = kernels_of(torch, call)
             i_list = spec.get("reveal_i", [])
             r["reveal"], r["launches"] = reveal(torch, call, i_list, spec.get("budget", 2000))

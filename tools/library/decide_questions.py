@@ -121,6 +121,12 @@ QUESTIONS: list[dict[str, Any]] = [
        "hypotheses": {"RN32(y + bias) after the reduced sum": {"epilogue": ["bias"]},
                       "the bias as the initial accumulator of the first thread's chain": {"c_init": True}}}
       for name, regex in GEMV_BIAS_CLASSES],
+    {"question": "epilogue of linear with bias on the sm80 CUTLASS WMMA kernels (s161616gemm: BERT's LM heads at 2 to 16 "
+                 "tokens)",
+     "on": "more", "match": {"op": "linear", "bias": True, "split": False,
+                             "kernel_regex": r"^cutlass::Kernel2<cutlass_80_wmma_tensorop_\w*s161616gemm"},
+     "hypotheses": {"RN32(y + bias) after the reduced sum": {"epilogue": ["bias"]},
+                    "the bias as the initial accumulator of the K-chain": {"c_init": True}}},
     {"question": "epilogue of addmm with a 1-D bias and beta = 0 (torch: the input is ignored)",
      "match": {"op": "addmm", "bias": True, "alpha_is_1": True, "beta_is_0": True},
      "hypotheses": {"none (beta = 0: the bias is not added)": {"epilogue": []},

@@ -55,7 +55,7 @@ from tcsmt.sim.simulator import to_bits
 from tools.device.gemv_probes import BIG, ONE, random_bits, windowed_params
 
 REPO = Path(__file__).resolve().parents[2]
-GEMV = re.compile(r"(?:^|::|\s)(gemvx::kernel|gemv2T_kernel_val)\b")
+GEMV = re.compile(r"(?:^|::|\s)(gemvx::kernel|gemv2T_kernel_val|gemmSN_(?:TN|NN)_kernel)\b")
 GRAINS = ("1", "chunk64")
 TREES = ("halving", "fp32_forward")
 SEGMENTS = (0, 8, 16, 32, 64)
@@ -156,7 +156,8 @@ def sampled_inputs(result: dict[str, Any], n: int) -> list[tuple[str, np.ndarray
     out = []
     for rec in result.get("normal", []):
         rng = np.random.default_rng(rec["seed"])
-        a = random_bits(rng, dt, (b, 1, K) if s["op"] == "bmm" else (1, K)).reshape(b, K)
+        M = int(result.get("rows", 1))  # rows of A the probe ran (older runs: 1, whatever the spec's M); row 0 kept
+        a = random_bits(rng, dt, (b, M, K) if s["op"] == "bmm" else (M, K)).reshape(b, M, K)[:, 0, :]
         B = random_bits(rng, dt, (b, K, N))
         got = np.frombuffer(base64.b64decode(rec["out"]), np.uint16)
         m = min(n, len(got))
