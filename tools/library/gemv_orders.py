@@ -32,6 +32,9 @@ call whose samples differ from its plan takes the K of the order entry that plan
 ``gemvx`` with block [4, 64, 1], its order probed at K = 128 and N = 6,281, gave 4 of 128 other outputs at N = 15,500
 on inputs whose sum cancels, ``evidence/library/h200_catalog_samples_rebuilt.json.gz``).
 Anything else stays refused.
+
+Over 400 lines: the candidates, their integer rows, their plans evaluated on the sampled outputs and the refutation by
+fresh outputs are one fit, each step reading the candidate form the others write.
 """
 from __future__ import annotations
 
