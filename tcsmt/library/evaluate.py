@@ -27,6 +27,7 @@ tests/test_gemm_cuda_host.py (the same CUDA source compiled for the host) and th
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from types import ModuleType
 
 import numpy as np
@@ -168,6 +169,15 @@ def slice_operands(plan: Plan, A: np.ndarray, B: np.ndarray, ks: list[int]) -> t
         b = xp.concatenate([b[:m], xp.zeros((pad, b.shape[1]), b.dtype), b[m:]], axis=0)
     return a, b
 
+def segment_operands(plan: Plan, A: np.ndarray, B: np.ndarray,
+                     ks: list[int]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The operands of each chain of one slice (k's ``ks``): (A (r, L), B (L, c)) of every segment of
+    :meth:`tcsmt.library.plans.Plan.segments` in order, each as :func:`slice_operands` makes them (a plan without
+    ``segment`` has one: the whole slice).  Each segment's chain starts from +0 (or the caller's initial value);
+    the callers add the segment sums by :func:`segment_sum`."""
+    for seg in plan.segments(ks):
+        yield slice_operands(plan, A, B, seg)
+
 
 def epilogue(plan: Plan, y: np.ndarray, *, C=None, bias=None, scale_a=None, scale_b=None,
              paired: bool = False) -> np.ndarray:
@@ -234,8 +244,7 @@ def evaluate(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None, bias
     parts = []
     for ks in plan.slice_ranges():
         runs = []
-        for seg in plan.segments(ks):
-            a, b = slice_operands(plan, A_bits, B_bits, seg)
+        for a, b in segment_operands(plan, A_bits, B_bits, ks):
             runs.append(chain_gemm(plan.chain, a, b).astype(np.int64))
         parts.append(segment_sum(runs))
     return finish_numpy(plan, parts, C=C, bias=bias, scale_a=scale_a, scale_b=scale_b)
@@ -280,8 +289,7 @@ def _evaluate_device(plan: Plan, A_bits, B_bits, *, C=None, bias=None, scale_a=N
         parts = []
         for ks in plan.slice_ranges():
             runs = []
-            for seg in plan.segments(ks):
-                a, b = slice_operands(plan, A_bits, B_bits, seg)
+            for a, b in segment_operands(plan, A_bits, B_bits, ks):
                 if a.shape[1] == 0:
                     runs.append(cp.zeros((a.shape[0], b.shape[1]), dtype=cp.uint32))
                     continue
@@ -325,8 +333,7 @@ def evaluate_pairs(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None
     parts = []
     for ks in plan.slice_ranges():
         runs = []
-        for seg in plan.segments(ks):
-            a, b = slice_operands(plan, A_bits, B_bits, seg)
+        for a, b in segment_operands(plan, A_bits, B_bits, ks):
             runs.append(chain_pairs(plan.chain, a, b).astype(np.int64))
         parts.append(segment_sum(runs))
     out_fmt = fmt_of(plan.call.out_dtype)

@@ -48,7 +48,7 @@ import numpy as np
 from tcsmt.hwcheck.plan_capture import kernel_name
 from tcsmt.io import load
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
-from tcsmt.library.evaluate import finish_numpy, fmt_of, inputs_to_chain, segment_sum, slice_operands, to_fp32
+from tcsmt.library.evaluate import finish_numpy, fmt_of, inputs_to_chain, segment_operands, segment_sum, to_fp32
 from tcsmt.library.families import family_of, grain_of
 from tcsmt.library.plans import Plan
 from tcsmt.library.rules import layout_tag as kernel_layout
@@ -225,8 +225,7 @@ def c_init_outputs(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Pl
     parts = []
     for s, ks in enumerate(plan.slice_ranges()):
         runs = []
-        for n, seg in enumerate(plan.segments(ks)):  # the first segment of the first slice starts from C
-            a, b = slice_operands(plan, A, B, seg)
+        for n, (a, b) in enumerate(segment_operands(plan, A, B, ks)):  # the first segment of slice 0 starts from C
             init = c32 if s == 0 and n == 0 else np.zeros(len(iv), dtype=np.uint32)
             if a.shape[1] == 0:
                 runs.append(init.astype(np.int64).reshape(-1, 1))
