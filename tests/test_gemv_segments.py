@@ -64,7 +64,7 @@ def _reference(a: np.ndarray, b: np.ndarray, bias: np.ndarray, threads: int = 16
     return _bf16((total + _value(bias)).astype(np.float32))
 
 
-@pytest.mark.parametrize("K", [513, 768, 1024, 2792])
+@pytest.mark.parametrize("K", [513, 768, 1024, pytest.param(2792, marks=pytest.mark.slow)])  # 2792: 9 s, slow set
 def test_a_segment_plan_is_the_thread_sums_of_block_sums(K):
     rng = np.random.default_rng(K)
     n = 300

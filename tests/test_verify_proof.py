@@ -252,7 +252,7 @@ def test_composed_markidis_within_twice_the_witness():
     assert all(lem.status == "unsat" for lem in proof.lemmas if isinstance(lem, VS.StageLemma))
 
 
-@pytest.mark.parametrize("arch", ["hopper", "cdna2"])
+@pytest.mark.parametrize("arch", [pytest.param("hopper", marks=pytest.mark.slow), "cdna2"])  # hopper: 26 s, slow set
 def test_composed_ootomo_within_twice_the_witness(arch):
     """Ootomo-Yokota, K = 2: the composed bound (main chain, RN32 additions, correction chain) lies in
     [witness, 2 witness].  On CDNA2, which flushes fp16 subnormal inputs, the scaled residual 2^11 (x - x_h)
@@ -368,7 +368,7 @@ def test_top_chain_error_refuses_what_it_cannot_argue():
     assert top_chain_error(Fraction(64), Fraction(1 << 29), 2, u, a, each, True, heavy) is None
 
 
-@pytest.mark.parametrize("arch", ["volta", "ada"])
+@pytest.mark.parametrize("arch", ["volta", pytest.param("ada", marks=pytest.mark.slow)])  # ada: 10 s, slow set
 def test_abs_top_split_within_2x_of_a_replayed_input(arch):
     """--abs with the case split at the top (docs/verify.md, "Absolute error"): Markidis on Volta and Ada, K = 2,
     2^-14..2^14, was 2.64x and 2.22x the worst input found (the composition over magnitudes charged every block
