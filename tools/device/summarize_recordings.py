@@ -3,18 +3,20 @@ executed calls, counts, rates, settings and GPUs compared, kernel names outside 
 
     python3 tools/device/summarize_recordings.py --dir evidence/library/recordings \\
         --plans h100=evidence/h100_cublas_plans.json.gz --plans h200=evidence/h200_cublas_plans.json.gz \\
-        --out evidence/library/recordings/summary.json
+        --out evidence/library/recordings/summary.json.gz
 
 Standard library only, plus ``tcsmt.library.families.family_of`` (the families' own matching rule) and the loader
 ``tcsmt.io.load.read_json`` (the plan files are gzipped JSON) from the repository it runs in.  (The committed
-summary.json was made when the plan files were ``hwcheck/results/<gpu>_cublas_plans.json``: its command and
-``families_from`` name them so; evidence/README.md maps old paths.)
+summary was made when the plan files were ``hwcheck/results/<gpu>_cublas_plans.json``: its command and
+``families_from`` name them so; evidence/README.md maps old paths.  It was written as summary.json and compressed
+with ``gzip -9 -n`` on 2026-11-27, its text unchanged: the working tree that travels to the GPU host is size-limited.)
 """
 from __future__ import annotations
 
 import argparse
 import bisect
 import collections
+import gzip
 import json
 import os
 import re
@@ -300,7 +302,7 @@ def main():
                 splitish[(g, k)] += n
     res["split_named_kernels_outside_families"] = [{"gpu": g, "kernel": k, "calls": n}
                                                    for (g, k), n in splitish.most_common()]
-    with open(args.out, "w") as f:
+    with (gzip.open if args.out.endswith(".gz") else open)(args.out, "wt") as f:
         json.dump(res, f, indent=1)
     print(json.dumps({k: v for k, v in res.items() if k.endswith(("committed", "executed"))}, indent=1)[:6000])
 
