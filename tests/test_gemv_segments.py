@@ -95,7 +95,7 @@ def test_segment_with_k_tile_is_refused():
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
 def test_the_order_table_holds_gemv2T_beyond_512_with_restarts(gpu):
-    """models/library/<gpu>_gemv_orders.json (tools/library/gemv_orders.py on the committed probes): the bf16 and fp16
+    """models/library/<gpu>_gemv_orders.json.gz (tools/library/gemv_orders.py on the committed probes): the bf16 and fp16
     ``gemv2T_kernel_val`` with block [128] hold 16 threads, single k's, serial thread sums, and restarts every 32 of a
     thread's k's at BERT's and GPT-2's hidden sizes 768 and 1024 (the LM heads, with and without a bias)."""
     found = {}
@@ -199,7 +199,7 @@ def test_gpt2_lm_head_small_m_kernels_restart_every_16(gpu):
     got = {kernel: [(e["lanes"], e["grain"], e["reduce"], e.get("segment")) for e in entries if 768 in e["K"]]
            for (kernel, block), entries in gemv_orders(gpu).items() if kernel.startswith("gemmSN_TN_kernel<float, 128,")}
     assert len(got) >= 5
-    assert all(v == [(16, "1", "fp32_forward", 16)] for v in got.values()), got
+    assert all(set(v) == {(16, "1", "fp32_forward", 16)} for v in got.values()), got  # probes' and scans' entries
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])

@@ -139,7 +139,8 @@ def _certain(ctx: ConvertContext, call: dict[str, Any], ident: dict[str, Any], f
     kernels = [str(k) for k in call.get("kernels") or []]
     entry = {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
              "kernels": [class_of(call, ctx.families) or " + ".join(kernels)], "sources": list(fields["sources"])}
-    checked = checked_entry(entry, ident, shape, kernels, ctx.gpu, where, probed, blocks=call.get("blocks"))
+    checked = checked_entry(entry, ident, shape, kernels, ctx.gpu, where, probed, blocks=call.get("blocks"),
+                            b_t=bool(call.get("b_t")))
     if "why" in checked:
         return {}, str(checked["why"])
     # the checked fields (a layout's grain and k_floor, a GEMV kernel's K order) in the fields' order, the call's own

@@ -11,7 +11,7 @@ counts only for the operand layouts whose slice rule bits read (:func:`variant_r
 layouts of the plan file's own calls as ``probed_layouts`` and, with the H100's layout probes, every variant's
 rules as ``layout_rules``), and takes its grain (and ``k_floor``) from that variant's rule.  A call on cuBLAS's
 CUDA-core GEMV kernels gets the K order read for its kernel and block dims (:func:`gemv_fields`, the table
-``models/library/<gpu>_gemv_orders.json`` made by ``python -m tools.library.gemv_orders`` from FPRev probes), or is
+``models/library/<gpu>_gemv_orders.json.gz`` made by ``python -m tools.library.gemv_orders`` from FPRev probes), or is
 refused.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tcsmt.errors import TcsmtError
 from tcsmt.io import load
 from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.families import UNREAD_K_ORDER, family_of, kernel_key, rule_key, slice_rule_fields
-from tcsmt.library.plans import Plan, call_from_entry, plan_from_fields, plans_dir
+from tcsmt.library.plans import Call, Plan, call_from_entry, plan_from_fields, plans_dir
 
 RULES_FORMAT = "tcsmt cuBLAS conversion rules, v1"
 RULES_NAME = "h100_cublas13_rules.json"
@@ -180,7 +180,7 @@ def k_tiled(kernels: Sequence[str]) -> bool:
     return any(CUTLASS_K_TILE.search(k) for k in kernels)
 
 
-GEMV_ORDERS = "{gpu}_gemv_orders.json"
+GEMV_ORDERS = "{gpu}_gemv_orders.json.gz"
 """The K orders of the GEMV kernels read on a GPU (``models/library/``; ``tools/library/gemv_orders.py``)."""
 _gemv_tables: dict[str, dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]]] = {}
 
@@ -226,7 +226,13 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
         ks = sorted(k for e in read for k in e["K"])
         shown = ", ".join(map(str, ks[:8])) + (f", ... ({len(ks)} values)" if len(ks) > 8 else "")
         return entry, f"K order of {what} read at K = {shown} only ({probes})"
-    e = at_k[0]
+    shape = gemv_call_shape(plan.call)
+    at_shape = [e for e in at_k if not dealt_per_call(e, K) or shape in e.get("calls", ())]
+    if not at_shape:
+        return entry, (f"K order of {what} at K = {K} read for other calls only ({probes}, "
+                       f"evidence/library/{gpu}_gemv_scan*.json.gz): this kernel deals k's to its threads one by one "
+                       f"or in tiles as each call's shape decides, so an order applies to the calls it was read on")
+    e = at_shape[0]
     L = int(e["lanes"])
     g = 1 if e["grain"] == "1" else min(64, -(-K // L))
     seg = int(e.get("segment", 0))
@@ -244,6 +250,25 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
     if seg:
         out["segment"] = seg
     return out, ""
+
+
+def gemv_call_shape(call: Call) -> str:
+    """A call as GEMV order tables list the calls they were read on: "K op batch M N b_t bias"
+    (``tools/library/gemv_orders.call_shape``)."""
+    op = call.op
+    return (f"{call.K} {op} {call.batch if op == 'bmm' else 1} {call.M} {call.N} {int(bool(call.b_t) and op != 'linear')} "
+            f"{int(bool(call.bias))}")
+
+
+def dealt_per_call(e: dict[str, Any], K: int) -> bool:
+    """Whether an order entry holds only for the calls it was read on: a kernel whose thread count is a block dim
+    (``gemvx``) deals k's to its threads one by one or in tiles of min(64, ceil(K/L)) as the call's shape decides, not
+    its name, block and K (both dealings at one kernel, block and K on the H100 and the H200: e.g. the bf16 ``gemvx``
+    with block [16, 32, 1] at K = 426, tiles for 12 x 1 x 426 x 64 and one by one for 24 x 1 x 426 x 64,
+    ``evidence/library/<gpu>_gemv_scan_table.json.gz``); the dealings are one sum where K <= L.  A thread count fixed by
+    the kernel's template arguments (``gemv2T_kernel_val``, ``gemmSN``) is not: its order holds at every call of the
+    kernel, block and K."""
+    return not str(e["lanes_are"]).startswith("template") and K > int(e["lanes"])
 
 
 GEMV_BLOCK_NAMED = re.compile(r"kernel with block (\[[\d, ]+\])")
@@ -277,9 +302,10 @@ def _variant_slices(entry: dict[str, Any], plan: Plan, fam: str, tags: list[str]
 
 def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int], kernels: Sequence[str], gpu: str,
                   where: str, probed: VariantRules | set[tuple[str, str]] | None = None,
-                  blocks: Sequence[Sequence[int]] | None = None) -> dict[str, Any]:
+                  blocks: Sequence[Sequence[int]] | None = None, b_t: bool = False) -> dict[str, Any]:
     """``entry`` (plan fields) where its plan loads and is certain at ``shape`` ([M, N, K, batch]), else ``ident``
-    with the reason: the fields must make a plan (a K-chain of the GPU's model, fields that agree); a split-K plan's
+    with the reason (``b_t``: the recorded call's B is the transposed view of an (N, K) tensor, which a GEMV order's
+    calls name): the fields must make a plan (a K-chain of the GPU's model, fields that agree); a split-K plan's
     kernels must have an operand layout whose slice rules bits read (``probed``, :func:`variant_rules`; a set of
     variants keeps the family's grain), which give its grain and k_floor and must agree at its K; and where a
     CUTLASS 2.x kernel's K iteration inside a slice is not decided (no ``k_tile``: the decisions fix it, residue
@@ -288,6 +314,8 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
     with K = 500 and S = 4 on the H100: 60 of 128 outputs, ``evidence/record_h100_check.json``)."""
     try:
         plan = plan_from_fields(entry, call_from_entry(entry, shape, where), gpu, "", where, where)
+        if b_t and plan.call.op != "linear":  # linear takes the (N, K) weight itself: its layout is the op's
+            plan = dataclasses.replace(plan, call=dataclasses.replace(plan.call, b_t=True))
     except TcsmtError as exc:
         return {**ident, "why": f"its recorded plan does not load here: {str(exc).removeprefix(where + ': ')}"}
     if plan.split_k > 1 and probed is not None:

@@ -13,7 +13,7 @@ patterns from numpy seeds (:func:`random_bits`, :func:`windowed_params`) so that
 rebuilds them; the first CAP outputs of each sampled call are kept.  The committed runs' specs are in their results
 (``evidence/library/<gpu>_gemv_probes.json.gz``, each result's ``spec``); ``gemv_probes_next.json`` beside this file
 lists calls of the GEMV kernel variants the recordings hold and no probe read yet (two K values each, made from the
-H100 recordings against ``models/library/h100_gemv_orders.json``), for the next device run.
+H100 recordings against ``models/library/h100_gemv_orders.json.gz``), for the next device run.
 
 Probe of one output: product +B at k = i, -B at k = j, "one" at every k of a window W (not i, j), 0 elsewhere, the
 vector x = 1.  With fp32 additions the output counts the ones of W outside the subtree of lca(i, j) (ones inside it

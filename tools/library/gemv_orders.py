@@ -1,7 +1,7 @@
 """The K order of cuBLAS's CUDA-core GEMV kernels, read from FPRev swamping probes, as a table the catalog rules use.
 
     python -m tools.library.gemv_orders evidence/library/h100_gemv_probes.json.gz [MORE.json.gz ...] [--gpu h100]
-        [--out models/library/h100_gemv_orders.json] [--outputs 32] [--refuted-by FRESH_SAMPLES.json.gz ...]
+        [--out models/library/h100_gemv_orders.json.gz] [--outputs 32] [--refuted-by FRESH_SAMPLES.json.gz ...]
 
 Several probe files of one GPU (the same device name) are read as one run: their calls together.
 
@@ -22,7 +22,14 @@ the tree over the L sums: ``halving`` or ``fp32_forward``; the thread's segment:
 each block of 512 k's apart above K = 512, 32 a thread).  A kernel (full demangled name) with its block dims is
 written to the table only where one candidate's plan fits every probe of it (rows and outputs) and no probe of it
 contradicts (candidates that compute one sum at every probed K count as one: :func:`canonical_order`); the table lists the K values probed and the outputs compared.  ``K`` says where an entry applies: at
-the K values probed, and nowhere else.  (The non-transposed kernels were first applied at any K, and then from the
+the K values probed, and nowhere else; ``calls`` lists the calls read ("K op batch M N b_t bias", :func:`call_shape`).
+A kernel whose thread count is a block dim (``gemvx``) deals k's one by one or in tiles as each call's *shape*
+decides, not its name, block and K: scans of other shapes at probed K values found the other dealing (bf16, block
+[16, 32, 1], K = 426: tiles at 12 x 1 x 426 x 64 as probed, one by one at 24 x 1 x 426 x 64; 19 recorded calls at 9
+of the tables' kernel, block and K points on each GPU, of 1,336 (H100) and 596 (H200) scanned at such points,
+``evidence/library/<gpu>_gemv_scan_table.json.gz``), so the catalog rules apply such an entry to
+its ``calls`` only (:func:`tcsmt.library.rules.dealt_per_call`).  ``--scan`` adds the calls of GEMV scans
+(``tools/device/gemv_scan.py``) at which exactly one order fits (:func:`tools.library.gemv_scan_fit.add_scans`).  (The non-transposed kernels were first applied at any K, and then from the
 smallest to the largest probed K: fresh H100 outputs refuted both, an fp16 ``gemvx`` with block [64, 8, 1] whose
 order fits its probes at K = 580, 641, 8,483 and 16,383 gave 2 of 256 outputs of another order at K = 1,347,
 ``evidence/library/h100_catalog_samples.json``; which dealing a kernel uses changes with K.)  A kernel and block
@@ -278,7 +285,20 @@ def decide(kernel: str, block: str, results: list[dict[str, Any]], n: int,
     ks = sorted({r["spec"]["K"] for r in results})
     return {"kernel": kernel, "block": json.loads(block), "lanes": lanes[axis], "lanes_are": axis, "grain": rule,
             "reduce": tree, **({"segment": seg} if seg else {}), "K": ks, "K_probed": ks, "calls_probed": len(results),
-            "rows_revealed": sum(len(r["reveal"]) for r in results), "outputs_bit_exact": total}, ""
+            "rows_revealed": sum(len(r.get("reveal") or {}) for r in results), "outputs_bit_exact": total,
+            "calls": sorted({call_shape(r["spec"], r.get("rows", 1)) for r in results}, key=shape_order)}, ""
+
+
+def call_shape(spec: dict[str, Any], rows: int) -> str:
+    """The call a probe or scan ran, as the table lists it: "K op batch M N b_t bias" (b_t 1 where B is the transposed
+    view of an (N, K) tensor; ``linear`` takes the weight itself: 0), M the rows of A the GPU ran."""
+    op = str(spec["op"])
+    return (f"{int(spec['K'])} {op} {int(spec.get('batch', 1)) if op == 'bmm' else 1} {int(rows)} {int(spec['N'])} "
+            f"{int(bool(spec.get('b_t')) and op != 'linear')} {int(bool(spec.get('bias')))}")
+
+
+def shape_order(shape: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else x for x in shape.split())
 
 
 def order_table(probes: dict[str, Any], name: str, n: int, progress=None) -> dict[str, Any]:
@@ -378,9 +398,19 @@ def drop_refuted(table: dict[str, Any], refuted: dict[tuple[str, str, int], str]
         for k, why in sorted(hits.items()):
             table["not_decided"].append({"kernel": e["kernel"], "block": e["block"], "K": [k], "why": why})
         e["K"] = [k for k in e["K"] if k not in hits]
+        e["calls"] = [c for c in e.get("calls", []) if int(c.split()[0]) not in hits]
         if e["K"]:
             kept.append(e)
     table["orders"] = kept
+
+
+def write_table(path: Path, table: dict[str, Any]) -> None:
+    """The table as gzip-compressed JSON (lists of numbers and strings on one line; no time stamp in the gzip header,
+    so the same table gives the same bytes)."""
+    text = re.sub(r"\[\s*([^\[\]{}]*?)\s*\]", lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]",
+                  json.dumps(table, indent=1), flags=re.S)
+    with open(path, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0, filename="") as g:
+        g.write((text + "\n").encode())
 
 
 def read_probes(paths: list[Path]) -> tuple[dict[str, Any], str]:
@@ -413,15 +443,29 @@ def read_probes(paths: list[Path]) -> tuple[dict[str, Any], str]:
 @click.option("--refuted-by", "refuted_by", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
               help="fresh sampled outputs (tools/device/catalog_sample_run.py): a GEMV call whose samples differ "
                    "from the table's own order at its kernel, block and K takes that K out of the table (refuted)")
+@click.option("--scan", "scans", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
+              help="GEMV scans (tools/device/gemv_scan.py): each scanned call where one order fits joins the table "
+                   "as a call of its kernel, block and K (tools/library/gemv_scan_fit.py)")
 def gemv_orders_cmd(probes: tuple[Path, ...], gpu: str, out: Path | None, outputs: int,
-                    refuted_by: tuple[Path, ...]) -> None:
+                    refuted_by: tuple[Path, ...], scans: tuple[Path, ...]) -> None:
+    from tools.library.gemv_scan_fit import add_scans, read_scans
+
+    def rel(p: Path) -> str:
+        return str(p.relative_to(REPO) if p.is_absolute() else p)
+
     data, names = read_probes(list(probes))
-    made = names + f" --gpu {gpu}" + "".join(f" --refuted-by {p.relative_to(REPO) if p.is_absolute() else p}"
-                                               for p in refuted_by)
+    made = (names + f" --gpu {gpu}" + "".join(f" --refuted-by {rel(p)}" for p in refuted_by)
+            + "".join(f" --scan {rel(p)}" for p in scans))
     table = order_table(data, made, outputs, progress=lambda m: print(m, file=sys.stderr, flush=True))
     drop_refuted(table, refuting(list(refuted_by), gpu, table))
-    out = out or REPO / "models" / "library" / f"{gpu}_gemv_orders.json"
-    out.write_text(json.dumps(table, indent=1) + "\n")
+    if scans:
+        scanned = read_scans(list(scans))
+        other = sorted({str(r["gpu"]) for r in scanned} - {table["device"]["gpu"]})
+        if other:
+            raise TcsmtError(f"scans made on {', '.join(other)}, not on {table['device']['gpu']} as the probes")
+        print(add_scans(table, scanned, " ".join(rel(p) for p in scans)), file=sys.stderr)
+    out = out or REPO / "models" / "library" / f"{gpu}_gemv_orders.json.gz"
+    write_table(out, table)
     print(f"{len(table['orders'])} kernel/block orders written to {out}; {len(table['not_decided'])} not decided")
 
 

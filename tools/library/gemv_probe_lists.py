@@ -2,7 +2,7 @@
 
     python -m tools.library.gemv_probe_lists --gpu G REC.json.gz [REC ...] -o SPECS.json [--per-variant 3]
 
-A GEMV kernel's K order (``models/library/<gpu>_gemv_orders.json``, :mod:`tools.library.gemv_orders`) applies from
+A GEMV kernel's K order (``models/library/<gpu>_gemv_orders.json.gz``, :mod:`tools.library.gemv_orders`) applies from
 its smallest to its largest probed K only (:func:`tcsmt.library.rules.gemv_fields`).  This reads the recordings
 (every call at M = 1 whose plan is one CUDA-core GEMV kernel, by kernel and block dims) and writes, for each
 kernel and block whose recorded K values reach beyond its probed range (or that no probe read), the recorded calls (at any M: ``gemv_probes.py`` reads row 0)
@@ -76,7 +76,7 @@ def probe_list(gpu: str, recordings: list[tuple[str, dict[str, Any]]], per_varia
 
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 @click.argument("recordings", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--gpu", required=True, help="whose GEMV order table (models/library/<gpu>_gemv_orders.json)")
+@click.option("--gpu", required=True, help="whose GEMV order table (models/library/<gpu>_gemv_orders.json.gz)")
 @click.option("--per-variant", type=click.IntRange(1, 3), default=3, show_default=True)
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
 def gemv_probe_lists_cmd(recordings: tuple[Path, ...], gpu: str, per_variant: int, out: Path) -> int:
