@@ -218,7 +218,7 @@ def _results_of(rec, task, t):
     ms = token_counts(task["ms"])
     j = next(i for i, (lo, hi) in enumerate(zip(cols["t_first"], cols["t_last"])) if lo <= t <= hi)
     assert t in ms
-    kern, blocks, clusters, grid_z, others, _S, _red, lt, _err, _cap = tables["plans"][cols["plan"][j]]
+    kern, blocks, clusters, grid_z, others, _S, _red, lt, _err, _cap = tables["plans"][cols["plan"][j]][:10]
     nodes = [{"name": tables["kernels"][k], "block": b, "cluster": c, "grid": [1, 1, z]}
              for k, b, c, z in zip(kern, blocks, clusters, grid_z)] + [{"type": x} for x in others]
     lines = []

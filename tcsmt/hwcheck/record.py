@@ -37,7 +37,9 @@ DEFAULTS: dict[str, Any] = {"batch": 1, "bias": False, "alpha": 1.0, "beta": 0.0
                             "fast_accum": False, "a_t": False, "b_t": False}
 SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
 PLAN_FIELDS = ["kernels", "blocks", "clusters", "grid_z", "other_nodes", "split_k", "reduction_scheme", "lt",
-               "torch_error", "capture_error"]
+               "torch_error", "capture_error", "gemv_dealing"]
+"""A plan's fields; ``gemv_dealing``: per kernel, [tile, stride] of a ``gemvx`` launch's parameters
+(:data:`tcsmt.hwcheck.plan_capture.GEMV_PARAMS`), else None (recordings made before 2026-11-27 lack the field)."""
 METHOD_TEXT = {
     "capture": ("Each call is made under CUDA stream capture (torch.cuda.CUDAGraph(keep_graph=True), one memory pool "
                 "per batch, capture_error_mode thread_local, on a side stream whose cuBLAS/cuBLASLt workspaces were "
@@ -180,7 +182,8 @@ def plan_of(r: dict[str, Any], tabs: dict[str, Interner]) -> tuple[list[Any], li
     plan = [[tabs["kernels"](n["name"]) for n in ks], [n["block"] for n in ks], [n["cluster"] for n in ks],
             [(n["grid"] or [0, 0, 0])[2] for n in ks], others, S, red, [tabs["lt"](s) for s in summ],
             tabs["errors"](r["err"]) if r.get("err") else None,
-            tabs["errors"](r["capture_err"]) if r.get("capture_err") else None]
+            tabs["errors"](r["capture_err"]) if r.get("capture_err") else None,
+            [n.get("gemv_dealing") for n in ks]]
     return plan, [n["grid"] for n in ks], ws
 
 

@@ -136,7 +136,7 @@ def raw_call(tmpl: dict[str, Any], vary: str, t: int, plan: list[Any], tables: d
     c = {k: tmpl.get(k) for k in CALL_FIELDS}
     for d in vary:
         c[d] = t
-    kernels, blocks, _clusters, _gz, _other, S, red, lt, err, cap_err = plan
+    kernels, blocks, _clusters, _gz, _other, S, red, lt, err, cap_err = plan[:10]
     c["kernels"] = [tables["kernels"][k] for k in kernels]
     c["blocks"] = blocks
     c["split_k"] = S
@@ -147,6 +147,8 @@ def raw_call(tmpl: dict[str, Any], vary: str, t: int, plan: list[Any], tables: d
         c["torch_error"] = tables["errors"][err]
     if cap_err is not None:
         c["capture_error"] = tables["errors"][cap_err]
+    if len(plan) > 10 and plan[10] is not None:  # the gemvx launches' [tile, stride] (tcsmt.hwcheck.record.PLAN_FIELDS)
+        c["gemv_dealing"] = plan[10]
     return c
 
 
@@ -155,7 +157,7 @@ def recorded_signature(rec: dict[str, Any], pid: int) -> tuple:
     """The plan signature (:func:`tcsmt.library.families.plan_signature`: kernel names, split_k, cuBLASLt's
     reductionScheme, torch's refusal) of plan ``pid`` of a recording."""
     tables = rec["tables"]
-    kernels, _blocks, _clusters, _gz, _other, S, _red, lt, err, _cap = tables["plans"][pid]
+    kernels, _blocks, _clusters, _gz, _other, S, _red, lt, err, _cap = tables["plans"][pid][:10]
     call = {"kernels": [tables["kernels"][k] for k in kernels], "split_k": S, "lt": lt,
             "torch_error": None if err is None else tables["errors"][err]}
     return plan_signature(call, tables["lt"])

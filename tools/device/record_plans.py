@@ -748,23 +748,9 @@ class Interner:
         return i
 
 
-def plan_of(r: dict, tabs: dict) -> tuple[list, list, list]:
-    """(plan, grids, workspace bytes) of one recorded call: the plan is what runs of consecutive token counts
-    share (kernel names, block and cluster dims, grid z, other nodes, S, reduction scheme, algo summaries, torch's
-    refusal, capture failure); grids and workspace bytes vary with the shape and are kept per row."""
-    from plan_capture import parse_lt
-    S, red, summ, ws = parse_lt(r.get("lt") or [])
-    ks = [n for n in r["nodes"] if "name" in n]
-    others = [n["type"] for n in r["nodes"] if "name" not in n]
-    plan = [[tabs["kernels"](n["name"]) for n in ks], [n["block"] for n in ks], [n["cluster"] for n in ks],
-            [(n["grid"] or [0, 0, 0])[2] for n in ks], others, S, red, [tabs["lt"](s) for s in summ],
-            tabs["errors"](r["err"]) if r.get("err") else None,
-            tabs["errors"](r["capture_err"]) if r.get("capture_err") else None]
-    return plan, [n["grid"] for n in ks], ws
+import plan_capture  # noqa: E402,F401  (puts the checkout's package on the path)
 
-
-PLAN_FIELDS = ["kernels", "blocks", "clusters", "grid_z", "other_nodes", "split_k", "reduction_scheme", "lt",
-               "torch_error", "capture_error"]
+from tcsmt.hwcheck.record import PLAN_FIELDS, plan_of  # noqa: E402  (the package's plan fields, tcsmt record's)
 
 
 def worker(args):
@@ -949,7 +935,7 @@ def merge(tmp: str, tasks: list[dict], header: dict) -> dict:
                 lm = [tabs["lt"](x) for x in d["lt"]]
                 em = [tabs["errors"](x) for x in d["errors"]]
                 pm = [plans([[km[k] for k in p[0]], p[1], p[2], p[3], p[4], p[5], p[6], [lm[x] for x in p[7]],
-                             None if p[8] is None else em[p[8]], None if p[9] is None else em[p[9]]])
+                             None if p[8] is None else em[p[8]], None if p[9] is None else em[p[9]], *p[10:]])
                       for p in d["plans"]]
                 t = tasks[d["task"]]
                 out = {k: v for k, v in t.items() if k not in ("calls", "heavy")}

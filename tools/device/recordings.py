@@ -27,7 +27,8 @@ import re
 import sys
 
 PLAN_FIELDS = ["kernels", "blocks", "clusters", "grid_z", "other_nodes", "split_k", "reduction_scheme", "lt",
-               "torch_error", "capture_error"]
+               "torch_error", "capture_error", "gemv_dealing"]
+"""A plan's fields (a file's own ``plan_fields``; files recorded before 2026-11-27 (night) lack ``gemv_dealing``)."""
 FORMAT = "tcsmt cuBLAS plan recordings, v1 (columnar)"
 
 
@@ -40,7 +41,7 @@ def plan_dict(rec: dict, pid: int) -> dict:
     """A plan of a recording's table with named fields, kernel names, trace summaries and messages resolved."""
     p = rec["tables"]["plans"][pid]
     tab = rec["tables"]
-    d = dict(zip(PLAN_FIELDS, p))
+    d = dict(zip(rec.get("plan_fields") or PLAN_FIELDS, p))
     d["kernels"] = [tab["kernels"][k] for k in d["kernels"]]
     d["lt"] = [tab["lt"][k] for k in d["lt"]]
     for k in ("torch_error", "capture_error"):
@@ -169,7 +170,7 @@ def _call_view(rec: dict, pid: int, t: int | None, cache: dict) -> tuple:
     v = cache.get(key)
     if v is None:
         d = plan_dict(rec, pid)
-        v = cache[key] = (tuple(json.dumps(d[k]) for k in PLAN_FIELDS),
+        v = cache[key] = (tuple(json.dumps(d.get(k)) for k in PLAN_FIELDS),
                           any(d[k] is not None and "{t}" in d[k] for k in ("torch_error", "capture_error")))
     if not v[1] or t is None:
         return v[0]
