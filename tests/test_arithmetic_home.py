@@ -57,6 +57,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tcsmt/hwcheck/library_calls.py", "values"): "reads recorded probe patterns back as values (exact decoding)",
     ("tools/device/gemv_probes.py", "main"): "rounds seconds for the progress line",
     ("tools/device/gemv_scan.py", "main"): "rounds seconds for the progress line",
+    ("tools/device/gemv_params.py", "main"): "rounds seconds for the run's header",
     ("tools/device/gemv_scan.py", "scan_params"): "probe positions: a power of two times a small multiple (1 << n)",
     ("tools/device/gemv_scan.py", "kept"): "rounds exact integer counts held as float64 to uint8 (probe read-out)",
     ("tools/library/gemv_scan_fit.py", "table_points"): "index arithmetic: evenly spread picks among call shapes",
