@@ -12,7 +12,6 @@ from __future__ import annotations
 import gzip
 import json
 import sqlite3
-import zlib
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,17 @@ from conftest import evidence_json
 
 from tcsmt.errors import TcsmtError
 from tcsmt.library.call_plans import ConvertContext
-from tcsmt.library.catalog import Catalog, catalogs_in, family_text
+from tcsmt.library.catalog import (
+    PLAN_DICT_BYTES,
+    Catalog,
+    catalogs_in,
+    family_text,
+    pack_plan,
+    plan_dict_of,
+    plan_dictionary,
+    read_plans,
+    unpack_plan,
+)
 from tcsmt.library.catalog_build import build, progressions, read_recording, recorded_calls, token_counts
 from tcsmt.library.checks import make_call
 from tcsmt.library.lookup import answer
@@ -138,15 +147,14 @@ def test_the_recorders_out_of_memory_is_not_torchs_answer(tmp_path):
     ctx = ConvertContext.make(raw, "h100_cublas_plans.json")
     build([(path.name, read_recording(path))], ctx, tmp_path / "oom.sqlite", [])
     db = sqlite3.connect(tmp_path / "oom.sqlite")
-    whys = {json.loads(zlib.decompress(b))["why"] for (b,) in db.execute("SELECT fields FROM plans")}
+    whys = {f["why"] for f in read_plans(db).values()}
     assert whys and all(w.startswith("not recorded: the recorder ran out of device memory") for w in whys)
 
 
 def check_catalog(cat: Catalog) -> None:
     db = sqlite3.connect(f"file:{cat.path}?mode=ro", uri=True)
-    plans = {pid: zlib.decompress(blob) for pid, blob in db.execute("SELECT id, fields FROM plans")}
-    for pid, text in plans.items():
-        f = json.loads(text)
+    plans = read_plans(db)
+    for pid, f in plans.items():
         if "why" in f:
             assert f["why"], pid
             continue
@@ -219,3 +227,21 @@ def test_shipped_catalog_answers_its_recordings(gpu):
                 planned += 1
                 assert h.plan.split_k == rec["tables"]["plans"][pid][5], c.label()
     assert planned > 300
+
+
+def test_plans_are_stored_with_a_preset_dictionary():
+    """The builder compresses each plan with a preset zlib dictionary made from the plans' own source and refusal texts
+    (meta ``plan_dict``); a plan packs and unpacks to its fields with it and without one (catalogs built before it),
+    and the shipped catalogs carry one that every plan decodes with (checked whole by test_shipped_catalog_integrity)."""
+    texts = [json.dumps({"why": "K order of the gemvx kernel not read"}),
+             json.dumps({"split_k": 8, "sources": ["rec: split_k 8 from cuBLASLt's trace", "K order read by probes"]}),
+             json.dumps({"split_k": 4, "sources": ["rec: split_k 8 from cuBLASLt's trace"]})]
+    zdict = plan_dictionary(texts)
+    assert 0 < len(zdict) <= PLAN_DICT_BYTES and b"K order read by probes" in zdict
+    for t in texts:
+        assert unpack_plan(pack_plan(t, zdict), zdict) == json.loads(t)
+        assert unpack_plan(pack_plan(t, b""), b"") == json.loads(t)
+        assert len(pack_plan(t, zdict)) < len(pack_plan(t, b""))
+    for gpu in ("h100", "h200"):
+        db = sqlite3.connect(f"file:{plans_dir() / f'{gpu}_cublas13_catalog.sqlite'}?mode=ro", uri=True)
+        assert len(plan_dict_of(db)) > 1000

@@ -16,6 +16,9 @@ Tables (``sqlite3``, read-only at run time):
 * ``plans(id, fields)``: one row per distinct plan, ``fields`` the zlib-compressed JSON of a plan table's
   ``[[plans]]`` entry, or
   ``{"why": ...}`` for calls recorded without a usable plan (torch's refusal, an unknown slice rule, ...);
+  compressed with the preset dictionary in meta ``plan_dict`` (base64) where the catalog has one
+  (:func:`plan_dictionary`: the source and refusal texts the plans repeat; catalogs built before 2026-11-27, night,
+  have none);
 * ``families(id, key)``: the call families (:func:`family_text` of :meth:`Call.family_key`: the call without
   its shape);
 * ``runs(family, vary, d1, d2, lo, hi, step, plan)``: the calls of family ``family`` whose varying dimensions
@@ -23,10 +26,13 @@ Tables (``sqlite3``, read-only at run time):
 """
 from __future__ import annotations
 
+import base64
+import collections
 import dataclasses
 import json
 import sqlite3
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -48,6 +54,57 @@ VARIES = ("M", "K", "MN", "MK", "N")
 reduction over the tokens: (d1, d2) = (M, N)), a sequence length in two dimensions at once (attention's
 batched products: M = N = S with d1 = K, or M = K = S with d1 = N; d2 = 0), or N alone (a decode step's
 scores q K^T over the KV length, and the rotary embedding's product over the positions: (d1, d2) = (M, K))."""
+
+
+PLAN_DICT = "plan_dict"
+"""The meta key of the plans' preset zlib dictionary (base64)."""
+PLAN_DICT_BYTES = 32000
+"""At most zlib's window (32 KiB) of dictionary."""
+
+
+def plan_dictionary(texts: Iterable[str]) -> bytes:
+    """A preset zlib dictionary for the plans' JSON texts: the ``sources`` lines and ``why`` texts they hold, each as
+    JSON, those repeated most (count x length; ties by text) nearest the end (where zlib finds them cheapest), up to
+    :data:`PLAN_DICT_BYTES`."""
+    counts: collections.Counter[str] = collections.Counter()
+    for text in texts:
+        fields = json.loads(text)
+        counts.update(str(x) for x in fields.get("sources", []))
+        if "why" in fields:
+            counts[str(fields["why"])] += 1
+    parts: list[bytes] = []
+    size = 0
+    for value, _n in sorted(counts.items(), key=lambda kv: (-kv[1] * len(kv[0]), kv[0])):
+        part = json.dumps(value).encode()
+        if size + len(part) <= PLAN_DICT_BYTES:
+            parts.append(part)
+            size += len(part)
+    return b"".join(reversed(parts))
+
+
+def pack_plan(text: str, zdict: bytes) -> bytes:
+    """One plan's ``fields`` blob: its JSON, zlib level 9 with the preset dictionary ``zdict`` (none where empty)."""
+    co = zlib.compressobj(9, zdict=zdict) if zdict else zlib.compressobj(9)
+    return co.compress(text.encode()) + co.flush()
+
+
+def unpack_plan(blob: bytes, zdict: bytes) -> dict[str, Any]:
+    """A plan's fields from its blob (:func:`pack_plan`)."""
+    do = zlib.decompressobj(zdict=zdict) if zdict else zlib.decompressobj()
+    out: dict[str, Any] = json.loads(do.decompress(blob) + do.flush())
+    return out
+
+
+def plan_dict_of(db: sqlite3.Connection) -> bytes:
+    """The catalog's preset dictionary (b'' where it has none)."""
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (PLAN_DICT,)).fetchone()
+    return base64.b64decode(row[0]) if row else b""
+
+
+def read_plans(db: sqlite3.Connection) -> dict[int, dict[str, Any]]:
+    """Every plan of an open catalog by id."""
+    zdict = plan_dict_of(db)
+    return {int(pid): unpack_plan(blob, zdict) for pid, blob in db.execute("SELECT id, fields FROM plans")}
 
 
 def fixed_dims(call: Call, vary: str) -> tuple[int, int]:
@@ -125,6 +182,7 @@ class Catalog:
         self.library: str = meta["library"]
         self.stamp: dict[str, Any] = json.loads(meta["stamp"])
         self.sources: list[str] = json.loads(meta.get("sources", "[]"))
+        self._zdict = base64.b64decode(meta[PLAN_DICT]) if PLAN_DICT in meta else b""
         self._plans: dict[int, dict[str, Any]] = {}
 
     @property
@@ -137,12 +195,13 @@ class Catalog:
         plans = self.db.execute("SELECT COUNT(*) FROM plans").fetchone()[0]
         return {"runs": int(runs), "plans": int(plans), "calls": int(calls or 0)}
 
-    def _fields(self, pid: int) -> dict[str, Any]:
+    def fields_of(self, pid: int) -> dict[str, Any]:
+        """Plan ``pid``'s fields (a plan table entry, or {"why": ...})."""
         if pid not in self._plans:
             row = self.db.execute("SELECT fields FROM plans WHERE id = ?", (pid,)).fetchone()
             if row is None:
                 raise TcsmtError(f"plan catalog {self.name}: run names plan {pid}, which it does not hold")
-            self._plans[pid] = json.loads(zlib.decompress(row[0]))
+            self._plans[pid] = unpack_plan(row[0], self._zdict)
         return self._plans[pid]
 
     def find(self, call: Call) -> list[Hit]:
@@ -162,7 +221,7 @@ class Catalog:
                 "d2 = ? AND lo <= ? AND hi >= ? AND (? - lo) % step = 0", (fam, vary, d1, d2, t, t, t)).fetchall()
         hits = []
         for vary, d1, d2, lo, hi, step, pid in rows:
-            f = self._fields(pid)
+            f = self.fields_of(pid)
             run = (vary, d1, d2, lo, hi, step)
             if "why" in f:
                 hits.append(Hit(None, str(f["why"]).replace("{t}", str(getattr(call, vary[0]))), run,
@@ -185,7 +244,7 @@ class Catalog:
 
     def plan_of(self, pid: int) -> Plan | None:
         """The plan of plan row ``pid`` (its call a placeholder), or None for a refusal row."""
-        f = self._fields(pid)
+        f = self.fields_of(pid)
         return None if "why" in f else _plan(self.path, pid, json.dumps(f), self.gpu, self.library)
 
     def find_over(self, call: Call, lo: int, hi: int) -> dict[int, list[Hit]]:
@@ -207,7 +266,7 @@ class Catalog:
                 ms = range(first, min(rhi, hi) + 1, step)
             else:
                 ms = range(d1, d1 + 1)
-            f = self._fields(pid)
+            f = self.fields_of(pid)
             base = None if "why" in f else _plan(self.path, pid, json.dumps(f), self.gpu, self.library)
             for m in ms:
                 if base is None:

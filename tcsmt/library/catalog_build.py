@@ -18,11 +18,11 @@ replace as it was (it writes a temporary file and renames it at the end).
 """
 from __future__ import annotations
 
+import base64
 import json
 import re
 import sqlite3
 import sys
-import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,16 @@ from tcsmt.io.options import progress_option
 from tcsmt.io.progress import Progress
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.call_plans import ConvertContext
-from tcsmt.library.catalog import KEY_FORMAT, SCHEMA, VARIES, family_text, fixed_dims
+from tcsmt.library.catalog import (
+    KEY_FORMAT,
+    PLAN_DICT,
+    SCHEMA,
+    VARIES,
+    family_text,
+    fixed_dims,
+    pack_plan,
+    plan_dictionary,
+)
 from tcsmt.library.catalog_runs import plan_runs, progressions  # noqa: F401 (progressions: re-exported)
 from tcsmt.library.checks import make_call
 from tcsmt.library.families import SAME_KEYS, class_of, gemv_kernel
@@ -109,7 +118,7 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
     entry = {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
              "kernels": [cls], "sources": srcs}
     return checked_entry(entry, ident, [c["M"], c["N"], c["K"], c["batch"]], c["kernels"], ctx.gpu, name, probed,
-                         blocks=c.get("blocks"), b_t=bool(c.get("b_t")))
+                         blocks=c.get("blocks"), b_t=bool(c.get("b_t")), dealing=c.get("gemv_dealing"))
 
 
 def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext, out: Path,
@@ -172,10 +181,11 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             d1, d2 = fixed_dims(probe, vary)
             slot = cover.setdefault((fam, vary, d1, d2), {})
             plan = tables["plans"][pid]
-            # an entry depends on the token count through a K-dependent grain, CUTLASS tile or GEMV order (vary K), the
-            # other GPU's record (borrowed rules), or whether the library refuses a call torch (or the recorder) failed on
+            # an entry depends on the token count through a K-dependent grain or CUTLASS tile (vary K), a GEMV order
+            # (read per call shape: any varied dimension, rules.dealt_per_call), the other GPU's record (borrowed
+            # rules), or whether the library refuses a call torch (or the recorder) failed on
             ks, refused = [tables["kernels"][k] for k in plan[0]], plan[rec["plan_fields"].index("torch_error")] is not None
-            per_t = refused or ("K" in vary and (int(plan[5] or 1) > 1 or k_tiled(ks) or gemv_kernel(ks)))
+            per_t = refused or gemv_kernel(ks) or ("K" in vary and (int(plan[5] or 1) > 1 or k_tiled(ks)))
             for t in ts:
                 borrowed = bool(ctx.same_as) and _recorded_there(ctx, tmpl, vary, t)
                 same_on = same_pid.get(pid, "")
@@ -215,14 +225,15 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
     db = sqlite3.connect(tmp)
     db.executescript(SCHEMA)
     db.executemany("INSERT INTO families (id, key) VALUES (?, ?)", [(i, t) for t, i in family_ids.items()])
-    db.executemany("INSERT INTO plans (id, fields) VALUES (?, ?)",
-                   [(i, zlib.compress(t.encode(), 9)) for t, i in plan_ids.items()])
+    zdict = plan_dictionary(plan_ids)
+    db.executemany("INSERT INTO plans (id, fields) VALUES (?, ?)", [(i, pack_plan(t, zdict)) for t, i in plan_ids.items()])
     db.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", runs)
     meta = {"gpu": ctx.gpu, "arch": ctx.arch.name, "device": stamp["gpu_name"],
             "library": f"cuBLAS {stamp['cublas']}, cuBLASLt {stamp.get('cublaslt')}, torch {stamp['torch']}, "
                        f"CUDA {stamp.get('cuda')}",
             "stamp": json.dumps(stamp, sort_keys=True), "sources": json.dumps(list(sources)), "calls": str(calls),
-            "left_out": json.dumps(skipped, sort_keys=True), "key_format": KEY_FORMAT}
+            "left_out": json.dumps(skipped, sort_keys=True), "key_format": KEY_FORMAT,
+            PLAN_DICT: base64.b64encode(zdict).decode()}
     db.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
     db.commit()
     db.execute("VACUUM")

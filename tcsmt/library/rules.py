@@ -199,7 +199,7 @@ def gemv_orders(gpu: str) -> dict[tuple[str, tuple[int, ...]], list[dict[str, An
 
 
 def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], blocks: Sequence[Sequence[int]] | None,
-                gpu: str) -> tuple[dict[str, Any], str]:
+                gpu: str, dealing: Sequence[Any] | None = None) -> tuple[dict[str, Any], str]:
     """(the entry with the GEMV kernel's K order, '') or (entry, why not).
 
     The order (``tools/library/gemv_orders.py``): L threads each chain their k's by FFMA from +0 (tiles of g k's
@@ -210,7 +210,11 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
     format.  An entry applies at the K values probed only (an fp16 ``gemvx`` whose order fits its probes at K = 580,
     641, 8,483 and 16,383 gave 2 of 256 outputs of another order at K = 1,347 on the H100:
     ``evidence/library/h100_catalog_samples.json``).  The epilogue comes from the conversion, which gives a GEMV call
-    one only where a decision naming GEMV kernels set it (:func:`tcsmt.library.call_plans.ConvertContext.entry`)."""
+    one only where a decision naming GEMV kernels set it (:func:`tcsmt.library.call_plans.ConvertContext.entry`).
+
+    ``dealing``: the recorded launch's [tile, stride] per kernel (``gemv_dealing`` of a recording,
+    :data:`tcsmt.hwcheck.plan_capture.GEMV_PARAMS`).  Where a ``gemvx`` call has it, the order is
+    :func:`dealt_order`'s at any K, not only at the calls and K values an entry was read on."""
     probes = f"evidence/library/{gpu}_gemv_probes*.json.gz"
     if not blocks or len(kernels) != 1 or len(blocks) != 1:
         return entry, f"{len(kernels)} kernels with {len(blocks or ())} block shapes recorded: one GEMV kernel expected"
@@ -221,6 +225,13 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
     if not read:
         return entry, f"K order of {what} not read (no probe of this kernel and block: {probes})"
     K = plan.call.K
+    dealt = dealing[0] if dealing and len(dealing) == 1 else None
+    if dealt is not None and any(dealt_per_call(e, max(e["K"])) for e in read):
+        e, g, why = dealt_order(read, K, dealt, what)
+        if why:
+            return entry, why
+        return _gemv_entry(entry, e, g, what, probes, f"; k's dealt as the call's launch parameters say (tile {dealt[0]}, "
+                                                      f"stride {dealt[1]}: {'tiles' if g > 1 else 'one by one'})"), ""
     at_k = [e for e in read if K in e["K"]]
     if not at_k:
         ks = sorted(k for e in read for k in e["K"])
@@ -233,8 +244,13 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
                        f"evidence/library/{gpu}_gemv_scan*.json.gz): this kernel deals k's to its threads one by one "
                        f"or in tiles as each call's shape decides, so an order applies to the calls it was read on")
     e = at_shape[0]
+    g = 1 if e["grain"] == "1" else min(64, -(-K // int(e["lanes"])))
+    return _gemv_entry(entry, e, g, what, probes, ""), ""
+
+
+def _gemv_entry(entry: dict[str, Any], e: dict[str, Any], g: int, what: str, probes: str, how: str) -> dict[str, Any]:
+    """``entry`` with the order of table entry ``e`` (threads, tree, segment) dealing tiles of ``g`` k's."""
     L = int(e["lanes"])
-    g = 1 if e["grain"] == "1" else min(64, -(-K // L))
     seg = int(e.get("segment", 0))
     restart = f", each restarting from +0 after every {seg} of its k's (the restarts' sums added in order)" if seg else ""
     out = {**entry, "split_k": L, "grain": g, "slices": "interleaved", "remainder": "last", "reduce": e["reduce"],
@@ -243,21 +259,53 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
                        f"K order of {what} read by FPRev probes ({probes}, "
                        f"tools/library/gemv_orders.py): {L} threads ({e['lanes_are']}), tiles of {g} k's "
                        f"round-robin, FFMA chains{restart}, {e['reduce']} tree; {e['outputs_bit_exact']} sampled "
-                       f"outputs bit-exact at K = {', '.join(map(str, e['K_probed']))}"]}
+                       f"outputs bit-exact at K = {', '.join(map(str, e['K_probed']))}{how}"]}
     out.pop("k_tile", None)
     out.pop("k_floor", None)
     out.pop("segment", None)
     if seg:
         out["segment"] = seg
-    return out, ""
+    return out
+
+
+def dealt_order(read: Sequence[dict[str, Any]], K: int, dealing: Sequence[Any],
+                what: str) -> tuple[dict[str, Any], int, str]:
+    """(table entry, grain, '') or ({}, 0, why not): a ``gemvx`` call's order from its launch parameters.
+
+    A ``gemvx`` kernel and block keep their threads (``lanes``, the block dim they are), their tree and segment at
+    every K the probes and scans read with K > L (every such entry of ``read`` must say one); the launch's ``tile``
+    is min(64, ceil(K/L)) and its ``stride`` says the dealing: 1, tiles of ``tile`` k's dealt round-robin (tile q to
+    thread q mod L); L, k to thread k mod L (grain 1).  Read on 1,953 scanned calls of both GPUs (every scanned
+    call's kept counts fit the order so made: ``evidence/library/<gpu>_gemv_params.json.gz``, the scans
+    ``<gpu>_gemv_scan*.json.gz``); any other tile or stride is refused."""
+    forms = {(str(e["lanes_are"]), int(e["lanes"]), str(e["reduce"]), int(e.get("segment", 0)))
+             for e in read if max(e["K"]) > int(e["lanes"])}
+    if len(forms) != 1:
+        return {}, 0, f"threads or tree of {what} read differently at different K ({len(forms)} forms)"
+    form = forms.pop()
+    e = next(x for x in read if max(x["K"]) > int(x["lanes"]) and
+             (str(x["lanes_are"]), int(x["lanes"]), str(x["reduce"]), int(x.get("segment", 0))) == form)
+    L = form[1]
+    try:
+        tile, stride = (int(x) for x in dealing)
+    except (TypeError, ValueError):
+        return {}, 0, f"launch parameters of {what} recorded as {dealing!r}, not [tile, stride]"
+    if tile != min(64, -(-K // L)) or stride not in (1, L):
+        return {}, 0, (f"launch parameters of {what} (tile {tile}, stride {stride}) are not one of the two dealings "
+                       f"read for its {L} threads at K = {K} (tile {min(64, -(-K // L))}, stride 1 or {L})")
+    return e, (tile if stride == 1 else 1), ""
+
+
+def gemv_shape_text(op: str, K: int, batch: int, M: int, N: int, b_t: bool, bias: bool) -> str:
+    """A call as GEMV order tables list the calls they were read on: "K op batch M N b_t bias" (batch 1 but for
+    ``bmm``; b_t 1 where B is the transposed view of an (N, K) tensor, 0 for ``linear``, which takes the weight
+    itself)."""
+    return f"{int(K)} {op} {int(batch) if op == 'bmm' else 1} {int(M)} {int(N)} {int(bool(b_t) and op != 'linear')} {int(bool(bias))}"
 
 
 def gemv_call_shape(call: Call) -> str:
-    """A call as GEMV order tables list the calls they were read on: "K op batch M N b_t bias"
-    (``tools/library/gemv_orders.call_shape``)."""
-    op = call.op
-    return (f"{call.K} {op} {call.batch if op == 'bmm' else 1} {call.M} {call.N} {int(bool(call.b_t) and op != 'linear')} "
-            f"{int(bool(call.bias))}")
+    """:func:`gemv_shape_text` of a call."""
+    return gemv_shape_text(call.op, call.K, call.batch, call.M, call.N, call.b_t, call.bias)
 
 
 def dealt_per_call(e: dict[str, Any], K: int) -> bool:
@@ -302,10 +350,11 @@ def _variant_slices(entry: dict[str, Any], plan: Plan, fam: str, tags: list[str]
 
 def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int], kernels: Sequence[str], gpu: str,
                   where: str, probed: VariantRules | set[tuple[str, str]] | None = None,
-                  blocks: Sequence[Sequence[int]] | None = None, b_t: bool = False) -> dict[str, Any]:
+                  blocks: Sequence[Sequence[int]] | None = None, b_t: bool = False,
+                  dealing: Sequence[Any] | None = None) -> dict[str, Any]:
     """``entry`` (plan fields) where its plan loads and is certain at ``shape`` ([M, N, K, batch]), else ``ident``
     with the reason (``b_t``: the recorded call's B is the transposed view of an (N, K) tensor, which a GEMV order's
-    calls name): the fields must make a plan (a K-chain of the GPU's model, fields that agree); a split-K plan's
+    calls name; ``dealing``: the recorded ``gemvx`` launch parameters, :func:`gemv_fields`): the fields must make a plan (a K-chain of the GPU's model, fields that agree); a split-K plan's
     kernels must have an operand layout whose slice rules bits read (``probed``, :func:`variant_rules`; a set of
     variants keeps the family's grain), which give its grain and k_floor and must agree at its K; and where a
     CUTLASS 2.x kernel's K iteration inside a slice is not decided (no ``k_tile``: the decisions fix it, residue
@@ -337,7 +386,7 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
     gemv = sorted({m.group(1) for k in map(kernel_key, kernels) for m in [UNREAD_K_ORDER.search(k.split("<")[0]) or
                                                                           UNREAD_K_ORDER.search(k)] if m})
     if gemv and plan.call.K > 1:
-        entry, why = gemv_fields(entry, plan, kernels, blocks, gpu)
+        entry, why = gemv_fields(entry, plan, kernels, blocks, gpu, dealing)
         if why:
             return {**ident, "why": why}
         try:

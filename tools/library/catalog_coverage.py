@@ -15,7 +15,6 @@ import collections
 import json
 import sqlite3
 import sys
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import click
 
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
+from tcsmt.library.catalog import read_plans
 from tcsmt.library.plans import plans_dir
 
 
@@ -51,7 +51,7 @@ def coverage(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise TcsmtError(f"no plan catalog {path} (the shipped GPUs: h100, h200)")
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    refused = {int(i): json.loads(zlib.decompress(b)).get("why") for i, b in db.execute("SELECT id, fields FROM plans")}
+    refused = {i: f.get("why") for i, f in read_plans(db).items()}
     fams = {int(i): json.loads(k) for i, k in db.execute("SELECT id, key FROM families")}
     total: collections.Counter[str] = collections.Counter()
     answered: collections.Counter[str] = collections.Counter()

@@ -26,7 +26,6 @@ import json
 import random
 import sqlite3
 import sys
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.library_calls import make_inputs
 from tcsmt.io.load import read_json
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
-from tcsmt.library.catalog import call_at
+from tcsmt.library.catalog import call_at, read_plans
 from tcsmt.library.lookup import answer, parse_record_spec, record_spec
 from tcsmt.library.plans import Call, plans_dir
 from tcsmt.library.recordings import CALL_FIELDS
@@ -64,9 +63,8 @@ def _size_ok(c: Call) -> bool:
 def _answered(db: sqlite3.Connection) -> tuple[dict[int, list[Any]], dict[int, str | None]]:
     families = {int(i): json.loads(k) for i, k in db.execute("SELECT id, key FROM families")}
     cls: dict[int, str | None] = {}
-    for pid, blob in db.execute("SELECT id, fields FROM plans"):
-        f = json.loads(zlib.decompress(blob))
-        cls[int(pid)] = None if "why" in f else " + ".join(f.get("kernels") or ["no kernel"])
+    for pid, f in read_plans(db).items():
+        cls[pid] = None if "why" in f else " + ".join(f.get("kernels") or ["no kernel"])
     return families, cls
 
 

@@ -38,7 +38,6 @@ import math
 import random
 import sqlite3
 import sys
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,7 @@ import click
 
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
-from tcsmt.library.catalog import call_at, open_catalog
+from tcsmt.library.catalog import call_at, open_catalog, read_plans
 from tcsmt.library.lookup import answer
 from tcsmt.library.plans import plans_dir
 from tcsmt.library.predict import REACH, STRETCH_START, VARY
@@ -77,9 +76,8 @@ class Recorded:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         self.families = {int(i): str(k) for i, k in db.execute("SELECT id, key FROM families")}
         arith: dict[int, str | None] = {}
-        for pid, blob in db.execute("SELECT id, fields FROM plans"):
-            f = json.loads(zlib.decompress(blob))
-            arith[int(pid)] = None if "why" in f else json.dumps(
+        for pid, f in read_plans(db).items():
+            arith[pid] = None if "why" in f else json.dumps(
                 {k: v for k, v in f.items() if k not in ("kernels", "sources")}, sort_keys=True)
         self.runs = [(fam, vary, d1, d2, lo, hi, step, arith[pid]) for fam, vary, d1, d2, lo, hi, step, pid in
                      db.execute("SELECT family, vary, d1, d2, lo, hi, step, plan FROM runs "
@@ -264,8 +262,7 @@ be made, device memory ran out while capturing), not what cuBLAS does: counted a
 
 
 def _not_recorded(cat: Any, pid: int) -> bool:
-    row = cat.db.execute("SELECT fields FROM plans WHERE id = ?", (pid,)).fetchone()
-    why = str(json.loads(zlib.decompress(row[0])).get("why", ""))
+    why = str(cat.fields_of(pid).get("why", ""))
     return any(w in why for w in RECORDING_FAILURES)
 
 
