@@ -60,7 +60,7 @@ from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.evaluate import evaluate_pairs, fmt_of
 from tcsmt.library.plans import call_from_entry, plan_from_fields
-from tcsmt.library.rules import GEMV_BLOCK_NAMED
+from tcsmt.library.rules import GEMV_BLOCK_NAMED, gemv_shape_text
 from tcsmt.sim.simulator import to_bits
 from tools.device.gemv_probes import BIG, ONE, random_bits, windowed_params
 
@@ -292,9 +292,8 @@ def decide(kernel: str, block: str, results: list[dict[str, Any]], n: int,
 def call_shape(spec: dict[str, Any], rows: int) -> str:
     """The call a probe or scan ran, as the table lists it: "K op batch M N b_t bias" (b_t 1 where B is the transposed
     view of an (N, K) tensor; ``linear`` takes the weight itself: 0), M the rows of A the GPU ran."""
-    op = str(spec["op"])
-    return (f"{int(spec['K'])} {op} {int(spec.get('batch', 1)) if op == 'bmm' else 1} {int(rows)} {int(spec['N'])} "
-            f"{int(bool(spec.get('b_t')) and op != 'linear')} {int(bool(spec.get('bias')))}")
+    return gemv_shape_text(str(spec["op"]), int(spec["K"]), int(spec.get("batch", 1)), int(rows), int(spec["N"]),
+                           bool(spec.get("b_t")), bool(spec.get("bias")))
 
 
 def shape_order(shape: str) -> tuple:

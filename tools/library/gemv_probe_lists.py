@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,9 @@ PROBED_OPS = ("mm", "bmm", "linear")
 """What ``tools/device/gemv_probes.py`` makes: A = ones (1, K) (per batch), B in the call's layout."""
 
 
-def recorded_gemv_calls(recordings: list[tuple[str, dict[str, Any]]]) -> dict[tuple[str, tuple[int, ...]], dict]:
-    """(kernel, block) -> {K: a recorded call (op, M, N, K, batch, dtypes, layout)} over the recordings (the first at
-    each K: a kernel that runs several M, as the small-N ``gemmSN`` kernels do, is probed at one)."""
-    out: dict[tuple[str, tuple[int, ...]], dict[int, dict[str, Any]]] = {}
+def iter_gemv_calls(recordings: list[tuple[str, dict[str, Any]]]) -> Iterator[tuple[tuple[str, tuple[int, ...]], dict[str, Any]]]:
+    """((kernel, block), the call as the converter reads it) for every recorded call of the ops the probes run (no
+    transposed A, not refused by torch) with bf16 or fp16 inputs that launched one GEMV kernel."""
     for _name, rec in recordings:
         tables = rec["tables"]
         for tmpl, vary, ts, pid in recorded_calls(rec):
@@ -42,12 +42,19 @@ def recorded_gemv_calls(recordings: list[tuple[str, dict[str, Any]]]) -> dict[tu
                 continue
             if vary not in ("M", "K"):  # a sequence length: every dimension the template names by it
                 vary = "".join(d for d in "MNK" if tmpl[d] == vary)
+            key = (kernel_key(ks[0]), tuple(int(x) for x in plan[1][0]))
             for t in ts:
                 c = raw_call(tmpl, vary, t, plan, tables)
-                if c.get("torch_error") or c["a_dtype"] not in ("bfloat16", "float16"):
-                    continue
-                key = (kernel_key(ks[0]), tuple(int(x) for x in plan[1][0]))
-                out.setdefault(key, {}).setdefault(int(c["K"]), c)
+                if not c.get("torch_error") and c["a_dtype"] in ("bfloat16", "float16"):
+                    yield key, c
+
+
+def recorded_gemv_calls(recordings: list[tuple[str, dict[str, Any]]]) -> dict[tuple[str, tuple[int, ...]], dict]:
+    """(kernel, block) -> {K: a recorded call (op, M, N, K, batch, dtypes, layout)} over the recordings (the first at
+    each K: a kernel that runs several M, as the small-N ``gemmSN`` kernels do, is probed at one)."""
+    out: dict[tuple[str, tuple[int, ...]], dict[int, dict[str, Any]]] = {}
+    for key, c in iter_gemv_calls(recordings):
+        out.setdefault(key, {}).setdefault(int(c["K"]), c)
     return out
 
 

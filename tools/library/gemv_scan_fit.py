@@ -36,12 +36,11 @@ import numpy as np
 
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
-from tcsmt.library.families import gemv_kernel, kernel_key
-from tcsmt.library.recordings import raw_call, read_recording, recorded_calls
+from tcsmt.library.recordings import read_recording
 from tcsmt.library.rules import gemv_orders
 from tools.device.gemv_scan import scan_params
 from tools.library.gemv_orders import GRAINS, SEGMENTS, TREES, Candidate, canonical_order, grain_of, lane_counts
-from tools.library.gemv_probe_lists import recorded_gemv_calls
+from tools.library.gemv_probe_lists import iter_gemv_calls, recorded_gemv_calls
 
 
 def window_counts(K: int, L: int, g: int, tree: str, seg: int, i: np.ndarray, j: np.ndarray, w0: np.ndarray,
@@ -190,27 +189,13 @@ def table_points(gpu: str, recordings: list[tuple[str, dict[str, Any]]], table: 
     tables of 2026-11-27 before scans joined them)."""
     shapes: dict[tuple[tuple[str, tuple[int, ...]], int], dict[tuple, list[int]]] = collections.defaultdict(
         lambda: collections.defaultdict(list))
-    for _name, rec in recordings:
-        tables = rec["tables"]
-        for tmpl, vary, ts, pid in recorded_calls(rec):
-            plan = tables["plans"][pid]
-            ks = [tables["kernels"][k] for k in plan[0]]
-            if (len(ks) != 1 or not gemv_kernel(ks) or not plan[1] or tmpl["op"] not in ("mm", "bmm", "linear")
-                    or tmpl.get("a_t")):
-                continue
-            if vary not in ("M", "K"):
-                vary = "".join(d for d in "MNK" if tmpl[d] == vary)
-            key = (kernel_key(ks[0]), tuple(int(x) for x in plan[1][0]))
-            for t in ts:
-                c = raw_call(tmpl, vary, t, plan, tables)
-                K = int(c["K"])
-                if (c.get("torch_error") or c["a_dtype"] not in ("bfloat16", "float16")
-                        or c.get("out_dtype", c["a_dtype"]) != c["a_dtype"]
-                        or not any(K in e["K"] for e in table.get(key, []))):
-                    continue
-                group = (c["op"], int(c.get("batch", 1)), int(c["N"]), c["a_dtype"],
-                         bool(c.get("b_t") or c["op"] == "linear"), bool(c.get("bias")))
-                shapes[(key, K)][group].append(int(c.get("M", 1)))
+    for key, c in iter_gemv_calls(recordings):
+        K = int(c["K"])
+        if c.get("out_dtype", c["a_dtype"]) != c["a_dtype"] or not any(K in e["K"] for e in table.get(key, [])):
+            continue
+        group = (c["op"], int(c.get("batch", 1)), int(c["N"]), c["a_dtype"],
+                 bool(c.get("b_t") or c["op"] == "linear"), bool(c.get("bias")))
+        shapes[(key, K)][group].append(int(c.get("M", 1)))
     points = []
     for (key, K), groups in sorted(shapes.items()):
         items = sorted(groups.items(), key=lambda t: (t[0][1] * t[0][2], t[0]))
