@@ -1,8 +1,8 @@
 """A ``gemvx`` launch says how it deals k's to its threads: two int32 words of its parameter struct
-(``tcsmt.hwcheck.plan_capture.GEMV_PARAMS``), read on the GPU by ``tools/device/gemv_params.py``
+(``tcsmt.hwcheck.gemv_launch.GEMV_PARAMS``), read on the GPU by ``tools/device/gemv_params.py``
 (``evidence/library/<gpu>_gemv_params.json.gz``: 1,657 launches of the scanned calls per GPU) and recorded by the plan
 recorder (``gemv_dealing``, ``evidence/library/recordings/<gpu>_attn_families.json.gz``); the catalog rule that gives a
-call with recorded launch parameters its order at any K (``tcsmt.library.rules.dealt_order``)."""
+call with recorded launch parameters its order at any K (``tcsmt.library.gemv_rules.dealt_order``)."""
 from __future__ import annotations
 
 import gzip
@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from tcsmt.hwcheck.plan_capture import GEMV_DEALING_AT, GEMV_PARAMS, GEMV_PARAMS_BYTES
+from tcsmt.hwcheck.gemv_launch import GEMV_DEALING_AT, GEMV_PARAMS, GEMV_PARAMS_BYTES
 from tcsmt.library.catalog_build import convert_one
 from tcsmt.library.families import kernel_key
+from tcsmt.library.gemv_rules import dealt_order, gemv_orders
 from tcsmt.library.recordings import read_recording, recorded_calls
-from tcsmt.library.rules import checked_entry, dealt_order, gemv_orders, make_context
+from tcsmt.library.rules import checked_entry, make_context
 from tools.library.gemv_orders import lane_counts
 from tools.library.gemv_scan_fit import fitting, read_scans
 

@@ -17,11 +17,13 @@ from tcsmt.arith.formats import FP32, get_format
 from tcsmt.backends.numpy import NumpyBackend
 from tcsmt.errors import TcsmtError
 from tcsmt.library.evaluate import IEEE32, evaluate_pairs
+from tcsmt.library.gemv_rules import gemv_orders
 from tcsmt.library.plans import call_from_entry, plan_from_fields
-from tcsmt.library.rules import checked_entry, gemv_orders
+from tcsmt.library.rules import checked_entry
 from tools.library.gemv_orders import revealed, sampled_inputs
 
 REPO = Path(__file__).resolve().parents[1]
+LIB = REPO / "evidence" / "library"
 
 
 @cache
@@ -224,28 +226,44 @@ def test_a_refuted_k_leaves_the_order_table():
     assert table["not_decided"] == [{"kernel": kernel, "block": [4, 64, 1], "K": [128], "why": "why"}]
 
 
-def test_the_h200_call_that_refuted_an_order_is_refused():
-    """``evidence/library/h200_catalog_samples_rebuilt.json.gz``: bmm fp16 1 x 15500 x 128 on the fp16 ``gemvx`` with
-    block [4, 64, 1] (order probed at K = 128, N = 6,281) gave 4 of 128 outputs of another order on cancelling inputs;
-    the order tables of both GPUs (the same kernel code) drop K = 128 for it, so the call is refused."""
+REFUTING = {("h200", "h200_catalog_samples_rebuilt.json.gz", "bmm 1x15500x128x1 float16 b_t=1"),
+            ("h100", "h100_catalog_samples_newly_answered.json.gz", "bmm 1x13950x128x1 float16 b_t=1"),
+            ("h200", "h200_catalog_samples_newly_answered.json.gz", "bmm 1x13610x128x1 float16 b_t=1")}
+"""Fresh GPU samples of fp16 decode q.K^T calls on the ``gemvx`` with block [4, 64, 1] at K = 128: the first gave 4 of
+128 outputs of another order than the probe's (1 x 6,281 x 128), which took K = 128 out of the order tables."""
+
+
+def test_the_calls_that_refuted_an_order_are_answered_by_their_launch_words():
+    """The refuting call and the two drawn at that kernel, block and K (:data:`REFUTING`) were launched dealing k's one
+    by one (stride 4; the probe's call: tiles, stride 1; evidence/library/recordings/<gpu>_attn_families.json.gz), so
+    the catalogs answer them with one-by-one dealing now, and their committed fresh samples replay bit-exact."""
     from tcsmt.library.lookup import answer, parse_record_spec
-    for gpu in ("h100", "h200"):
-        with pytest.raises(TcsmtError, match="K order"):
-            answer(parse_record_spec("bmm 1x15500x128x1 float16 b_t=1"), gpu, plans_dirs=())
+    from tools.library.catalog_samples import replay
+    for gpu, name, spec in sorted(REFUTING):
+        plan = answer(parse_record_spec(spec), gpu, plans_dirs=()).plan
+        assert plan.grain == 1 and plan.split_k == 4 and any("stride 4" in s for s in plan.sources)
+        with gzip.open(LIB / name, "rt") as f:
+            items = [i for i in json.load(f)["calls"] if i["spec"] == spec]
+        got = replay({"calls": items}, gpu)["totals"]
+        assert got["bit_exact_calls"] == len(items) == 1 and got["outputs"] == 128, got
 
 
 def test_a_gemv_plan_and_a_gemv_refusal_name_the_block():
     """``gemv_orders --refuted-by`` finds which order entry a fresh call would take from the block the catalog names
-    (``tcsmt.library.rules.GEMV_BLOCK_NAMED``), in an answered plan's source line (the H200's bf16 ``gemvx`` call of its
-    committed fresh samples) and in a refusal's reason (the fp16 call that refuted K = 128) alike."""
+    (``tcsmt.library.gemv_rules.GEMV_BLOCK_NAMED``), in an answered plan's source line (the H200's bf16 ``gemvx`` call of its
+    committed fresh samples) and in a refusal's reason (the fp16 call that refuted K = 128, without launch words) alike."""
+    from tcsmt.library.gemv_rules import GEMV_BLOCK_NAMED, gemv_orders
     from tcsmt.library.lookup import answer, parse_record_spec
-    from tcsmt.library.rules import GEMV_BLOCK_NAMED
+    from tcsmt.library.rules import checked_entry
     plan = answer(parse_record_spec("bmm 1x11948x128x1 bfloat16 b_t=1"), "h200", plans_dirs=()).plan
     blocks = [m.group(1) for s in plan.sources for m in [GEMV_BLOCK_NAMED.search(s)] if m]
     assert len(blocks) == 1 and json.loads(blocks[0])[2] == 1
-    with pytest.raises(TcsmtError) as exc:
-        answer(parse_record_spec("bmm 1x15500x128x1 float16 b_t=1"), "h200", plans_dirs=())
-    assert [m.group(1) for m in [GEMV_BLOCK_NAMED.search(str(exc.value))] if m] == ["[4, 64, 1]"]
+    kernel = next(k for (k, b) in gemv_orders("h200") if "__half" in k and b == (4, 64, 1))
+    entry = {"op": "bmm", "a_dtype": "float16", "out_dtype": "float16", "split_k": 1, "epilogue": [],
+             "chain": {"arch": "hopper", "in_fmt": "fp16", "out_fmt": "fp32", "instr": "cublas"},
+             "kernels": ["gemv"], "sources": ["test"]}
+    why = checked_entry(entry, {}, [1, 15500, 128, 1], [kernel], "h200", "t", blocks=[[4, 64, 1]], b_t=True)["why"]
+    assert [m.group(1) for m in [GEMV_BLOCK_NAMED.search(why)] if m] == ["[4, 64, 1]"]
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])

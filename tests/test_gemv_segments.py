@@ -20,9 +20,9 @@ from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.library_calls import make_inputs
 from tcsmt.library.call_plans import _epilogue
 from tcsmt.library.evaluate import evaluate_pairs
+from tcsmt.library.gemv_rules import gemv_orders
 from tcsmt.library.plans import call_from_entry, plan_from_fields
 from tcsmt.library.replay import replay_call
-from tcsmt.library.rules import gemv_orders
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """A ``gemvx`` kernel deals k's to its threads as each call's shape decides: GEMV scans on the GPU
 (tools/device/gemv_scan.py; evidence/library/<gpu>_gemv_scan_*.json.gz, read by tools/library/gemv_scan_fit.py), the
 order tables' calls (models/library/<gpu>_gemv_orders.json.gz, tools/library/gemv_orders.py --scan) and the catalog
-rule that applies such an order to the calls it was read on only (tcsmt.library.rules.dealt_per_call)."""
+rule that applies such an order to the calls it was read on only (tcsmt.library.gemv_gemv_rules.dealt_per_call)."""
 from __future__ import annotations
 
 import base64
@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tcsmt.library.rules import checked_entry, gemv_orders
+from tcsmt.library.gemv_rules import gemv_orders
+from tcsmt.library.rules import checked_entry
 from tools.device.gemv_probes import ONE, windowed_params
 from tools.device.gemv_scan import scan_params
 from tools.library.gemv_orders import candidates, canonical_order, grain_of, lane_counts

@@ -32,9 +32,10 @@ from tcsmt.library.catalog import (
 )
 from tcsmt.library.catalog_build import build, progressions, read_recording, recorded_calls, token_counts
 from tcsmt.library.checks import make_call
+from tcsmt.library.gemv_rules import gemv_orders
 from tcsmt.library.lookup import answer
 from tcsmt.library.plans import call_from_entry, plan_fields, plans_dir
-from tcsmt.library.rules import gemv_orders, kernel_key
+from tcsmt.library.rules import kernel_key
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "tests" / "data" / "library" / "h100_recording_sample.json.gz"

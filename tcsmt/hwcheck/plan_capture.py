@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from tcsmt.hwcheck.gemv_launch import GEMV_PARAMS, gemv_dealing, param_info_functions
 from tcsmt.hwcheck.lt_trace import LtTrace
 
 # ------------------------------------------------------------------------------------------------ names
@@ -102,16 +103,6 @@ class AttrValue(ctypes.Structure):
     _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint), ("_pad", ctypes.c_char * 116)]
 
 
-GEMV_PARAMS = "cublasGemvParamsEx<int,"
-"""The launch-parameter struct of cuBLAS's ``internal::gemvx::kernel`` (every variant the H100 and the H200 ran, the
-int and long index types alike: one 152-byte parameter).  Its two int32 words at bytes 140 and 144 say how the
-kernel deals k's to its L threads (``tools/device/gemv_params.py``, ``evidence/library/h100_gemv_params.json.gz``):
-``tile`` = min(64, ceil(K/L)) always; ``stride`` = 1 (thread t takes tiles of ``tile`` consecutive k's, tile q to
-thread q mod L) or L (k to thread k mod L, one by one).  cuBLAS picks the stride per call shape on the host."""
-GEMV_DEALING_AT = (140, 144)
-GEMV_PARAMS_BYTES = 152
-
-
 class GraphReader:
     """The driver-API calls that read a captured graph (ctypes on libcuda)."""
 
@@ -131,10 +122,7 @@ class GraphReader:
         self.kattr = cu.cuGraphKernelNodeGetAttribute
         self.kattr.argtypes = [vp, ctypes.c_int, ctypes.POINTER(AttrValue)]
         cu.cuGraphMemsetNodeGetParams.argtypes = [vp, ctypes.POINTER(MemsetParams)]
-        self.param_info = {"func": getattr(cu, "cuFuncGetParamInfo", None), "kern": getattr(cu, "cuKernelGetParamInfo", None)}
-        for f in self.param_info.values():
-            if f is not None:
-                f.argtypes = [vp, sz, ctypes.POINTER(sz), ctypes.POINTER(sz)]
+        self.param_info = param_info_functions(cu)
         cu.cuMemsetD32Async.argtypes = [ctypes.c_uint64, ctypes.c_uint, sz, vp]
         self.demangle = Demangler()
         self.names: dict[int, tuple[str, str]] = {}  # CUfunction -> (demangled, kernel_name)
@@ -213,23 +201,9 @@ class GraphReader:
         out = {"name": got[1], "full": got[0], "grid": [p.gridDimX, p.gridDimY, p.gridDimZ],
                "block": [p.blockDimX, p.blockDimY, p.blockDimZ], "cluster": cl, "smem": p.sharedMemBytes}
         if GEMV_PARAMS in got[0]:
-            out["gemv_dealing"] = self.gemv_dealing(p)
+            info = self.param_info["func" if p.func else "kern"]
+            out["gemv_dealing"] = gemv_dealing(info, p.func or p.kern, p.kernelParams)
         return out
-
-    def gemv_dealing(self, p: KernelParams) -> list[int] | None:
-        """[tile, stride] of a ``gemvx`` launch (:data:`GEMV_PARAMS`), or None where its parameters are not the one
-        152-byte struct (another cuBLAS; the driver cannot say)."""
-        kind, handle = ("func", p.func) if p.func else ("kern", p.kern)
-        info = self.param_info[kind]
-        if info is None or not handle or not p.kernelParams:
-            return None
-        off, size = ctypes.c_size_t(0), ctypes.c_size_t(0)
-        if info(ctypes.c_void_p(handle), 0, ctypes.byref(off), ctypes.byref(size)) != 0 or size.value != GEMV_PARAMS_BYTES:
-            return None
-        if info(ctypes.c_void_p(handle), 1, ctypes.byref(off), ctypes.byref(size)) == 0:
-            return None  # a second parameter: not the struct this reads
-        raw = ctypes.string_at(ctypes.cast(p.kernelParams, ctypes.POINTER(ctypes.c_void_p))[0], GEMV_PARAMS_BYTES)
-        return [int.from_bytes(raw[a:a + 4], "little", signed=True) for a in GEMV_DEALING_AT]
 
 
 def graph_handle(h: Any) -> int:

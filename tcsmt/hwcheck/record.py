@@ -39,7 +39,7 @@ SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e
 PLAN_FIELDS = ["kernels", "blocks", "clusters", "grid_z", "other_nodes", "split_k", "reduction_scheme", "lt",
                "torch_error", "capture_error", "gemv_dealing"]
 """A plan's fields; ``gemv_dealing``: per kernel, [tile, stride] of a ``gemvx`` launch's parameters
-(:data:`tcsmt.hwcheck.plan_capture.GEMV_PARAMS`), else None (recordings made before 2026-11-27 lack the field)."""
+(:data:`tcsmt.hwcheck.gemv_launch.GEMV_PARAMS`), else None (recordings made before 2026-11-27 lack the field)."""
 METHOD_TEXT = {
     "capture": ("Each call is made under CUDA stream capture (torch.cuda.CUDAGraph(keep_graph=True), one memory pool "
                 "per batch, capture_error_mode thread_local, on a side stream whose cuBLAS/cuBLASLt workspaces were "

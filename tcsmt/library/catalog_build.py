@@ -182,7 +182,7 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             slot = cover.setdefault((fam, vary, d1, d2), {})
             plan = tables["plans"][pid]
             # an entry depends on the token count through a K-dependent grain or CUTLASS tile (vary K), a GEMV order
-            # (read per call shape: any varied dimension, rules.dealt_per_call), the other GPU's record (borrowed
+            # (read per call shape: any varied dimension, gemv_rules.dealt_per_call), the other GPU's record (borrowed
             # rules), or whether the library refuses a call torch (or the recorder) failed on
             ks, refused = [tables["kernels"][k] for k in plan[0]], plan[rec["plan_fields"].index("torch_error")] is not None
             per_t = refused or gemv_kernel(ks) or ("K" in vary and (int(plan[5] or 1) > 1 or k_tiled(ks)))

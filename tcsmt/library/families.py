@@ -238,7 +238,7 @@ def kernel_key(name: str) -> str:
 
 
 def gemv_kernel(kernels: Sequence[str]) -> bool:
-    """Whether the kernels include a CUDA-core GEMV kernel (its entry depends on K: :func:`tcsmt.library.rules.gemv_fields`)."""
+    """Whether the kernels include a CUDA-core GEMV kernel (its entry depends on K: :func:`tcsmt.library.gemv_rules.gemv_fields`)."""
     return any(UNREAD_K_ORDER.search(k.split("<")[0]) or UNREAD_K_ORDER.search(k) for k in map(kernel_key, kernels))
 
 

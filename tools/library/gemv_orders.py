@@ -28,7 +28,7 @@ decides, not its name, block and K: scans of other shapes at probed K values fou
 [16, 32, 1], K = 426: tiles at 12 x 1 x 426 x 64 as probed, one by one at 24 x 1 x 426 x 64; 19 recorded calls at 9
 of the tables' kernel, block and K points on each GPU, of 1,336 (H100) and 596 (H200) scanned at such points,
 ``evidence/library/<gpu>_gemv_scan_table.json.gz``), so the catalog rules apply such an entry to
-its ``calls`` only (:func:`tcsmt.library.rules.dealt_per_call`).  ``--scan`` adds the calls of GEMV scans
+its ``calls`` only (:func:`tcsmt.library.gemv_gemv_rules.dealt_per_call`).  ``--scan`` adds the calls of GEMV scans
 (``tools/device/gemv_scan.py``) at which exactly one order fits (:func:`tools.library.gemv_scan_fit.add_scans`).  (The non-transposed kernels were first applied at any K, and then from the
 smallest to the largest probed K: fresh H100 outputs refuted both, an fp16 ``gemvx`` with block [64, 8, 1] whose
 order fits its probes at K = 580, 641, 8,483 and 16,383 gave 2 of 256 outputs of another order at K = 1,347,
@@ -59,8 +59,8 @@ import numpy as np
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.evaluate import evaluate_pairs, fmt_of
+from tcsmt.library.gemv_rules import GEMV_BLOCK_NAMED, gemv_shape_text
 from tcsmt.library.plans import call_from_entry, plan_from_fields
-from tcsmt.library.rules import GEMV_BLOCK_NAMED, gemv_shape_text
 from tcsmt.sim.simulator import to_bits
 from tools.device.gemv_probes import BIG, ONE, random_bits, windowed_params
 

@@ -3,7 +3,7 @@
     python -m tools.library.gemv_probe_lists --gpu G REC.json.gz [REC ...] -o SPECS.json [--per-variant 3]
 
 A GEMV kernel's K order (``models/library/<gpu>_gemv_orders.json.gz``, :mod:`tools.library.gemv_orders`) applies from
-its smallest to its largest probed K only (:func:`tcsmt.library.rules.gemv_fields`).  This reads the recordings
+its smallest to its largest probed K only (:func:`tcsmt.library.gemv_rules.gemv_fields`).  This reads the recordings
 (every call at M = 1 whose plan is one CUDA-core GEMV kernel, by kernel and block dims) and writes, for each
 kernel and block whose recorded K values reach beyond its probed range (or that no probe read), the recorded calls (at any M: ``gemv_probes.py`` reads row 0)
 at its smallest and largest recorded K, and one between where ``--per-variant`` asks for three, as
@@ -23,8 +23,8 @@ import click
 
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.families import gemv_kernel, kernel_key
+from tcsmt.library.gemv_rules import gemv_orders
 from tcsmt.library.recordings import raw_call, read_recording, recorded_calls
-from tcsmt.library.rules import gemv_orders
 
 PROBED_OPS = ("mm", "bmm", "linear")
 """What ``tools/device/gemv_probes.py`` makes: A = ones (1, K) (per batch), B in the call's layout."""

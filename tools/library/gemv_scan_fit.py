@@ -36,8 +36,8 @@ import numpy as np
 
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
+from tcsmt.library.gemv_rules import gemv_orders
 from tcsmt.library.recordings import read_recording
-from tcsmt.library.rules import gemv_orders
 from tools.device.gemv_scan import scan_params
 from tools.library.gemv_orders import GRAINS, SEGMENTS, TREES, Candidate, canonical_order, grain_of, lane_counts
 from tools.library.gemv_probe_lists import iter_gemv_calls, recorded_gemv_calls

@@ -1,0 +1,165 @@
+"""The K order of a call on cuBLAS's CUDA-core GEMV kernels, for the catalog rules (:func:`tcsmt.library.rules.checked_entry`).
+
+The orders are the tables ``models/library/<gpu>_gemv_orders.json.gz`` (``python -m tools.library.gemv_orders``, from
+FPRev probes and GEMV scans): per kernel and block dims, L threads that chain their k's by FFMA, dealt in tiles or one
+by one, and the tree that joins the thread sums.  :func:`gemv_fields` turns one into plan fields where it is certain
+for the call: at a ``gemvx`` call whose recording holds its launch words, by :func:`dealt_order` at any K; else at the
+K values and (``gemvx``) the calls an entry was read on.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from tcsmt.errors import TcsmtError
+from tcsmt.io import load
+from tcsmt.library.families import UNREAD_K_ORDER, kernel_key
+from tcsmt.library.plans import Call, Plan, plans_dir
+
+GEMV_ORDERS = "{gpu}_gemv_orders.json.gz"
+"""The K orders of the GEMV kernels read on a GPU (``models/library/``; ``tools/library/gemv_orders.py``)."""
+_gemv_tables: dict[str, dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]]] = {}
+
+
+def gemv_orders(gpu: str) -> dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]]:
+    """The GEMV orders read on ``gpu``, by (kernel name, block dims): one entry, or one per probed K where no order
+    held at every K (``tools/library/gemv_orders.py``); empty where none were read."""
+    if gpu not in _gemv_tables:
+        path = plans_dir() / GEMV_ORDERS.format(gpu=gpu)
+        data = load.read_json(path, "GEMV order table") if path.exists() else {}
+        if not isinstance(data, dict):
+            raise TcsmtError(f"{path}: not a GEMV order table")
+        rows = data.get("orders", [])
+        table: dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]] = {}
+        for e in rows:
+            table.setdefault((kernel_key(str(e["kernel"])), tuple(int(x) for x in e["block"])), []).append(e)
+        _gemv_tables[gpu] = table
+    return _gemv_tables[gpu]
+
+
+def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], blocks: Sequence[Sequence[int]] | None,
+                gpu: str, dealing: Sequence[Any] | None = None) -> tuple[dict[str, Any], str]:
+    """(the entry with the GEMV kernel's K order, '') or (entry, why not).
+
+    The order (``tools/library/gemv_orders.py``): L threads each chain their k's by FFMA from +0 (tiles of g k's
+    dealt round-robin: g = 1, or ``chunk64``: g = min(64, ceil(K/L))), as L split-K slices ``interleaved`` with
+    grain g and the simt_ffma chain (with the entry's ``segment``: each thread's chain restarts from +0 after every
+    ``segment`` of its k's and adds the restarts' sums in order, ``gemv2T_kernel_val`` above K = 512), their fp32
+    sums joined by the entry's tree (``halving`` or ``fp32_forward``), then the call's epilogue and RNE to the output
+    format.  An entry applies at the K values probed only (an fp16 ``gemvx`` whose order fits its probes at K = 580,
+    641, 8,483 and 16,383 gave 2 of 256 outputs of another order at K = 1,347 on the H100:
+    ``evidence/library/h100_catalog_samples.json``).  The epilogue comes from the conversion, which gives a GEMV call
+    one only where a decision naming GEMV kernels set it (:func:`tcsmt.library.call_plans.ConvertContext.entry`).
+
+    ``dealing``: the recorded launch's [tile, stride] per kernel (``gemv_dealing`` of a recording,
+    :data:`tcsmt.hwcheck.gemv_launch.GEMV_PARAMS`).  Where a ``gemvx`` call has it, the order is
+    :func:`dealt_order`'s at any K, not only at the calls and K values an entry was read on."""
+    probes = f"evidence/library/{gpu}_gemv_probes*.json.gz"
+    if not blocks or len(kernels) != 1 or len(blocks) != 1:
+        return entry, f"{len(kernels)} kernels with {len(blocks or ())} block shapes recorded: one GEMV kernel expected"
+    read = gemv_orders(gpu).get((kernel_key(kernels[0]), tuple(int(x) for x in blocks[0])), [])
+    name = kernel_key(kernels[0])
+    short = UNREAD_K_ORDER.search(name.split("<")[0]) or UNREAD_K_ORDER.search(name)
+    what = f"the {short.group(1) if short else 'GEMV'} kernel with block {list(blocks[0])}"
+    if not read:
+        return entry, f"K order of {what} not read (no probe of this kernel and block: {probes})"
+    K = plan.call.K
+    dealt = dealing[0] if dealing and len(dealing) == 1 else None
+    if dealt is not None and any(dealt_per_call(e, max(e["K"])) for e in read):
+        e, g, why = dealt_order(read, K, dealt, what)
+        if why:
+            return entry, why
+        return _gemv_entry(entry, e, g, what, probes, f"; k's dealt as the call's launch parameters say (tile {dealt[0]}, "
+                                                      f"stride {dealt[1]}: {'tiles' if g > 1 else 'one by one'})"), ""
+    at_k = [e for e in read if K in e["K"]]
+    if not at_k:
+        ks = sorted(k for e in read for k in e["K"])
+        shown = ", ".join(map(str, ks[:8])) + (f", ... ({len(ks)} values)" if len(ks) > 8 else "")
+        return entry, f"K order of {what} read at K = {shown} only ({probes})"
+    shape = gemv_call_shape(plan.call)
+    at_shape = [e for e in at_k if not dealt_per_call(e, K) or shape in e.get("calls", ())]
+    if not at_shape:
+        return entry, (f"K order of {what} at K = {K} read for other calls only ({probes}, "
+                       f"evidence/library/{gpu}_gemv_scan*.json.gz): this kernel deals k's to its threads one by one "
+                       f"or in tiles as each call's shape decides, so an order applies to the calls it was read on")
+    e = at_shape[0]
+    g = 1 if e["grain"] == "1" else min(64, -(-K // int(e["lanes"])))
+    return _gemv_entry(entry, e, g, what, probes, ""), ""
+
+
+def _gemv_entry(entry: dict[str, Any], e: dict[str, Any], g: int, what: str, probes: str, how: str) -> dict[str, Any]:
+    """``entry`` with the order of table entry ``e`` (threads, tree, segment) dealing tiles of ``g`` k's."""
+    L = int(e["lanes"])
+    seg = int(e.get("segment", 0))
+    restart = f", each restarting from +0 after every {seg} of its k's (the restarts' sums added in order)" if seg else ""
+    out = {**entry, "split_k": L, "grain": g, "slices": "interleaved", "remainder": "last", "reduce": e["reduce"],
+           "chain": {**dict(entry.get("chain") or {}), "instr": "simt_ffma", "out_fmt": "fp32"},
+           "sources": [*entry.get("sources", []),
+                       f"K order of {what} read by FPRev probes ({probes}, "
+                       f"tools/library/gemv_orders.py): {L} threads ({e['lanes_are']}), tiles of {g} k's "
+                       f"round-robin, FFMA chains{restart}, {e['reduce']} tree; {e['outputs_bit_exact']} sampled "
+                       f"outputs bit-exact at K = {', '.join(map(str, e['K_probed']))}{how}"]}
+    out.pop("k_tile", None)
+    out.pop("k_floor", None)
+    out.pop("segment", None)
+    if seg:
+        out["segment"] = seg
+    return out
+
+
+def dealt_order(read: Sequence[dict[str, Any]], K: int, dealing: Sequence[Any],
+                what: str) -> tuple[dict[str, Any], int, str]:
+    """(table entry, grain, '') or ({}, 0, why not): a ``gemvx`` call's order from its launch parameters.
+
+    A ``gemvx`` kernel and block keep their threads (``lanes``, the block dim they are), their tree and segment at
+    every K the probes and scans read with K > L (every such entry of ``read`` must say one); the launch's ``tile``
+    is min(64, ceil(K/L)) and its ``stride`` says the dealing: 1, tiles of ``tile`` k's dealt round-robin (tile q to
+    thread q mod L); L, k to thread k mod L (grain 1).  Read on 1,953 scanned calls of both GPUs (every scanned
+    call's kept counts fit the order so made: ``evidence/library/<gpu>_gemv_params.json.gz``, the scans
+    ``<gpu>_gemv_scan*.json.gz``); any other tile or stride is refused."""
+    forms = {(str(e["lanes_are"]), int(e["lanes"]), str(e["reduce"]), int(e.get("segment", 0)))
+             for e in read if max(e["K"]) > int(e["lanes"])}
+    if len(forms) != 1:
+        return {}, 0, f"threads or tree of {what} read differently at different K ({len(forms)} forms)"
+    form = forms.pop()
+    e = next(x for x in read if max(x["K"]) > int(x["lanes"]) and
+             (str(x["lanes_are"]), int(x["lanes"]), str(x["reduce"]), int(x.get("segment", 0))) == form)
+    L = form[1]
+    try:
+        tile, stride = (int(x) for x in dealing)
+    except (TypeError, ValueError):
+        return {}, 0, f"launch parameters of {what} recorded as {dealing!r}, not [tile, stride]"
+    if tile != min(64, -(-K // L)) or stride not in (1, L):
+        return {}, 0, (f"launch parameters of {what} (tile {tile}, stride {stride}) are not one of the two dealings "
+                       f"read for its {L} threads at K = {K} (tile {min(64, -(-K // L))}, stride 1 or {L})")
+    return e, (tile if stride == 1 else 1), ""
+
+
+def gemv_shape_text(op: str, K: int, batch: int, M: int, N: int, b_t: bool, bias: bool) -> str:
+    """A call as GEMV order tables list the calls they were read on: "K op batch M N b_t bias" (batch 1 but for
+    ``bmm``; b_t 1 where B is the transposed view of an (N, K) tensor, 0 for ``linear``, which takes the weight
+    itself)."""
+    return f"{int(K)} {op} {int(batch) if op == 'bmm' else 1} {int(M)} {int(N)} {int(bool(b_t) and op != 'linear')} {int(bool(bias))}"
+
+
+def gemv_call_shape(call: Call) -> str:
+    """:func:`gemv_shape_text` of a call."""
+    return gemv_shape_text(call.op, call.K, call.batch, call.M, call.N, call.b_t, call.bias)
+
+
+def dealt_per_call(e: dict[str, Any], K: int) -> bool:
+    """Whether an order entry holds only for the calls it was read on: a kernel whose thread count is a block dim
+    (``gemvx``) deals k's to its threads one by one or in tiles of min(64, ceil(K/L)) as the call's shape decides, not
+    its name, block and K (both dealings at one kernel, block and K on the H100 and the H200: e.g. the bf16 ``gemvx``
+    with block [16, 32, 1] at K = 426, tiles for 12 x 1 x 426 x 64 and one by one for 24 x 1 x 426 x 64,
+    ``evidence/library/<gpu>_gemv_scan_table.json.gz``); the dealings are one sum where K <= L.  A thread count fixed by
+    the kernel's template arguments (``gemv2T_kernel_val``, ``gemmSN``) is not: its order holds at every call of the
+    kernel, block and K."""
+    return not str(e["lanes_are"]).startswith("template") and K > int(e["lanes"])
+
+
+GEMV_BLOCK_NAMED = re.compile(r"kernel with block (\[[\d, ]+\])")
+"""The block dims that :func:`gemv_fields` names for a GEMV call, in its plan's source line and in the reasons it refuses
+one alike; group 1: the block (how ``tools/library/gemv_orders.py --refuted-by`` finds which entry a fresh call would
+take, whether the shipped catalog answers it or not)."""
