@@ -78,7 +78,7 @@ def scanned() -> list[dict]:
     return read_scans([*sorted(LIB.glob("h1*_gemv_scan_*.json.gz")), LIB / "h200_gemv_scan_table.json.gz"])
 
 
-@pytest.mark.parametrize("gpu", ["h100", "h200"])
+@pytest.mark.parametrize("gpu", ["h100", pytest.param("h200", marks=pytest.mark.slow)])
 def test_the_launch_dealing_orders_fit_the_scans(gpu):
     """For scanned ``gemvx`` calls of every kernel and block, the order :func:`dealt_order` makes from the table's
     threads and tree and the launch's words predicts every kept count of the call's scan on that GPU (64 probes a
@@ -131,7 +131,7 @@ def decode_calls(gpu: str) -> list[tuple[dict, str, int, list, dict]]:
     return out
 
 
-@pytest.mark.parametrize("gpu", ["h100", "h200"])
+@pytest.mark.parametrize("gpu", ["h100", pytest.param("h200", marks=pytest.mark.slow)])
 def test_recorded_launches_answer_decode_calls(gpu):
     """The re-recorded attention families carry each ``gemvx`` launch's words; converted, a decode call takes the
     order they give (its source says so), and the same call without them falls back to the probed calls only."""
