@@ -167,3 +167,32 @@ def test_a_decode_call_is_answered_with_its_recorded_words():
     assert tiles["grain"] == 32 and tiles["split_k"] == 4 and "tile 32, stride 1" in tiles["sources"][-1]
     assert checked_entry(*args, blocks=[[4, 64, 1]], b_t=True, dealing=[[32, 4]])["grain"] == 1
     assert "not one of the two dealings" in checked_entry(*args, blocks=[[4, 64, 1]], b_t=True, dealing=[[2, 1]])["why"]
+
+
+def test_the_launch_words_are_read_from_the_one_struct_parameter():
+    """:func:`tcsmt.hwcheck.gemv_launch.gemv_dealing` on a node's parameters as the driver hands them (a param-info
+    function giving offsets and sizes, ``kernelParams`` an array of pointers): the words at bytes 140 and 144 of a
+    single 152-byte parameter; None for two parameters, another size, or no driver function."""
+    import ctypes
+
+    from tcsmt.hwcheck.gemv_launch import gemv_dealing, kernel_params
+
+    def node(sizes: list[int]) -> tuple[object, int, object]:
+        bufs = [ctypes.create_string_buffer(n) for n in sizes]
+        struct.pack_into("<ii", bufs[0], 140, 27, 32) if sizes[0] >= 148 else None
+        ptrs = (ctypes.c_void_p * len(bufs))(*[ctypes.addressof(b) for b in bufs])
+
+        def info(_handle, i, off, size):
+            if i >= len(sizes):
+                return 1  # CUDA_ERROR_INVALID_VALUE
+            off._obj.value, size._obj.value = sum(sizes[:i]), sizes[i]
+            return 0
+        return info, ctypes.addressof(ptrs), (bufs, ptrs)
+
+    info, params, _keep = node([152])
+    assert gemv_dealing(info, 1, params) == [27, 32]
+    assert [(o, n) for o, n, _raw in kernel_params(info, 1, params) or []] == [(0, 152)]
+    for sizes in ([152, 8], [148]):
+        info, params, _keep = node(sizes)
+        assert gemv_dealing(info, 1, params) is None
+    assert gemv_dealing(None, 1, params) is None

@@ -224,6 +224,14 @@ def read_json(path: str | os.PathLike[str], what: str = "JSON file", limit: int 
         raise TcsmtError(f"{name}: not a readable JSON file ({str(exc).splitlines()[0][:120]})") from None
 
 
+def read_json_object(path: str | os.PathLike[str], what: str = "JSON file") -> dict[str, Any]:
+    """:func:`read_json` of a document that must be one JSON object; a one-line TcsmtError where it is not."""
+    data = read_json(path, what)
+    if not isinstance(data, dict):
+        raise TcsmtError(f"{name_of(path)}: not {_a(what)}")
+    return data
+
+
 def read_toml(path: str | os.PathLike[str], what: str = "TOML file", limit: int = TOML_BYTES) -> dict[str, Any]:
     """The TOML document of a regular file (UTF-8, at most ``limit`` bytes)."""
     name = name_of(path)

@@ -182,7 +182,7 @@ class Catalog:
         self.library: str = meta["library"]
         self.stamp: dict[str, Any] = json.loads(meta["stamp"])
         self.sources: list[str] = json.loads(meta.get("sources", "[]"))
-        self._zdict = base64.b64decode(meta[PLAN_DICT]) if PLAN_DICT in meta else b""
+        self._zdict = plan_dict_of(self.db)
         self._plans: dict[int, dict[str, Any]] = {}
 
     @property

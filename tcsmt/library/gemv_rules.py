@@ -12,7 +12,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from tcsmt.errors import TcsmtError
 from tcsmt.io import load
 from tcsmt.library.families import UNREAD_K_ORDER, kernel_key
 from tcsmt.library.plans import Call, Plan, plans_dir
@@ -27,10 +26,7 @@ def gemv_orders(gpu: str) -> dict[tuple[str, tuple[int, ...]], list[dict[str, An
     held at every K (``tools/library/gemv_orders.py``); empty where none were read."""
     if gpu not in _gemv_tables:
         path = plans_dir() / GEMV_ORDERS.format(gpu=gpu)
-        data = load.read_json(path, "GEMV order table") if path.exists() else {}
-        if not isinstance(data, dict):
-            raise TcsmtError(f"{path}: not a GEMV order table")
-        rows = data.get("orders", [])
+        rows = load.read_json_object(path, "GEMV order table").get("orders", []) if path.exists() else []
         table: dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]] = {}
         for e in rows:
             table.setdefault((kernel_key(str(e["kernel"])), tuple(int(x) for x in e["block"])), []).append(e)

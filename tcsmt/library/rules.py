@@ -42,7 +42,7 @@ def read_rules(path: Path | None = None) -> tuple[dict[str, Any], str, dict[str,
     """(an object with the rules' ``gpu`` and ``families``, the name its families go by, the decisions or None, their
     name) of a rules file (default: the shipped one, :func:`rules_path`) or of a recorded plan file."""
     path = Path(path) if path is not None else rules_path()
-    data = read_json(path, "rules file or recorded plan file")
+    data = load.read_json_object(path, "rules file or recorded plan file")
     if data.get("format") == RULES_FORMAT:
         for key in ("gpu", "families", "decisions", "families_from", "decisions_from"):
             if key not in data:
@@ -63,13 +63,13 @@ def make_context(gpu: str, rules: Path | None = None, decisions: Path | None = N
     raw, fam_name, dec, dec_name = read_rules(rules)
     via = f" (copied into {Path(rules).name if rules else RULES_NAME})" if raw.get("format") == RULES_FORMAT else ""
     if decisions is not None:
-        dec, dec_name, via_dec = read_json(decisions, "decision file"), load.document_name(decisions), ""
+        dec, dec_name, via_dec = load.read_json_object(decisions, "decision file"), load.document_name(decisions), ""
     else:
         via_dec = via
-    refs = [(load.document_name(p), read_json(p, "recorded plan or call file")) for p in same_as]
-    conf = (load.document_name(confirmed), read_json(confirmed, "confirmation file")) if confirmed else None
+    refs = [(load.document_name(p), load.read_json_object(p, "recorded plan or call file")) for p in same_as]
+    conf = (load.document_name(confirmed), load.read_json_object(confirmed, "confirmation file")) if confirmed else None
     ctx = ConvertContext.make(raw, fam_name, gpu, (), dec, dec_name, refs, conf)
-    docs = [(load.document_name(p), read_json(p, "layout-probe file")) for p in probes]
+    docs = [(load.document_name(p), load.read_json_object(p, "layout-probe file")) for p in probes]
     if raw.get("format") == RULES_FORMAT and not refs:
         if "layout_rules" in raw:
             base: VariantRules = {}
@@ -161,15 +161,6 @@ def probed_variants(raw: dict[str, Any], families: dict[str, Any],
                     probe_files: Sequence[tuple[str, dict[str, Any]]] = ()) -> set[tuple[str, str]]:
     """(family, layout tag) pairs with a slice rule read from bits (:func:`variant_rules`)."""
     return set(variant_rules(raw, families, probe_files))
-
-
-def read_json(path: Path, what: str) -> dict[str, Any]:
-    """A JSON object from ``path`` (through the loader: a ``.json.gz`` file too); one-line TcsmtError where it is
-    none."""
-    data = load.read_json(path, what)
-    if not isinstance(data, dict):
-        raise TcsmtError(f"{path}: not a {what}")
-    return data
 
 
 CUTLASS_K_TILE = re.compile(r"^cutlass::Kernel2<cutlass_(?:75|80)_\w*?gemm\w*?_\d+x\d+_(\d+)x\d+_")

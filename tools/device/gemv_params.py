@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from gemv_probes import Call  # its sibling, shipped with it
 
+from tcsmt.hwcheck.gemv_launch import kernel_params
 from tcsmt.hwcheck.plan_capture import GraphReader, KernelParams, graph_handle
 
 
@@ -28,16 +29,8 @@ def param_bytes(gr, node):
     """[(offset, size, hex)] of a kernel node's parameters."""
     p = KernelParams()
     gr.chk(gr.kparams(ctypes.c_void_p(node), ctypes.byref(p)), "cuGraphKernelNodeGetParams")
-    off, size = ctypes.c_size_t(0), ctypes.c_size_t(0)
-    info, handle = (gr.param_info["func"], p.func) if p.func else (gr.param_info["kern"], p.kern)
-    out = []
-    args = ctypes.cast(p.kernelParams, ctypes.POINTER(ctypes.c_void_p))
-    for i in range(64):
-        if info(ctypes.c_void_p(handle), i, ctypes.byref(off), ctypes.byref(size)) != 0:
-            break
-        raw = ctypes.string_at(args[i], size.value)
-        out.append([off.value, size.value, raw.hex()])
-    return out
+    info = gr.param_info["func" if p.func else "kern"]
+    return [[off, size, raw.hex()] for off, size, raw in kernel_params(info, p.func or p.kern, p.kernelParams) or []]
 
 
 def build(torch, spec, dev):

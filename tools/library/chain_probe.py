@@ -23,10 +23,10 @@ import click
 import numpy as np
 
 from tcsmt.errors import TcsmtError
+from tcsmt.io.load import read_json_object
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.api import run
 from tcsmt.library.plans import Plan
-from tcsmt.library.rules import read_json
 
 _PATTERN = {"bfloat16": np.uint16, "float16": np.uint16, "float32": np.uint32}
 
@@ -43,7 +43,7 @@ def pack(pairs: list[tuple[Path, Path]], keep: int, gpu: str, out: Path) -> dict
     stamp: dict[str, Any] = {}
     wanted: set[str] = set()
     for npz_path, meta_path in pairs:
-        meta = read_json(meta_path, "device probe meta file")
+        meta = read_json_object(meta_path, "device probe meta file")
         if not isinstance(meta.get("stamp"), dict) or (stamp and meta["stamp"].get("gpu") != stamp.get("gpu")):
             raise TcsmtError(f"{meta_path}: no device stamp, or another GPU's than the other files'")
         stamp = meta["stamp"]
@@ -82,7 +82,7 @@ def pack(pairs: list[tuple[Path, Path]], keep: int, gpu: str, out: Path) -> dict
 
 def load(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """(the probe's JSON, its arrays by key) from ``path`` (the .json; the .npz beside it)."""
-    doc = read_json(path, "chain probe file")
+    doc = read_json_object(path, "chain probe file")
     with np.load(path.with_name(doc["arrays_file"])) as data:
         return doc, {k: data[k] for k in data.files}
 
