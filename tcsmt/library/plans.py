@@ -341,6 +341,14 @@ def call_from_entry(raw: dict[str, Any], shape: list[int], where: str) -> Call:
                 fast_accum=bool(raw.get("fast_accum", False)))
 
 
+def _chain_inputs(dtype: str, tf32: bool) -> tuple[str, ...]:
+    """The chain input formats a call's operands of torch dtype ``dtype`` may take: its own format; for float32
+    with tf32 allowed, tf32 (a tensor-core kernel) or fp32 itself (allowing tf32 permits it, and cuBLAS's CUDA-core
+    FFMA kernels, which it also picks for such calls, multiply the fp32 values as they are)."""
+    own = TORCH_DTYPES[dtype]
+    return ("tf32", own) if tf32 and own == "fp32" else (own,)
+
+
 def _check_plan(p: Plan, where: str) -> Plan:
     problems = [
         (p.call.op in OPS, f"op must be one of {OPS}"),
@@ -362,10 +370,11 @@ def _check_plan(p: Plan, where: str) -> Plan:
         (p.reduce in REDUCTIONS, f"reduce must be one of {REDUCTIONS}"),
         (all(s in EPILOGUE_STEPS for s in p.epilogue), f"epilogue steps must be among {tuple(EPILOGUE_STEPS)}"),
         (p.chain.out_fmt == "fp32" and p.chain.c_fmt == "fp32", "the chain must give fp32 partials"),
-        (p.chain.in_fmt == ("tf32" if p.call.tf32 else TORCH_DTYPES[p.call.a_dtype]),
+        (p.chain.in_fmt in _chain_inputs(p.call.a_dtype, p.call.tf32),
          f"the chain's in_fmt {p.chain.in_fmt} does not take {p.call.a_dtype}" + (" with tf32" if p.call.tf32 else "")),
-        (p.chain.b_format == ("tf32" if p.call.tf32 else TORCH_DTYPES[p.call.b_dtype]),
+        (p.chain.b_format in _chain_inputs(p.call.b_dtype, p.call.tf32),
          f"the chain's B format {p.chain.b_format} does not take {p.call.b_dtype}"),
+        (not p.call.tf32 or p.chain.in_fmt == "tf32" or not p.in_round, "in_round applies to tf32 chains only"),
         (p.chain.instr_k == 0 or p.grain == 0 or p.grain % p.chain.instr_k == 0 or p.split_k == 1,
          "the grain must be a multiple of the chain's promotion interval"),
     ]

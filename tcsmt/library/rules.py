@@ -208,6 +208,7 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
     first, for the 16-bit ``s16816gemm`` kernels), no slice longer than one tile may have a residue (its length mod
     the kernel's K tile) that cuts a block of the chain, since where the kernel puts the residue then changes the sums (a tf32 ``s1688gemm`` call
     with K = 500 and S = 4 on the H100: 60 of 128 outputs, ``evidence/record_h100_check.json``)."""
+    entry = ffma_entry(entry, kernels)
     try:
         plan = plan_from_fields(entry, call_from_entry(entry, shape, where), gpu, "", where, where)
         if b_t and plan.call.op != "linear":  # linear takes the (N, K) weight itself: its layout is the op's
@@ -260,6 +261,35 @@ K-chain is not their arithmetic (7 fresh H100 tf32 calls, every one with outputs
 CUDA_CORE_FFMA = re.compile(r"^(?:void )?(cutlass::Kernel2<cutlass_80_simt_sgemm|sm80_xmma_gemm_\w*_ffma_)")
 """cuBLAS's CUDA-core FFMA GEMM kernels: their K-chain was read for fp32 inputs with tf32 off (the decisions'
 ``simt_ffma``); cuBLAS also runs them for tf32 calls and for 16-bit inputs, where no decision read it."""
+
+
+FFMA_INPUTS = {"float32": "fp32", "float16": "fp16"}
+"""The operand dtypes for which a CUDA-core FFMA kernel's chain is the serial fp32 FFMA chain on the inputs as they
+are (converted exactly to fp32; no tf32 rounding where tf32 is allowed): decided for fp32 with tf32 off from the
+validation calls (``evidence/h100_library_decisions.json``), and for the rest by fresh GPU outputs of calls the
+catalogs had answered with another chain, replayed bit for bit under it (``tests/test_ffma_kernels.py``): 10 tf32
+calls on ``cutlass_80_simt_sgemm`` and sm80 ``xmma ... ffma`` kernels on each GPU and 2 more on the H200 (2,176, 2,176
+and 256 outputs, every one agrees; with the inputs rounded to tf32 first, every one differs), and 2 fp16 calls on sm80
+``xmma f16f16 ... ffma`` kernels on each GPU (512 and 512 outputs): ``evidence/library/h100_catalog_samples.json.gz``,
+``h200_catalog_samples_h100_list.json.gz``, ``h200_catalog_samples.json.gz``.  bf16 inputs: no call sampled."""
+
+
+def ffma_entry(entry: dict[str, Any], kernels: Sequence[str]) -> dict[str, Any]:
+    """``entry`` with the CUDA-core FFMA chain (:data:`FFMA_INPUTS`) where its kernels are CUDA-core FFMA GEMM
+    kernels (:data:`CUDA_CORE_FFMA`) and its chain is another (the tensor-core tf32 chain the converter gives a tf32
+    call): allowing tf32 permits it, and these kernels multiply and add in fp32 FMA, one k at a time, whatever it
+    permits.  Unchanged otherwise."""
+    fmt = FFMA_INPUTS.get(str(entry.get("a_dtype")))
+    chain = dict(entry.get("chain") or {})
+    if fmt is None or not chain or chain.get("instr") == "simt_ffma" or \
+            not any(CUDA_CORE_FFMA.search(k) for k in kernels):
+        return entry
+    out = {**entry, "chain": {"arch": str(chain.get("arch", "hopper")).split(":")[0], "in_fmt": fmt,
+                              "out_fmt": "fp32", "instr": "simt_ffma"},
+           "sources": [*entry.get("sources", []), "K-chain of the CUDA-core FFMA kernels: the serial fp32 FFMA "
+                       "chain on the inputs as they are (tcsmt.library.rules.FFMA_INPUTS)"]}
+    out.pop("in_round", None)
+    return out
 
 
 def unread_kernel_arithmetic(entry: dict[str, Any], kernels: Sequence[str]) -> str:
