@@ -286,8 +286,9 @@ def ffma_entry(entry: dict[str, Any], kernels: Sequence[str]) -> dict[str, Any]:
         return entry
     out = {**entry, "chain": {"arch": str(chain.get("arch", "hopper")).split(":")[0], "in_fmt": fmt,
                               "out_fmt": "fp32", "instr": "simt_ffma"},
-           "sources": [*entry.get("sources", []), "K-chain of the CUDA-core FFMA kernels: the serial fp32 FFMA "
-                       "chain on the inputs as they are (tcsmt.library.rules.FFMA_INPUTS)"]}
+           "sources": [*(s for s in entry.get("sources", []) if not str(s).startswith("fp32 -> tf32 input rounding")),
+                       "K-chain of the CUDA-core FFMA kernels: the serial fp32 FFMA chain on the inputs as they are, "
+                       "no tf32 rounding (tcsmt.library.rules.FFMA_INPUTS)"]}
     out.pop("in_round", None)
     return out
 

@@ -3,6 +3,12 @@
     python -m tools.library.catalog_samples pick --gpu G [--before OLD.sqlite] [--calls N] -o LIST.json
     python3 tools/device/catalog_sample_run.py LIST.json RAW.json.gz [SECONDS]     (on the GPU: torch, tcsmt)
     python -m tools.library.catalog_samples replay RAW.json.gz --gpu G [--json SUMMARY.json]
+    python -m tools.library.catalog_samples as-more RAW.json.gz --kernel-regex RE -o MORE.json.gz
+
+``as-more`` writes the calls of RAW whose one kernel (copies aside) matches RE as sampled calls that
+``python -m tools.library.decide --more`` asks its questions of (``runs`` and ``calls``, the fields
+``tools/device/library_plans.py`` writes), each with ``split_k`` 1: RE must name kernels that split nothing (one
+launch, no reduction kernel, cuBLASLt's trace S = 1 in the recordings).
 
 ``pick`` draws calls that the catalog of ``G`` (``models/library/<G>_cublas13_catalog.sqlite``, or ``--catalog``)
 answers: one stratum per (plan class: the kernel class a catalog plan keeps, call family: op, dtypes, flags, operand
@@ -209,6 +215,47 @@ def replay_cmd(raw: Path, gpu: str, json_out: Path | None) -> int:
         print(f"  not bit-exact: {s['spec']} ({s['dist']}): {s['differ']} of {s['checked']} {s['run_error']}")
     if json_out is not None:
         json_out.write_text(json.dumps(res, indent=1) + "\n")
+    return 0
+
+
+def as_more(raw: dict[str, Any], kernel_regex: str) -> dict[str, Any]:
+    """The calls of ``raw`` whose one kernel matches ``kernel_regex``, as ``decide --more`` reads sampled calls."""
+    import ast
+    import re
+
+    pattern = re.compile(kernel_regex)
+    stamp = raw.get("stamp", {})
+    gpu = stamp.get("gpu_name") or stamp.get("gpu")
+    calls = []
+    for item in raw.get("calls", []):
+        kernels = item["kernels"] if isinstance(item["kernels"], list) else ast.literal_eval(item["kernels"])
+        kernels = [k for k in kernels if not k.startswith("Memcpy")]
+        if len(kernels) != 1 or not pattern.search(kernels[0]):
+            continue
+        call, vc = sampled_call(item)
+        calls.append({**{k: v for k, v in vc.items() if k != "samples"}, "settings": call.settings,
+                      "seed": int(item["seed"]), "samples": item["samples"], "kernels": kernels, "split_k": 1,
+                      "lt_algo": [], "reduction_scheme": None, "gpu": gpu, "setting": "default"})
+    run = {"gpu": gpu, **{k: stamp.get(k) for k in ("torch", "cuda", "cublas", "cublaslt")}, "driver": stamp.get("driver"),
+           "setting": "default", "calls": len(calls), "rejected": 0}
+    return {"what": f"sampled calls of {raw.get('command', '?')} on kernels matching {kernel_regex}",
+            "runs": [run], "command": "python -m tools.library.catalog_samples " + " ".join(sys.argv[1:]),
+            "generator": "tools/device/catalog_sample_run.py", "method": "tcsmt/hwcheck/library_calls.py: make_inputs",
+            "calls": calls}
+
+
+@samples_cmd.command("as-more", help="write sampled calls of one kernel class as decide --more reads them")
+@click.argument("raw", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--kernel-regex", required=True, help="the kernel class (one kernel that splits nothing)")
+@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+def as_more_cmd(raw: Path, kernel_regex: str, out: Path) -> int:
+    doc = json.load(gzip.open(raw, "rt")) if raw.suffix == ".gz" else read_json(raw, "device samples")
+    res = as_more(doc, kernel_regex)
+    if out.exists():
+        raise TcsmtError(f"{out} exists: not overwritten")
+    with gzip.open(out, "wt") as f:
+        json.dump(res, f)
+    print(f"{len(res['calls'])} calls -> {out}")
     return 0
 
 

@@ -202,8 +202,9 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
             "method": __doc__.split("\n\n")[1].replace("\n", " "), "decisions": decisions, "questions": report}
 
 
-MORE = [RESULTS / "library" / "addmm_beta1.json.gz", RESULTS / "library" / "addmm_beta1_cancel.json.gz",
-        RESULTS / "library" / "addmm_alpha.json.gz", RESULTS / "library" / "addmm_beta.json.gz"]
+MORE = [RESULTS / "library" / f"{name}.json.gz" for name in (
+    "addmm_beta1", "addmm_beta1_cancel", "addmm_alpha", "addmm_beta", "addmm_beta_split", "gemv_bias_samples",
+    "wmma_bias_samples", "tf32_bias_samples")]
 """The sampled calls the questions ``on`` more are asked of (what evidence/h100_library_decisions.json was made from)."""
 
 

@@ -127,6 +127,12 @@ QUESTIONS: list[dict[str, Any]] = [
                              "kernel_regex": r"^cutlass::Kernel2<cutlass_80_wmma_tensorop_\w*s161616gemm"},
      "hypotheses": {"RN32(y + bias) after the reduced sum": {"epilogue": ["bias"]},
                     "the bias as the initial accumulator of the K-chain": {"c_init": True}}},
+    {"question": "epilogue of tf32 linear with bias on the sm90 xmma segment_k_off kernels (fp32 models' layers with "
+                 "tf32 on)",
+     "on": "more", "match": {"op": "linear", "bias": True, "tf32": True, "split": False,
+                             "kernel_regex": r"^sm90_xmma_gemm_f32f32_tf32f32_f32_\w+_segment_k_off_"},
+     "hypotheses": {"RN32(y + bias) after the K-chain": {"epilogue": ["bias"]},
+                    "the bias as the initial accumulator of the K-chain": {"c_init": True}}},
     {"question": "epilogue of addmm with a 1-D bias and beta = 0 (torch: the input is ignored)",
      "match": {"op": "addmm", "bias": True, "alpha_is_1": True, "beta_is_0": True},
      "hypotheses": {"none (beta = 0: the bias is not added)": {"epilogue": []},
