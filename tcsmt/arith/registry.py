@@ -31,11 +31,21 @@ def models_dir() -> Path:
     env = os.environ.get("TCSMT_MODELS")
     if env:
         return Path(env)
+    found = _shipped_models_dir()
+    if found is None:
+        raise TcsmtError("cannot find the models/ directory (set TCSMT_MODELS)")
+    return found
+
+
+@cache
+def _shipped_models_dir() -> Path | None:
+    """The package's models/ folder, looked up once (resolving this file's path costs a system call per component,
+    and every :func:`resolve` asks)."""
     here = Path(__file__).resolve().parent
     for cand in (here.parent / "models", here.parent.parent / "models"):  # installed, source checkout
         if cand.is_dir():
             return cand
-    raise TcsmtError("cannot find the models/ directory (set TCSMT_MODELS)")
+    return None
 
 
 @dataclass
@@ -246,14 +256,30 @@ def split_spec(spec: str) -> tuple[str, list[str], dict[str, str]]:
     return base.strip(), hyps, over
 
 
+_RESOLVED: dict[tuple[str, str | None, str | None, str | None], tuple[dict[str, Arch], ModelParams]] = {}
+""":func:`resolve`'s answers, each with the :func:`architectures` it was read from (an answer is used again only while
+that is still the one in use: another models folder or a cleared cache reads the files anew)."""
+
+
 def resolve(spec: str, in_fmt: str | None = None, out_fmt: str | None = None,
             instr: str | None = None) -> ModelParams:
-    """The ModelParams a spec names for the given path (see module docstring)."""
+    """The ModelParams a spec names for the given path (see module docstring).  ModelParams is frozen, so a repeated
+    question (a plan table resolves the same few chains for thousands of calls) gets the same object back."""
     if not isinstance(spec, str):
         raise TcsmtError(f"a model spec is a string such as 'volta' or 'volta:carry_bits=2', not {spec!r}")
     for what, v in (("in_fmt", in_fmt), ("out_fmt", out_fmt), ("instr", instr)):
         if v is not None and not isinstance(v, str):
             raise TcsmtError(f"{what} must be a string such as 'fp16' or 'mma', not {v!r}")
+    archs, key = architectures(), (spec, in_fmt, out_fmt, instr)
+    hit = _RESOLVED.get(key)
+    if hit is not None and hit[0] is archs:
+        return hit[1]
+    p = _resolve(spec, in_fmt, out_fmt, instr)
+    _RESOLVED[key] = (archs, p)
+    return p
+
+
+def _resolve(spec: str, in_fmt: str | None, out_fmt: str | None, instr: str | None) -> ModelParams:
     base, hyps, over = split_spec(spec)
     if base.lower() in REFERENCES:
         if hyps:

@@ -59,9 +59,9 @@ def compose(fmt: str, sign: np.ndarray, exp: np.ndarray, mant: np.ndarray) -> np
     """
     bits, _e_bits, m_bits, bias = FORMATS[fmt]
     uint = UINT[bits]
-    sign = np.asarray(sign, dtype=np.int64)
-    exp = np.asarray(exp, dtype=np.int64)
-    mant = np.asarray(mant, dtype=np.int64)
+    # int32 fields (random_matrix's draws) are used as they are, other integers as int64: the same values either way
+    sign, exp, mant = (np.asarray(x) if np.asarray(x).dtype == np.int32 else np.asarray(x, dtype=np.int64)
+                       for x in (sign, exp, mant))
     # The fields are put together in the format's own unsigned type, in place: every step (add, shift left,
     # or) commutes with reduction modulo 2^bits, so this is the int64 computation cut to ``bits`` at the end,
     # with a fraction of the memory traffic (the validation replays build 10^9 values).
@@ -124,9 +124,12 @@ def random_matrix(fmt: str, shape: tuple[int, ...], dist: str, rng: np.random.Ge
     """Random bit patterns of ``fmt`` for ``dist`` (see DISTS)."""
     _bits, _e_bits, m_bits, _bias = FORMATS[fmt]
     lo, hi = _exp_range(fmt, dist, K)
-    sign = rng.integers(0, 2, size=shape)
-    exp = rng.integers(lo, hi + 1, size=shape)
-    mant = rng.integers(0, 1 << m_bits, size=shape)
+    # int32 draws: every range here is below 2^32, where numpy's bounded integers take one 32-bit draw per value
+    # whatever the output type, so these are the int64 default's values (the GPU's inputs), written in half the
+    # memory and about three times faster (the replays draw 10^9 of them)
+    sign = rng.integers(0, 2, size=shape, dtype=np.int32)
+    exp = rng.integers(lo, hi + 1, size=shape, dtype=np.int32)
+    mant = rng.integers(0, 1 << m_bits, size=shape, dtype=np.int32)
     if dist == "tf32_exact" and fmt == "float32":
         mant = mant & ~((1 << 13) - 1)  # low 13 bits zero: already a tf32 value
     if dist == "smallint":  # small integers: exact sums, every plan agrees

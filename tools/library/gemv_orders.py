@@ -117,12 +117,10 @@ def subtree_sizes(K: int, L: int, g: int, tree: str, i: int, segment: int = 0) -
     """For every j: the number of k's under the node where leaves i and j first meet (-1 at j = i), when thread
     (k // g) mod L chains its k's in order (restarting from +0 after every ``segment`` of them, the segment sums
     added in order) and the L sums meet by ``tree``."""
-    k = np.arange(K)
-    lane = (k // g) % L
-    pos = np.zeros(K, dtype=np.int64)
+    k = np.arange(K, dtype=np.int64)
+    q = k // g  # k's tile: thread q mod L takes it, after the q // L tiles of g k's it took before
+    lane, pos = q % L, (q // L) * g + k % g
     count = np.bincount(lane, minlength=L)
-    for t in range(L):
-        pos[lane == t] = np.arange(count[t])
     out = np.empty(K, dtype=np.int64)
     same = lane == lane[i]
     if segment:  # the same segment: its chain; another: the serial sum of segments, after the later one
@@ -133,14 +131,15 @@ def subtree_sizes(K: int, L: int, g: int, tree: str, i: int, segment: int = 0) -
         out[apart] = np.minimum(count[lane[i]], segment * (np.maximum(seg[apart], s_i) + 1))
     else:
         out[same] = np.maximum(pos[same], pos[i]) + 1
-    lanes = np.arange(L)
-    for j in np.flatnonzero(~same):
-        a, b = int(lane[i]), int(lane[j])
-        if tree == "halving":  # they meet at the offset of their lowest differing bit; the group: lanes = a mod it
-            low = (a ^ b) & -(a ^ b)
-            out[j] = count[lanes % low == a % low].sum()
-        else:  # serial from thread 0: the node after thread max(a, b)
-            out[j] = count[: max(a, b) + 1].sum()
+    # another thread b: the node where threads a = lane[i] and b meet, one size per thread (indexed by b)
+    lanes, a = np.arange(L), int(lane[i])
+    if tree == "halving":  # they meet at the offset of their lowest differing bit; the group: lanes = a mod it
+        x = lanes ^ a
+        low = np.where(x == 0, 1, x & -x)  # b = a: unused (j in a's own thread is counted above)
+        meet = ((lanes[None, :] % low[:, None]) == (a % low)[:, None]).astype(np.int64) @ count
+    else:  # serial from thread 0: the node after thread max(a, b)
+        meet = np.cumsum(count)[np.maximum(lanes, a)]
+    out[~same] = meet[lane[~same]]
     out[i] = -1
     return out
 
