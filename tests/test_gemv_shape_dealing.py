@@ -47,6 +47,7 @@ def entry(dt: str) -> dict:
             "kernels": ["gemv"], "sources": ["test"]}
 
 
+@pytest.mark.slow  # recomputes every committed probe window: run with -m slow when the GEMV rules or probes change
 def test_window_counts_are_the_committed_probe_outputs():
     """The integer logic the scans are judged by gives every output of the committed random-probe launches
     (evidence/library/h100_gemv_probes_range.json.gz) under the order their revealed rows fit."""

@@ -52,6 +52,7 @@ def test_comparison_file_is_recomputed_from_the_plan_files() -> None:
     assert (r[2], r[5]) == (11, 9)
 
 
+@pytest.mark.slow  # regenerates a committed file from the evidence: run with -m slow when the converter, rules or evidence change
 def test_h200_table_is_the_converters_output() -> None:
     """models/library/h200_cublas13_recorded.toml.gz: the H200 calls that recorded the H100's plan, with the H100's
     split-K rules and decisions (library_import --same-as), and the calls whose own plan belongs to a class confirmed
@@ -66,6 +67,7 @@ def test_h200_table_is_the_converters_output() -> None:
     assert text == read_table_text(REPO / "models" / "library" / "h200_cublas13_recorded.toml.gz")
 
 
+@pytest.mark.slow  # regenerates a committed file from the evidence: run with -m slow when the converter, rules or evidence change
 def test_h200_confirmations_are_recomputed_from_the_device_files() -> None:
     """evidence/h200_library_confirm.json is what `python -m tools.library.h200_confirm summary`
     computes from the committed H200 probes and validation samples (h200_library_confirm_{probes,samples}.json,

@@ -270,6 +270,7 @@ def test_hwcheck_library_confirms_and_refutes_with_a_simulated_device(tmp_path):
     assert status == 1 and [p["verdict"] for p in doc["plans"]] == ["confirmed", "refuted"]
 
 
+@pytest.mark.slow  # regenerates a committed file from the evidence: run with -m slow when the converter, rules or evidence change
 def test_recorded_table_is_the_converters_output():
     """models/library/h100_cublas13_recorded.toml.gz is exactly what the converter makes from the committed recorded
     files (plans, validation calls, decisions): nothing in it is edited by hand."""

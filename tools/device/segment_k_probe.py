@@ -81,7 +81,7 @@ def main() -> int:
         except Exception as exc:  # a device host tool: every failure is recorded, the run goes on
             failed.append({"spec": item["spec"], "error": f"{type(exc).__name__}: {exc}"[:300]})
     doc = {"what": "segment-K swamping probes (tools/device/segment_k_probe.py)", "command": " ".join(sys.argv),
-           "stamp": running_stamp(torch), "seconds": round(time.time() - t0, 1), "calls": done, "failed": failed,
+           "stamp": running_stamp(torch), "seconds": float(f"{time.time() - t0:.1f}"), "calls": done, "failed": failed,
            "not_run": not_run}
     with gzip.open(sys.argv[2], "wt") as f:
         json.dump(doc, f)
