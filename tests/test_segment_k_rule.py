@@ -1,0 +1,147 @@
+"""The host rule of cuBLAS's tf32 ``segment_k_on`` kernels (:mod:`tcsmt.library.segment_k`) against its evidence: the
+launch parameters of 283 captured H100 calls (``evidence/library/h100_segment_k_params.json.gz``) and every kept
+output of the 156 swamping-probed calls (``h100_segment_k_probes.json.gz``, ``h100_segment_k_probes_more.json.gz``;
+the probe: ``tools/device/segment_k_probe.py``)."""
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tcsmt.library.lookup import parse_record_spec
+from tcsmt.library.segment_k import (
+    PARAMS_BYTES,
+    SegmentKLaunch,
+    Tree,
+    cluster_tile_order,
+    kernel_m_is_torch_rows,
+    launch_words,
+    reduction_tree,
+    segment_ends,
+    split_tiles,
+)
+from tools.device.segment_k_probe import L_EXP, probe_x
+
+LIB = Path(__file__).resolve().parents[1] / "evidence" / "library"
+PROBES = ("h100_segment_k_probes.json.gz", "h100_segment_k_probes_more.json.gz")
+
+
+def _read(name: str) -> dict[str, Any]:
+    with gzip.open(LIB / name, "rt") as f:
+        return json.load(f)
+
+
+@cache
+def captures() -> dict[str, dict[str, Any]]:
+    """spec -> the captured ``segment_k_on`` launch: kernel name, grid, cluster, words."""
+    doc = _read("h100_segment_k_params.json.gz")
+    out = {}
+    for r in doc["results"]:
+        for node in r.get("nodes", []):
+            name = doc["kernel_names"][node["name"]] if node["node"] == "kernel" else ""
+            if "segment_k_on" in name:
+                (param,) = node["params"]
+                assert param[1] == PARAMS_BYTES
+                out[r["spec"]] = {"name": name, "grid": node["grid"], "cluster": node["cluster"],
+                                  "words": launch_words(bytes.fromhex(param[2]))}
+    return out
+
+
+def launch_of(cap: dict[str, Any]) -> SegmentKLaunch:
+    w = cap["words"]
+    tm, tn = map(int, re.search(r"tilesize(\d+)x(\d+)x", cap["name"]).groups())
+    return SegmentKLaunch(m=w["m"], n=w["n"], k=w["k"], tile_m=tm, tile_n=tn, grid_x=cap["grid"][0],
+                          grid_y=cap["grid"][1], cluster_x=w["cluster_cols"], segments=w["segments"],
+                          swizzle_log=w["swizzle_log"], raster_along_m=w["raster_along_m"] == 1)
+
+
+def test_launch_words_follow_the_grid_and_the_shape():
+    """On all 160 captured launches: the problem words are the call's, the cluster is (word 10, grid y), the tile
+    counts, split tiles, units and segment lengths are the rule's, and the probed specs are all among them."""
+    caps = captures()
+    assert len(caps) == 159  # 160 launches: mm 256x4096x4096 was captured twice (two sweeps)
+    for spec, cap in caps.items():
+        call, w, la = parse_record_spec(spec), cap["words"], launch_of(cap)
+        layout = re.search(r"_f32_(\w\w)_n_tilesize", cap["name"]).group(1)
+        rows_first = kernel_m_is_torch_rows(layout)
+        assert (w["m"], w["n"], w["k"]) == ((call.M, call.N) if rows_first else (call.N, call.M)) + (call.K,)
+        assert cap["cluster"] == [w["cluster_cols"], cap["grid"][1], 1] == [la.cluster_x, la.grid_y, 1]
+        assert la.cluster_tiles == (w["cluster_tile_rows"], w["cluster_tile_cols"])
+        rows, cols = la.cluster_tiles
+        cl = la.grid_y * la.cluster_x
+        assert w["padded_tiles"] == rows * cols * cl and w["k_iterations"] == la.k_iterations
+        split = rows * cols % (la.grid_x // la.cluster_x)
+        assert w["split_tiles"] == split * cl and w["whole_tiles"] == w["padded_tiles"] - w["split_tiles"]
+        assert (split == 0) == (w["segments"] == 1) and la.split_cluster_tiles == (split if w["segments"] > 1 else 0)
+        assert w["units"] == w["split_tiles"] * w["segments"]
+        assert (w["segment_iterations"], w["longer_segments"]) == divmod(la.k_iterations, w["segments"])
+    specs = {r["spec"] for r in _read("h100_segment_k_params.json.gz")["results"]}
+    for name in PROBES:
+        assert {c["spec"] for c in _read(name)["calls"]} <= specs
+
+
+def test_order_and_tree_small_cases():
+    assert cluster_tile_order(2, 3, 0, True) == [(0, 0), (0, 1), (0, 2), (1, 2), (1, 1), (1, 0)]
+    assert cluster_tile_order(3, 2, 1, True) == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 1), (2, 0)]
+    assert cluster_tile_order(2, 3, 1, False) == [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2), (0, 2)]
+    assert reduction_tree(3) == (0, (1, 2)) and reduction_tree(4) == ((0, 1), (2, 3))
+    assert reduction_tree(11) == ((0, (1, 2)), (((3, 4), (5, 6)), ((7, 8), (9, 10))))
+    assert segment_ends(2560, 3) == [832, 1696, 2560] and segment_ends(2776, 11)[:3] == [224, 480, 736]
+
+
+def _partial(lo: int, hi: int, x: np.ndarray) -> np.ndarray:
+    """The fp32 sum of a probe row's products at k in [lo, hi) (one per 8-k block: +L at 0, -L at x, else 1)."""
+    big = np.float32(2.0 ** L_EXP)
+    a8, b8, x8 = -(-lo // 8), -(-hi // 8), x // 8
+    if a8 == 0 and b8 > 0:
+        return np.where((x8 < b8), (b8 - x8 - 1).astype(np.float32), big).astype(np.float32)
+    inside = (a8 <= x8) & (x8 < b8)
+    return np.where(inside, -big, np.float32(b8 - a8)).astype(np.float32)
+
+
+def _join(tree: Tree, parts: list[np.ndarray]) -> np.ndarray:
+    if isinstance(tree, int):
+        return parts[tree]
+    return (_join(tree[0], parts) + _join(tree[1], parts)).astype(np.float32)
+
+
+@pytest.mark.parametrize("probes", PROBES)
+def test_the_rule_gives_every_probed_output(probes):
+    """Each kept output of each probed call: one K-chain's count outside the split tiles, the tree of the segments'
+    partials inside (:mod:`tcsmt.library.segment_k`), bit for bit; calls on other kernels or with S = 1: one K-chain.
+    The rule splits tiles in all 60 first probes (in `linear 6x3584x3584` and `mm 18x25600x5120` every probe row
+    puts its -L in segment 0, so the split shows in no output) and in 46 of the 96 sweep calls."""
+    caps, n_split = captures(), 0
+    for item in _read(probes)["calls"]:
+        call = parse_record_spec(item["spec"])
+        cols = np.asarray(item["cols"])
+        got = np.frombuffer(gzip.decompress(base64.b64decode(item["out"])), dtype=np.uint32).reshape(call.M, -1)
+        xs = probe_x(call.M, call.K)
+        k8 = -(-call.K // 8)
+        want = np.repeat((k8 - 1 - xs // 8).astype(np.float32)[:, None], len(cols), axis=1)
+        cap = caps.get(item["spec"])
+        if cap is not None and cap["words"]["segments"] > 1:
+            la = launch_of(cap)
+            assert cap["name"] in item["kernels"]
+            tiles = split_tiles(la)
+            n_split += bool(tiles)
+            ends = [0, *segment_ends(la.k, la.segments)]
+            cut = _join(reduction_tree(la.segments), [_partial(ends[u], ends[u + 1], xs) for u in range(la.segments)])
+            layout = re.search(r"_f32_(\w\w)_n_tilesize", cap["name"]).group(1)
+            rows_i = np.arange(call.M)
+            if kernel_m_is_torch_rows(layout):
+                ti, tj = (rows_i // la.tile_m)[:, None], (cols // la.tile_n)[None, :]
+            else:
+                ti, tj = (cols // la.tile_m)[None, :], (rows_i // la.tile_n)[:, None]
+            key = np.broadcast_to(ti * 1_000_000 + tj, want.shape)
+            mask = np.isin(key, [i * 1_000_000 + j for i, j in tiles])
+            want[mask] = np.broadcast_to(cut[:, None], want.shape)[mask]
+        np.testing.assert_array_equal(got, want.view(np.uint32), err_msg=item["spec"])
+    assert n_split == {"h100_segment_k_probes.json.gz": 60, "h100_segment_k_probes_more.json.gz": 46}[probes]
