@@ -28,9 +28,15 @@ from tcsmt.library.segment_k import (
     split_tiles,
 )
 from tools.device.segment_k_probe import L_EXP, probe_x
+from tools.device.segment_k_tree_probe import probe_px
 
 LIB = Path(__file__).resolve().parents[1] / "evidence" / "library"
-PROBES = ("h100_segment_k_probes.json.gz", "h100_segment_k_probes_more.json.gz")
+PROBES = (("h100_segment_k_probes.json.gz", "h100_segment_k_params.json.gz"),
+          ("h100_segment_k_probes_more.json.gz", "h100_segment_k_params.json.gz"),
+          ("h100_segment_k_probes_fresh.json.gz", "h100_segment_k_params_fresh.json.gz"))
+"""(probes, the launches of its calls); the fresh calls were drawn at random after the rule was committed."""
+SPLIT_CALLS = {"h100_segment_k_probes.json.gz": 60, "h100_segment_k_probes_more.json.gz": 46,
+               "h100_segment_k_probes_fresh.json.gz": 10}
 
 
 def _read(name: str) -> dict[str, Any]:
@@ -39,9 +45,9 @@ def _read(name: str) -> dict[str, Any]:
 
 
 @cache
-def captures() -> dict[str, dict[str, Any]]:
+def captures(name: str = "h100_segment_k_params.json.gz") -> dict[str, dict[str, Any]]:
     """spec -> the captured ``segment_k_on`` launch: kernel name, grid, cluster, words."""
-    doc = _read("h100_segment_k_params.json.gz")
+    doc = _read(name)
     out = {}
     for r in doc["results"]:
         for node in r.get("nodes", []):
@@ -62,11 +68,12 @@ def launch_of(cap: dict[str, Any]) -> SegmentKLaunch:
                           swizzle_log=w["swizzle_log"], raster_along_m=w["raster_along_m"] == 1)
 
 
-def test_launch_words_follow_the_grid_and_the_shape():
-    """On all 160 captured launches: the problem words are the call's, the cluster is (word 10, grid y), the tile
+@pytest.mark.parametrize("params, n", [("h100_segment_k_params.json.gz", 159), ("h100_segment_k_params_fresh.json.gz", 10)])
+def test_launch_words_follow_the_grid_and_the_shape(params, n):
+    """On all 170 captured launches: the problem words are the call's, the cluster is (word 10, grid y), the tile
     counts, split tiles, units and segment lengths are the rule's, and the probed specs are all among them."""
-    caps = captures()
-    assert len(caps) == 159  # 160 launches: mm 256x4096x4096 was captured twice (two sweeps)
+    caps = captures(params)
+    assert len(caps) == n  # the first file: 160 launches, mm 256x4096x4096 captured twice (two sweeps)
     for spec, cap in caps.items():
         call, w, la = parse_record_spec(spec), cap["words"], launch_of(cap)
         layout = re.search(r"_f32_(\w\w)_n_tilesize", cap["name"]).group(1)
@@ -82,9 +89,9 @@ def test_launch_words_follow_the_grid_and_the_shape():
         assert (split == 0) == (w["segments"] == 1) and la.split_cluster_tiles == (split if w["segments"] > 1 else 0)
         assert w["units"] == w["split_tiles"] * w["segments"]
         assert (w["segment_iterations"], w["longer_segments"]) == divmod(la.k_iterations, w["segments"])
-    specs = {r["spec"] for r in _read("h100_segment_k_params.json.gz")["results"]}
-    for name in PROBES:
-        assert {c["spec"] for c in _read(name)["calls"]} <= specs
+    specs = {r["spec"] for r in _read(params)["results"]}
+    for name, of in PROBES:
+        assert of != params or {c["spec"] for c in _read(name)["calls"]} <= specs
 
 
 def test_order_and_tree_small_cases():
@@ -96,14 +103,14 @@ def test_order_and_tree_small_cases():
     assert segment_ends(2560, 3) == [832, 1696, 2560] and segment_ends(2776, 11)[:3] == [224, 480, 736]
 
 
-def _partial(lo: int, hi: int, x: np.ndarray) -> np.ndarray:
-    """The fp32 sum of a probe row's products at k in [lo, hi) (one per 8-k block: +L at 0, -L at x, else 1)."""
+def _partial(lo: int, hi: int, p: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The fp32 sum of a probe row's products at k in [lo, hi): one per 8-k block, +L at p, -L at x (p < x), else 1
+    (a sum meeting +-L loses its 1s: they stay below half its unit)."""
     big = np.float32(2.0 ** L_EXP)
-    a8, b8, x8 = -(-lo // 8), -(-hi // 8), x // 8
-    if a8 == 0 and b8 > 0:
-        return np.where((x8 < b8), (b8 - x8 - 1).astype(np.float32), big).astype(np.float32)
-    inside = (a8 <= x8) & (x8 < b8)
-    return np.where(inside, -big, np.float32(b8 - a8)).astype(np.float32)
+    a8, b8, p8, x8 = -(-lo // 8), -(-hi // 8), p // 8, x // 8
+    has_p, has_x = (a8 <= p8) & (p8 < b8), (a8 <= x8) & (x8 < b8)
+    ones = np.where(has_x, -big, np.float32(b8 - a8))
+    return np.where(has_p, np.where(has_x, (b8 - x8 - 1).astype(np.float32), big), ones).astype(np.float32)
 
 
 def _join(tree: Tree, parts: list[np.ndarray]) -> np.ndarray:
@@ -112,36 +119,71 @@ def _join(tree: Tree, parts: list[np.ndarray]) -> np.ndarray:
     return (_join(tree[0], parts) + _join(tree[1], parts)).astype(np.float32)
 
 
-@pytest.mark.parametrize("probes", PROBES)
-def test_the_rule_gives_every_probed_output(probes):
+def expected(item: dict[str, Any], cap: dict[str, Any] | None, p: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, int]:
+    """(the kept outputs the rule gives a probed call, as fp32 bit patterns; how many of them lie in split tiles)."""
+    call = parse_record_spec(item["spec"])
+    cols = np.asarray(item["cols"])
+    want = np.repeat((-(-call.K // 8) - 1 - x // 8).astype(np.float32)[:, None], len(cols), axis=1)
+    if cap is None or cap["words"]["segments"] == 1:
+        return want.view(np.uint32), 0
+    la = launch_of(cap)
+    assert cap["name"] in item["kernels"]
+    ends = [0, *segment_ends(la.k, la.segments)]
+    cut = _join(reduction_tree(la.segments), [_partial(ends[u], ends[u + 1], p, x) for u in range(la.segments)])
+    layout = re.search(r"_f32_(\w\w)_n_tilesize", cap["name"]).group(1)
+    rows_i = np.arange(call.M)
+    if kernel_m_is_torch_rows(layout):
+        ti, tj = (rows_i // la.tile_m)[:, None], (cols // la.tile_n)[None, :]
+    else:
+        ti, tj = (cols // la.tile_m)[None, :], (rows_i // la.tile_n)[:, None]
+    key = np.broadcast_to(ti * 1_000_000 + tj, want.shape)
+    mask = np.isin(key, [i * 1_000_000 + j for i, j in split_tiles(la)])
+    want[mask] = np.broadcast_to(cut[:, None], want.shape)[mask]
+    return want.view(np.uint32), int(mask.sum())
+
+
+def _got(item: dict[str, Any]) -> np.ndarray:
+    M = parse_record_spec(item["spec"]).M
+    return np.frombuffer(gzip.decompress(base64.b64decode(item["out"])), dtype=np.uint32).reshape(M, -1)
+
+
+@pytest.mark.parametrize("probes, params", PROBES)
+def test_the_rule_gives_every_probed_output(probes, params):
     """Each kept output of each probed call: one K-chain's count outside the split tiles, the tree of the segments'
     partials inside (:mod:`tcsmt.library.segment_k`), bit for bit; calls on other kernels or with S = 1: one K-chain.
     The rule splits tiles in all 60 first probes (in `linear 6x3584x3584` and `mm 18x25600x5120` every probe row
-    puts its -L in segment 0, so the split shows in no output) and in 46 of the 96 sweep calls."""
-    caps, n_split = captures(), 0
+    puts its -L in segment 0, so the split shows in no output) and in 46 of the 96 sweep calls.  Of the 80 fresh
+    calls, the 10 on ``segment_k_on`` kernels are judged (the others ran CUTLASS split-K or ``segment_k_off``)."""
+    caps, n_split = captures(params), 0
     for item in _read(probes)["calls"]:
+        if "fresh" in probes and item["spec"] not in caps:
+            continue
         call = parse_record_spec(item["spec"])
-        cols = np.asarray(item["cols"])
-        got = np.frombuffer(gzip.decompress(base64.b64decode(item["out"])), dtype=np.uint32).reshape(call.M, -1)
-        xs = probe_x(call.M, call.K)
-        k8 = -(-call.K // 8)
-        want = np.repeat((k8 - 1 - xs // 8).astype(np.float32)[:, None], len(cols), axis=1)
-        cap = caps.get(item["spec"])
-        if cap is not None and cap["words"]["segments"] > 1:
-            la = launch_of(cap)
-            assert cap["name"] in item["kernels"]
-            tiles = split_tiles(la)
-            n_split += bool(tiles)
+        want, in_split = expected(item, caps.get(item["spec"]), np.zeros(call.M, dtype=np.int64), probe_x(call.M, call.K))
+        n_split += bool(in_split)
+        np.testing.assert_array_equal(_got(item), want, err_msg=item["spec"])
+    assert n_split == SPLIT_CALLS[probes]
+
+
+def test_the_tree_gives_every_tree_probe_output():
+    """+L and -L anywhere in K (``tools/device/segment_k_tree_probe.py``, 15 calls of S = 2 .. 16): every kept output
+    is the rule's; in the split tiles the rows' pairs of segments (p, x) cover 790 of the 827 pairs, so the join is
+    read inside subtrees without segment 0 too; a serial join (segment 0 first) misses outputs of every call of
+    S > 2."""
+    caps, serial_misses = captures(), 0
+    for item in _read("h100_segment_k_tree_probes.json.gz")["calls"]:
+        call = parse_record_spec(item["spec"])
+        p, x = probe_px(call.M, call.K)
+        want, in_split = expected(item, caps[item["spec"]], p, x)
+        assert in_split
+        np.testing.assert_array_equal(_got(item), want, err_msg=item["spec"])
+        la = launch_of(caps[item["spec"]])
+        if la.segments > 2:
+            chain = tuple(range(la.segments))
+            serial: Tree = chain[0]
+            for u in chain[1:]:
+                serial = (serial, u)
             ends = [0, *segment_ends(la.k, la.segments)]
-            cut = _join(reduction_tree(la.segments), [_partial(ends[u], ends[u + 1], xs) for u in range(la.segments)])
-            layout = re.search(r"_f32_(\w\w)_n_tilesize", cap["name"]).group(1)
-            rows_i = np.arange(call.M)
-            if kernel_m_is_torch_rows(layout):
-                ti, tj = (rows_i // la.tile_m)[:, None], (cols // la.tile_n)[None, :]
-            else:
-                ti, tj = (cols // la.tile_m)[None, :], (rows_i // la.tile_n)[:, None]
-            key = np.broadcast_to(ti * 1_000_000 + tj, want.shape)
-            mask = np.isin(key, [i * 1_000_000 + j for i, j in tiles])
-            want[mask] = np.broadcast_to(cut[:, None], want.shape)[mask]
-        np.testing.assert_array_equal(got, want.view(np.uint32), err_msg=item["spec"])
-    assert n_split == {"h100_segment_k_probes.json.gz": 60, "h100_segment_k_probes_more.json.gz": 46}[probes]
+            parts = [_partial(ends[u], ends[u + 1], p, x) for u in range(la.segments)]
+            serial_misses += bool((_join(serial, parts) != _join(reduction_tree(la.segments), parts)).any())
+    assert serial_misses == 14
