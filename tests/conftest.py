@@ -40,6 +40,25 @@ def evidence_json(name: str) -> Any:
     return json.loads(_evidence_bytes(name))
 
 
+def sweep_sample(cases: list[Any], keep: int = 3) -> list[Any]:
+    """A sweep's ``pytest.param`` cases split between the default run and the slow tier (CI time): the first case
+    of each family (the id up to its first ``/``: an architecture or a named reference) and every case whose id's
+    CRC-32 is 0 mod ``keep`` run by default; the others are marked ``slow`` (``pytest -m slow`` runs them), so the
+    two runs together cover the whole sweep, and the default sample is the same on every run."""
+    import zlib
+
+    out, seen = [], set()
+    for c in cases:
+        family = str(c.id).split("/")[0]
+        first = family not in seen
+        seen.add(family)
+        if first or zlib.crc32(str(c.id).encode()) % keep == 0:
+            out.append(c)
+        else:
+            out.append(pytest.param(*c.values, id=c.id, marks=[*c.marks, pytest.mark.slow]))
+    return out
+
+
 def V(text: str) -> Fraction:
     """An exact value written as the papers write it (``1-2^-24``)."""
     return parse_value(text)

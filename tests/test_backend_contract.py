@@ -13,6 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from conftest import sweep_sample
 from test_smt_agreement import _edge_patterns, _random_patterns
 
 from tcsmt.arith import semantics as sem
@@ -58,7 +59,7 @@ def _inputs(p: ModelParams, K: int):
             np.concatenate(c).astype(fc.dtype), scales)
 
 
-@pytest.mark.parametrize("p", _cases())
+@pytest.mark.parametrize("p", sweep_sample(_cases()))
 def test_semantics_bounds_hold(p):
     K = p.instr_k or 2 * (p.block_k or 2)  # library chains: two blocks through the accumulator
     if p.in_fmt == "fp64":

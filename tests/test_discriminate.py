@@ -143,6 +143,7 @@ def test_every_solver_answers(solver):
     assert _sim("ada", o.cases[0], "e4m3") != _sim("exact", o.cases[0], "e4m3")
 
 
+@pytest.mark.slow  # CI time: 24 to 58 s on 2 cores
 def test_query_carry_bits_names_volta_hypothesis(tmp_path):
     res, files = run(["query", "carry-bits"], tmp_path)
     assert res.exit_code == 0, res.output

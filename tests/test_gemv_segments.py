@@ -120,7 +120,7 @@ def _bias_samples() -> dict:
         return json.load(f)
 
 
-@pytest.mark.parametrize("gpu", ["h100", "h200"])
+@pytest.mark.parametrize("gpu", ["h100", pytest.param("h200", marks=pytest.mark.slow)])  # CI time
 def test_bert_lm_heads_at_one_token_replay_bit_for_bit(gpu):
     """Every sampled output of the 20 calls per GPU (bf16 on gemvx, fp16 on gemv2T_kernel_val; normal, wide and
     c_cancel inputs) under the shipped catalog's plan: the order read by the probes, RN32(y + bias), RNE to the
@@ -202,7 +202,7 @@ def test_gpt2_lm_head_small_m_kernels_restart_every_16(gpu):
     assert all(set(v) == {(16, "1", "fp32_forward", 16)} for v in got.values()), got  # probes' and scans' entries
 
 
-@pytest.mark.parametrize("gpu", ["h100", "h200"])
+@pytest.mark.parametrize("gpu", ["h100", pytest.param("h200", marks=pytest.mark.slow)])  # CI time
 def test_fresh_outputs_of_the_lm_heads_at_one_token_replay(gpu):
     """The named calls of the fresh run (evidence/library/<gpu>_catalog_samples_gemv.json.gz: GPT-2's LM head at one
     token in bf16 and fp16, BERT-base's with its bias on cancelling inputs) under the shipped catalog, every sample."""

@@ -15,6 +15,7 @@ import zlib
 import numpy as np
 import pytest
 import z3
+from conftest import sweep_sample
 from pysmt.shortcuts import Solver
 
 from tcsmt.arith.formats import Format, get_format
@@ -108,7 +109,7 @@ def _cases():
     return out
 
 
-@pytest.mark.parametrize("p", _cases())
+@pytest.mark.parametrize("p", sweep_sample(_cases()))
 def test_smt_term_equals_simulator(p):
     fin, fc, fout = get_format(p.in_fmt), get_format(p.c_fmt), get_format(p.out_fmt)
     K = p.instr_k or 2 * (p.block_k or 2)  # library chains (instr_k = 0): two blocks through the accumulator

@@ -302,6 +302,7 @@ def test_volta_markidis_reaches_the_carry_wrap_at_k8():
     assert VP.compose("markidis", "volta", model_for("volta"), 8, DOM, 60).bound >= 1
 
 
+@pytest.mark.slow  # CI time: 21 s on 2 cores
 def test_refine_witness_is_deterministic_and_replayed():
     """tf32x3 on Hopper, K = 2: the seeded local search raises the candidate set's worst input (2^-21.00)
     above 2^-20.5, the same input on every call, an exact replay; the composed bound stays above it."""
@@ -392,6 +393,7 @@ def test_abs_top_split_within_2x_of_a_replayed_input(arch):
     assert errors_fp64(simulate_scheme("markidis", p, a, b), a, b, False).max() <= pr.bound
 
 
+@pytest.mark.slow  # CI time: 18 s on 2 cores
 def test_lo_zero_abs_proven_relative_unbounded():
     """LO = 0 admits zeros and subnormals: the absolute bound is proven there; the relative error is not bounded:
     x = 2^-25 (1 + 2^-10) rounds up to fp16's 2^-24 and its residual rounds to 0, so Markidis returns about 4 A.B
