@@ -288,6 +288,9 @@ def segment_k_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str],
     why = launch_problem(la, c.M, c.N, c.K) or ("" if len(seg) == 1 and c.batch == 1 and plan.split_k == 1 and
                                                  not plan.segment and not plan.k_tile else
                                                  "another kernel, batch or split with it")
+    if not why and entry.get("epilogue"):  # cuBLAS ran segment_k_off for every tf32 linear with a bias sampled
+        why = (f"an epilogue ({', '.join(entry['epilogue'])}) after the segments' join was never read (the GPU check "
+               "saw none: evidence/library/h100_segment_k_samples.json.gz)")
     if why:
         return entry, f"segment-K launch of {name} does not fit the call: {why}"
     srcs = [*entry.get("sources", []),

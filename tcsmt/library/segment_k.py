@@ -252,7 +252,7 @@ def describe_launch(la: SegmentKLaunch) -> list[str]:
     shown = []
     for i, js in sorted(by_i.items()):
         runs, start = [], js[0]
-        for a, b in zip(js, [*js[1:], None]):
+        for a, b in zip(js, [*js[1:], -1]):  # runs of consecutive tile columns
             if b != a + 1:
                 runs.append((start, a))
                 start = b
@@ -261,7 +261,21 @@ def describe_launch(la: SegmentKLaunch) -> list[str]:
     more = f"; ... ({len(shown) - 8} more tile rows)" if len(shown) > 8 else ""
     ends = segment_ends(la.k, la.segments)
     return [*lines, f"             split outputs (torch {rows} x {cols}): {'; '.join(shown[:8])}{more}",
-                    f"             each split output: {la.segments} K-chains from +0 over k [0, {ends[0]})"
-                    + "".join(f", [{a}, {b})" for a, b in itertools.pairwise(ends))
-                    + f"; partials joined in fp32 (each sum RN32) as {reduction_tree(la.segments)}",
-                    "             other outputs: one K-chain over the whole K"]
+            f"             each split output: {la.segments} K-chains from +0 over k [0, {ends[0]})"
+            + "".join(f", [{a}, {b})" for a, b in itertools.pairwise(ends))
+            + f"; partials joined in fp32 (each sum RN32) as {reduction_tree(la.segments)}",
+            "             other outputs: one K-chain over the whole K"]
+
+
+def launch_facts(la: SegmentKLaunch) -> dict[str, Any]:
+    """The launch as plain data (``tcsmt explain --json``): S, the segments' ends, the join, and each split tile as
+    torch's output ranges [row_lo, row_hi) x [col_lo, col_hi)."""
+    boxes = []
+    for i, j in sorted(split_tiles(la)):
+        m0, m1 = la.tile_m * i, min(la.m, la.tile_m * (i + 1))
+        n0, n1 = la.tile_n * j, min(la.n, la.tile_n * (j + 1))
+        boxes.append([m0, m1, n0, n1] if la.m_is_rows else [n0, n1, m0, m1])
+    return {"segments": la.segments, "segment_ends": segment_ends(la.k, la.segments) if boxes else [la.k],
+            "join": str(reduction_tree(la.segments)), "tile": [la.tile_m, la.tile_n], "kernel_m_is_torch_rows":
+            la.m_is_rows, "grid": [la.grid_x, la.grid_y], "cluster_x": la.cluster_x, "swizzle_log": la.swizzle_log,
+            "raster_along_m": la.raster_along_m, "split_outputs": boxes}

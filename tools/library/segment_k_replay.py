@@ -25,8 +25,8 @@ import numpy as np
 
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.api import run_pairs
-from tcsmt.library.catalog_build import convert_one
 from tcsmt.library.call_plans import ConvertContext
+from tcsmt.library.catalog_build import convert_one
 from tcsmt.library.plans import Plan, call_from_entry, plan_from_fields
 from tcsmt.library.recordings import recorded_calls
 from tcsmt.library.rules import make_context
@@ -93,17 +93,24 @@ def replay_samples(plan: Plan, inputs: dict[str, np.ndarray], samples: list[list
 
 
 def replay_file(path: Path, gpu: str = "h100", only: set[str] | None = None) -> list[dict[str, Any]]:
-    """Every call of a samples file (those whose spec is in ``only``, where given): its replay or its refusal."""
+    """Every call run of a samples file (those whose spec is in ``only``, where given): its replay under the plan its
+    recording makes, or the reason it has none."""
     from tcsmt.hwcheck.library_calls import make_inputs
 
     with gzip.open(path, "rt") as f:
         doc = json.load(f)
+    plans = plans_of_recording(doc["recording"], gpu)
     out = []
     for item in doc["calls"]:
         if only is not None and item["spec"] not in only:
             continue
-        ((call, plan),) = plans_of_recording(item["recording"], gpu)
-        row: dict[str, Any] = {"spec": item["spec"], "dist": item["dist"], "seed": item["seed"]}
+        call, plan = plans[int(item["index"])]
+        rec_plan = doc["recording"]["tables"]["plans"][_plan_id(doc["recording"], int(item["index"]))]
+        recorded = [w for w in (rec_plan[11] if len(rec_plan) > 11 else []) if w]
+        captured = [k["segment_k_launch"] for k in item.get("captured", []) if k.get("segment_k_launch")]
+        row: dict[str, Any] = {"spec": item["spec"], "dist": item["dist"], "seed": item["seed"],
+                               "same_kernels": _same_names(item),
+                               "same_launch_words": recorded == captured}
         if isinstance(plan, str):
             out.append({**row, "refused": plan})
             continue
@@ -116,6 +123,20 @@ def replay_file(path: Path, gpu: str = "h100", only: set[str] | None = None) -> 
     return out
 
 
+def _plan_id(rec: dict[str, Any], index: int) -> int:
+    """The plan index of call ``index`` of a one-list recording."""
+    return int(rec["tasks"][0]["rows"][index][1])
+
+
+def _same_names(item: dict[str, Any]) -> bool:
+    """Whether the kernels the profiler saw run are the recorded ones (the profiler's names may carry the
+    parameter list the recording's drop)."""
+    from tcsmt.hwcheck.plan_capture import kernel_name
+
+    ran = [kernel_name(k) for k in item["kernels"] if not k.startswith(("Memset", "Memcpy"))]  # (not kernels)
+    return sorted(ran) == sorted(item["recorded_kernels"])
+
+
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 @click.argument("samples", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--gpu", default="h100")
@@ -123,6 +144,9 @@ def replay_file(path: Path, gpu: str = "h100", only: set[str] | None = None) -> 
 def segment_k_replay_cmd(samples: Path, gpu: str, json_out: Path | None) -> int:
     rows = replay_file(samples, gpu)
     for r in rows:
+        if not (r["same_kernels"] and r["same_launch_words"]):
+            print(f"{r['spec']}: the run's kernels or launch words are not the recording's "
+                  f"(kernels {r['same_kernels']}, words {r['same_launch_words']})")
         if "refused" in r:
             print(f"{r['spec']} ({r['dist']}): refused: {r['refused'][:160]}")
         else:
