@@ -17,6 +17,7 @@ from tcsmt.io.options import bounded_int
 from tcsmt.io.trap import Command
 from tcsmt.library.lookup import Answer, Target
 from tcsmt.library.plans import EPILOGUE_STEPS, OPS, Plan
+from tcsmt.library.segment_k import describe_launch, launch_facts
 
 WIDTH = 100
 
@@ -38,6 +39,7 @@ def facts(ans: Answer) -> dict[str, Any]:
         "settings": c.settings, "gpu": p.gpu, "library": p.library, "answer": ans.kind, "evidence": list(ans.evidence),
         "kernels": list(p.kernels), "chain": p.chain_spec, "in_round": p.in_round, "k_tile": p.k_tile,
         "segment": p.segment,
+        "segment_k": None if p.segment_k is None else launch_facts(p.segment_k),
         "split_k": p.split_k, "grain": p.grain if p.split_k > 1 else None,
         "slices": p.slices if p.split_k > 1 else None, "remainder": p.remainder if p.split_k > 1 else None,
         "slice_lengths": [len(r) for r in p.slice_ranges()] if p.split_k > 1 else None,
@@ -70,7 +72,10 @@ def render(ans: Answer) -> str:
     if p.segment:
         out += _line("segments", f"each slice's chain restarts from +0 after every {p.segment} of its k's; the "
                                  "restarts' sums are added in order (RN32)")
-    if p.split_k == 1:
+    if p.segment_k is not None:
+        for i, text in enumerate(describe_launch(p.segment_k)):
+            out += _line("segmentK" if i == 0 else "", text.strip().removeprefix("segment-K: "))
+    elif p.split_k == 1:
         out += _line("split-K", "none (S = 1)")
     else:
         lengths = f["slice_lengths"]

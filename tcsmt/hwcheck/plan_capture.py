@@ -27,6 +27,7 @@ from typing import Any
 
 from tcsmt.hwcheck.gemv_launch import GEMV_PARAMS, gemv_dealing, param_info_functions
 from tcsmt.hwcheck.lt_trace import LtTrace
+from tcsmt.hwcheck.segment_k_launch import SEGMENT_K_ON, segment_k_launch
 
 # ------------------------------------------------------------------------------------------------ names
 
@@ -181,7 +182,8 @@ class GraphReader:
         return p
 
     def kernel(self, node: int) -> dict[str, Any]:
-        """Name (the plan files' convention), full demangled name, grid, block, cluster, dynamic shared memory."""
+        """Name (the plan files' convention), full demangled name, grid, block, cluster, dynamic shared memory; a
+        ``gemvx`` launch's dealing and a ``segment_k_on`` launch's words (:mod:`tcsmt.hwcheck.segment_k_launch`)."""
         p = KernelParams()
         self.chk(self.kparams(ctypes.c_void_p(node), ctypes.byref(p)), "cuGraphKernelNodeGetParams")
         key = int(p.func or p.kern or 0)
@@ -203,6 +205,9 @@ class GraphReader:
         if GEMV_PARAMS in got[0]:
             info = self.param_info["func" if p.func else "kern"]
             out["gemv_dealing"] = gemv_dealing(info, p.func or p.kern, p.kernelParams)
+        if SEGMENT_K_ON in got[0]:
+            info = self.param_info["func" if p.func else "kern"]
+            out["segment_k_launch"] = segment_k_launch(info, p.func or p.kern, p.kernelParams, out["grid"], cl)
         return out
 
 

@@ -37,9 +37,12 @@ DEFAULTS: dict[str, Any] = {"batch": 1, "bias": False, "alpha": 1.0, "beta": 0.0
                             "fast_accum": False, "a_t": False, "b_t": False}
 SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
 PLAN_FIELDS = ["kernels", "blocks", "clusters", "grid_z", "other_nodes", "split_k", "reduction_scheme", "lt",
-               "torch_error", "capture_error", "gemv_dealing"]
+               "torch_error", "capture_error", "gemv_dealing", "segment_k_launch"]
 """A plan's fields; ``gemv_dealing``: per kernel, [tile, stride] of a ``gemvx`` launch's parameters
-(:data:`tcsmt.hwcheck.gemv_launch.GEMV_PARAMS`), else None (recordings made before 2026-11-27 lack the field)."""
+(:data:`tcsmt.hwcheck.gemv_launch.GEMV_PARAMS`), else None (recordings made before 2026-11-27 lack the field);
+``segment_k_launch``: per kernel, the words of a ``segment_k_on`` launch (problem, segments, swizzle, raster, grid,
+cluster: :func:`tcsmt.hwcheck.segment_k_launch.segment_k_launch`), else None (recordings made before 2026-11-27 (late night) lack
+the field, and the catalogs refuse their ``segment_k_on`` calls)."""
 METHOD_TEXT = {
     "capture": ("Each call is made under CUDA stream capture (torch.cuda.CUDAGraph(keep_graph=True), one memory pool "
                 "per batch, capture_error_mode thread_local, on a side stream whose cuBLAS/cuBLASLt workspaces were "
@@ -183,7 +186,7 @@ def plan_of(r: dict[str, Any], tabs: dict[str, Interner]) -> tuple[list[Any], li
             [(n["grid"] or [0, 0, 0])[2] for n in ks], others, S, red, [tabs["lt"](s) for s in summ],
             tabs["errors"](r["err"]) if r.get("err") else None,
             tabs["errors"](r["capture_err"]) if r.get("capture_err") else None,
-            [n.get("gemv_dealing") for n in ks]]
+            [n.get("gemv_dealing") for n in ks], [n.get("segment_k_launch") for n in ks]]
     return plan, [n["grid"] for n in ks], ws
 
 

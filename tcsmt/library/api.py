@@ -107,17 +107,20 @@ def _scale(x: Any, n: int, kind: str, what: str) -> np.ndarray:
     return s.reshape(-1)
 
 
-def run(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=None):
+def run(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=None, rows=None, cols=None):
     """Outputs (r, c) of the plan's call at rows A_rows (r, K) of A and columns B_cols (K, c) of B.
 
     Inputs are numpy arrays of the dtype's bit patterns (or of exactly
     representable float values) or torch tensors; C (r, c), bias (c,), scale_a
     and scale_b (one value, or r / c values row-wise) are the slices that go
-    with those rows and columns.  Returns the output dtype's bit patterns as a
-    numpy array, or a torch tensor of the output dtype on A_rows' device.
+    with those rows and columns.  ``rows``, ``cols``: the call's indices of the
+    rows and columns given (a segment-K plan, whose outputs differ by tile,
+    needs them unless A_rows holds all M rows and B_cols all N columns).
+    Returns the output dtype's bit patterns as a numpy array, or a torch tensor
+    of the output dtype on A_rows' device.
     """
     A, B, kw = _checked(plan, A_rows, B_cols, C, bias, scale_a, scale_b, paired=False)
-    out = evaluate(plan, A, B, **kw)
+    out = evaluate(plan, A, B, **kw, rows=rows, cols=cols)
     if _is_torch(A_rows):
         from tcsmt.library.tensors import bits_tensor
 
@@ -125,15 +128,17 @@ def run(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=
     return out
 
 
-def run_pairs(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=None) -> np.ndarray:
+def run_pairs(plan: Plan, A_rows, B_cols, *, C=None, bias=None, scale_a=None, scale_b=None, rows=None,
+              cols=None) -> np.ndarray:
     """Outputs (n,) of the plan's call at n (row, column) pairs: row i of A_rows (n, K) with column i of
-    B_cols (K, n); C, bias and row-wise scales hold one value per pair (n,), per-tensor scales one value.
+    B_cols (K, n); C, bias and row-wise scales hold one value per pair (n,), per-tensor scales one value;
+    ``rows``, ``cols`` (n,): each pair's output indices in the call (a segment-K plan needs them).
 
     The arithmetic of :func:`run` (which computes every row with every column), for scattered outputs
     such as a validation file's samples; numpy bit patterns in and out.
     """
     A, B, kw = _checked(plan, A_rows, B_cols, C, bias, scale_a, scale_b, paired=True)
-    return evaluate_pairs(plan, A, B, **kw)
+    return evaluate_pairs(plan, A, B, **kw, rows=rows, cols=cols)
 
 
 def _checked(plan: Plan, A_rows, B_cols, C, bias, scale_a, scale_b, *, paired: bool):

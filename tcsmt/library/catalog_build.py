@@ -62,7 +62,7 @@ from tcsmt.library.recordings import (  # noqa: F401
     stamp_of,
     token_counts,
 )
-from tcsmt.library.rules import RULES_NAME, VariantRules, checked_entry, classed, k_tiled, make_context
+from tcsmt.library.rules import RULES_NAME, SEGMENT_K, VariantRules, checked_entry, classed, k_tiled, make_context
 
 NOT_RECORDED = "not recorded"
 
@@ -118,7 +118,8 @@ def convert_one(ctx: ConvertContext, name: str, tmpl: dict[str, Any], vary: str,
     entry = {**ident, **{k: v for k, v in fields.items() if k not in ("kernels", "sources")},
              "kernels": [cls], "sources": srcs}
     return checked_entry(entry, ident, [c["M"], c["N"], c["K"], c["batch"]], c["kernels"], ctx.gpu, name, probed,
-                         blocks=c.get("blocks"), b_t=bool(c.get("b_t")), dealing=c.get("gemv_dealing"))
+                         blocks=c.get("blocks"), b_t=bool(c.get("b_t")), dealing=c.get("gemv_dealing"),
+                         segment_k=c.get("segment_k_launch"))
 
 
 def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext, out: Path,
@@ -183,9 +184,11 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             plan = tables["plans"][pid]
             # an entry depends on the token count through a K-dependent grain or CUTLASS tile (vary K), a GEMV order
             # (read per call shape: any varied dimension, gemv_rules.dealt_per_call), the other GPU's record (borrowed
-            # rules), or whether the library refuses a call torch (or the recorder) failed on
+            # rules), a segment-K launch (its words are the shape's), or whether the library refuses a call torch (or
+            # the recorder) failed on
             ks, refused = [tables["kernels"][k] for k in plan[0]], plan[rec["plan_fields"].index("torch_error")] is not None
-            per_t = refused or gemv_kernel(ks) or ("K" in vary and (int(plan[5] or 1) > 1 or k_tiled(ks)))
+            per_t = refused or gemv_kernel(ks) or any(SEGMENT_K.search(k) for k in ks) or \
+                ("K" in vary and (int(plan[5] or 1) > 1 or k_tiled(ks)))
             for t in ts:
                 borrowed = bool(ctx.same_as) and _recorded_there(ctx, tmpl, vary, t)
                 same_on = same_pid.get(pid, "")

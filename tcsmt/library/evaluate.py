@@ -5,7 +5,8 @@ For the (r, c) outputs asked for, in order:
 0. where the plan has ``in_round`` (float32 inputs of a tf32 call), A and B
    converted to the chain's input format with that rounding
    (:func:`inputs_to_chain`; :func:`tcsmt.library.run` does this step);
-1. each split-K slice's K-chain (the plan's ``chain`` ModelParams, C = +0) on the
+1. each split-K slice's K-chain (a ``segment_k`` plan: the chains of each output's tile,
+   :mod:`tcsmt.library.segment_k_eval`, at the call's output indices ``rows`` and ``cols``) (the plan's ``chain`` ModelParams, C = +0) on the
    slice's k's (with the plan's ``k_tile``: the residue-first zero products
    inserted, :func:`slice_operands`): fp32 partials; an empty slice gives +0.  With
    the plan's ``segment``, a chain from +0 per segment of the slice and the segment
@@ -38,6 +39,7 @@ from tcsmt.arith.params import ModelParams, validate
 from tcsmt.backends.numpy import NumpyBackend
 from tcsmt.errors import TcsmtError
 from tcsmt.library.plans import TORCH_DTYPES, Plan
+from tcsmt.library.segment_k_eval import check_problem, grid_partials, output_indices, pair_partials
 from tcsmt.sim.simulator import simulate_params, to_bits
 
 _gemm_kernel: ModuleType | None = importlib.import_module("tcsmt.kernels.cpu")
@@ -222,25 +224,38 @@ def epilogue(plan: Plan, y: np.ndarray, *, C=None, bias=None, scale_a=None, scal
 
 
 def evaluate(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None, bias=None, scale_a=None,
-             scale_b=None) -> np.ndarray:
+             scale_b=None, rows=None, cols=None) -> np.ndarray:
     """The (r, c) output patterns of the plan's call at rows A_bits (r, K) and columns B_bits (K, c).
 
     Inputs are already checked patterns (see :mod:`tcsmt.library`); C, bias and
     the scales are fp32 patterns (int64 arrays) of shapes (r, c), (c,), and
-    (1,) or (r,) / (c,).
+    (1,) or (r,) / (c,).  ``rows``, ``cols``: the call's indices of the rows and
+    columns given, which a ``segment_k`` plan needs unless all are given.
     """
     r, c = A_bits.shape[0], B_bits.shape[1]
     device = _on_device(A_bits)
     xp = array_module(A_bits)
-    rows = max(1, (DEVICE_MAX_OUTPUTS if device else MAX_OUTPUTS) // max(c, 1))
+    if plan.segment_k is not None:
+        check_problem(plan.segment_k, plan.call.M, plan.call.N, plan.call.K)
+        rows, cols = output_indices(rows, r, plan.call.M, "rows"), output_indices(cols, c, plan.call.N, "cols")
+        if device:  # the tile classes on the host (the CPU kernels), the result back on the GPU
+            def host(x):
+                return None if x is None else xp.asnumpy(x)
+            return xp.asarray(evaluate(plan, host(A_bits), host(B_bits), C=host(C), bias=host(bias),
+                                       scale_a=host(scale_a), scale_b=host(scale_b), rows=rows, cols=cols))
+    rows_at, rows = rows, max(1, (DEVICE_MAX_OUTPUTS if device else MAX_OUTPUTS) // max(c, 1))
     if r > rows:  # row blocks: memory stays bounded by MAX_OUTPUTS outputs (and MAX_ELEMENTS products)
         row_scaled = scale_a is not None and scale_a.size > 1
         return xp.concatenate([
             evaluate(plan, A_bits[i:i + rows], B_bits, C=None if C is None else C[i:i + rows], bias=bias,
-                     scale_a=scale_a[i:i + rows] if row_scaled else scale_a, scale_b=scale_b)
+                     scale_a=scale_a[i:i + rows] if row_scaled else scale_a, scale_b=scale_b,
+                     rows=None if plan.segment_k is None else rows_at[i:i + rows], cols=cols)
             for i in range(0, r, rows)])
     if device:
         return _evaluate_device(plan, A_bits, B_bits, C=C, bias=bias, scale_a=scale_a, scale_b=scale_b)
+    if plan.segment_k is not None:
+        parts = [grid_partials(plan.segment_k, plan.chain, A_bits, B_bits, rows_at, cols, chain_gemm)]
+        return finish_numpy(plan, parts, C=C, bias=bias, scale_a=scale_a, scale_b=scale_b)
     parts = []
     for ks in plan.slice_ranges():
         runs = []
@@ -325,13 +340,21 @@ def chain_pairs(p: ModelParams, A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 def evaluate_pairs(plan: Plan, A_bits: np.ndarray, B_bits: np.ndarray, *, C=None, bias=None, scale_a=None,
-                   scale_b=None) -> np.ndarray:
+                   scale_b=None, rows=None, cols=None) -> np.ndarray:
     """The (n,) output patterns of the plan's call at the pairs (row i of A_bits (n, K), column i of B_bits
     (K, n)): the arithmetic of :func:`evaluate`, one output per pair.  C, bias and the scales are fp32
-    patterns (int64) of shapes (n,), or (1,) for per-tensor scales."""
+    patterns (int64) of shapes (n,), or (1,) for per-tensor scales; ``rows``, ``cols``: each pair's output
+    indices in the call (a ``segment_k`` plan needs them)."""
     n = A_bits.shape[0]
     parts = []
-    for ks in plan.slice_ranges():
+    if plan.segment_k is not None:
+        if rows is None or cols is None:
+            raise TcsmtError("a segment-K plan computes each output by its tile: pass rows= and cols= (each pair's "
+                             "output indices in the call)")
+        check_problem(plan.segment_k, plan.call.M, plan.call.N, plan.call.K)
+        rows, cols = output_indices(rows, n, plan.call.M, "rows"), output_indices(cols, n, plan.call.N, "cols")
+        parts.append(pair_partials(plan.segment_k, plan.chain, A_bits, B_bits, rows, cols, chain_pairs))
+    for ks in plan.slice_ranges() if plan.segment_k is None else ():
         runs = []
         for a, b in segment_operands(plan, A_bits, B_bits, ks):
             runs.append(chain_pairs(plan.chain, a, b).astype(np.int64))

@@ -174,6 +174,8 @@ def replay_call(rec: dict[str, Any], arrays: dict[str, np.ndarray], ans: Answer)
             kw["scale_a"], kw["scale_b"] = arrays[key + "scale_a"], arrays[key + "scale_b"]
             if key + "bias" in arrays:
                 kw["bias"] = arrays[key + "bias"]
+        if plan.segment_k is not None:  # its outputs differ by tile: the sampled rows' and columns' indices
+            kw["rows"], kw["cols"] = np.asarray(s["rows"]), np.asarray(s["cols"])
         got = np.asarray(run(plan, A, B, **{k: v for k, v in kw.items() if v is not None}))
         for r, i in enumerate(s["rows"]):
             for c, j in enumerate(s["cols"]):

@@ -32,6 +32,10 @@ library version:
   each exact and rounded once with RNE (the thread sums of cuBLAS's
   ``gemv2T_kernel_val``: its 16 threads each sum their k's of every block of
   512 apart, then add the block sums in order);
+* ``segment_k`` (a ``segment_k_on`` launch, :class:`tcsmt.library.segment_k.SegmentKLaunch`; None = none): the
+  outputs in the tiles the launch splits are S K-chains from +0 over the launch's segments of K, their fp32 partials
+  joined by its tree (RN32 per sum); the others one K-chain (:mod:`tcsmt.library.segment_k_eval`); then the
+  reduction, epilogue and output conversion below, as for any fp32 partial;
 * ``reduce``: how the partials are combined (:data:`tcsmt.arith.semantics.REDUCTIONS`);
 * ``epilogue``: steps in fp32, in order (:data:`EPILOGUE_STEPS`);
 * the output conversion: RNE from fp32 to ``out_dtype`` (none for fp32).
@@ -57,6 +61,7 @@ from tcsmt.arith.registry import models_dir, resolve
 from tcsmt.arith.semantics import REDUCTIONS
 from tcsmt.errors import TcsmtError
 from tcsmt.io.limits import LIBRARY_DIM, SPLIT_K
+from tcsmt.library.segment_k import SegmentKLaunch, describe_launch, launch_from_entry
 
 OPS = ("mm", "addmm", "linear", "bmm", "scaled_mm")
 TORCH_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32",
@@ -197,6 +202,7 @@ class Plan:
     reduce: str = "fp32_forward"
     epilogue: tuple[str, ...] = ()
     kernels: tuple[str, ...] = ()
+    segment_k: SegmentKLaunch | None = None
     sources: tuple[str, ...] = field(default=(), compare=False)
     table: str = field(default="", compare=False)
 
@@ -207,7 +213,8 @@ class Plan:
                 self.slices if self.split_k > 1 else "", self.remainder if self.split_k > 1 else "",
                 self.reduce if self.split_k > 1 else "", self.epilogue) + \
             ((self.k_floor,) if self.split_k > 1 and self.k_floor else ()) + \
-            ((("segment", self.segment),) if self.segment else ())
+            ((("segment", self.segment),) if self.segment else ()) + \
+            ((("segment_k", self.segment_k),) if self.segment_k is not None else ())
 
     def slice_ranges(self, K: int | None = None) -> list[list[int]]:
         """The k indices of each slice, in order (an empty list for an empty slice).
@@ -276,7 +283,9 @@ class Plan:
         if self.segment:
             lines.append(f"  segments: each slice's chain restarts from +0 after every {self.segment} of its k's; the "
                          "slice's partial is the serial fp32 sum (RNE) of its segment sums, in order")
-        if self.split_k == 1:
+        if self.segment_k is not None:
+            lines += describe_launch(self.segment_k)
+        elif self.split_k == 1:
             lines.append("  split-K : none (S = 1)")
         else:
             sizes = [len(r) for r in self.slice_ranges()]
@@ -366,6 +375,8 @@ def _check_plan(p: Plan, where: str) -> Plan:
         (not p.k_floor or (p.slices, p.remainder) == ("contiguous", "last"),
          "k_floor applies to contiguous slices with remainder 'last' only"),
         (p.slices in SLICES, f"slices must be one of {SLICES}"),
+        (p.segment_k is None or (p.split_k == 1 and not p.segment and not p.k_tile and p.call.batch == 1),
+         "segment_k plans have no split_k, segment or k_tile and one batch (the launch splits K itself)"),
         (p.remainder in REMAINDERS, f"remainder must be one of {REMAINDERS}"),
         (p.reduce in REDUCTIONS, f"reduce must be one of {REDUCTIONS}"),
         (all(s in EPILOGUE_STEPS for s in p.epilogue), f"epilogue steps must be among {tuple(EPILOGUE_STEPS)}"),
@@ -396,7 +407,8 @@ def plan_fields(raw: dict[str, Any], where: str,
                 "k_tile": int(raw.get("k_tile", 0)), "segment": int(raw.get("segment", 0)),
                 "slices": raw.get("slices", "contiguous"), "remainder": raw.get("remainder", "last"),
                 "reduce": raw.get("reduce", "fp32_forward"), "epilogue": tuple(raw.get("epilogue", ())),
-                "kernels": tuple(raw.get("kernels", ())), "sources": tuple(raw.get("sources", ()))}
+                "kernels": tuple(raw.get("kernels", ())), "sources": tuple(raw.get("sources", ())),
+                "segment_k": launch_from_entry(raw["segment_k"]) if raw.get("segment_k") is not None else None}
     except (ValueError, TypeError) as exc:
         raise TcsmtError(f"{where}: {exc}") from None
     if not base["sources"]:

@@ -149,6 +149,8 @@ def raw_call(tmpl: dict[str, Any], vary: str, t: int, plan: list[Any], tables: d
         c["capture_error"] = tables["errors"][cap_err]
     if len(plan) > 10 and plan[10] is not None:  # the gemvx launches' [tile, stride] (tcsmt.hwcheck.record.PLAN_FIELDS)
         c["gemv_dealing"] = plan[10]
+    if len(plan) > 11 and any(x is not None for x in plan[11]):  # segment_k_on launches' words (PLAN_FIELDS)
+        c["segment_k_launch"] = plan[11]
     return c
 
 

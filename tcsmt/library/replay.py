@@ -93,7 +93,7 @@ def replay_call(call: dict[str, Any], inputs: dict[str, np.ndarray], plan: Plan,
             kw["scale_a"] = sa[iv] if row_scaled else sa
             kw["scale_b"] = sb[jv] if row_scaled else sb
         try:
-            got = np.asarray(run_pairs(plan, A[iv], Bc[:, jv], **kw)).reshape(-1)
+            got = np.asarray(run_pairs(plan, A[iv], Bc[:, jv], **kw, rows=iv, cols=jv)).reshape(-1)
         except TcsmtError as exc:
             res.run_error = str(exc)
             return res

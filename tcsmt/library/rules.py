@@ -28,6 +28,7 @@ from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.families import UNREAD_K_ORDER, family_of, kernel_key, rule_key, slice_rule_fields
 from tcsmt.library.gemv_rules import gemv_fields
 from tcsmt.library.plans import Plan, call_from_entry, plan_from_fields, plans_dir
+from tcsmt.library.segment_k import launch_entry, launch_of_words, launch_problem
 
 RULES_FORMAT = "tcsmt cuBLAS conversion rules, v1"
 RULES_NAME = "h100_cublas13_rules.json"
@@ -198,10 +199,11 @@ def _variant_slices(entry: dict[str, Any], plan: Plan, fam: str, tags: list[str]
 def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int], kernels: Sequence[str], gpu: str,
                   where: str, probed: VariantRules | set[tuple[str, str]] | None = None,
                   blocks: Sequence[Sequence[int]] | None = None, b_t: bool = False,
-                  dealing: Sequence[Any] | None = None) -> dict[str, Any]:
+                  dealing: Sequence[Any] | None = None, segment_k: Sequence[Any] | None = None) -> dict[str, Any]:
     """``entry`` (plan fields) where its plan loads and is certain at ``shape`` ([M, N, K, batch]), else ``ident``
     with the reason (``b_t``: the recorded call's B is the transposed view of an (N, K) tensor, which a GEMV order's
-    calls name; ``dealing``: the recorded ``gemvx`` launch parameters, :func:`gemv_fields`): the fields must make a plan (a K-chain of the GPU's model, fields that agree); a split-K plan's
+    calls name; ``dealing``: the recorded ``gemvx`` launch parameters, :func:`gemv_fields`; ``segment_k``: the recorded
+    ``segment_k_on`` launch words per kernel, :func:`segment_k_fields`): the fields must make a plan (a K-chain of the GPU's model, fields that agree); a split-K plan's
     kernels must have an operand layout whose slice rules bits read (``probed``, :func:`variant_rules`; a set of
     variants keeps the family's grain), which give its grain and k_floor and must agree at its K; and where a
     CUTLASS 2.x kernel's K iteration inside a slice is not decided (no ``k_tile``: the decisions fix it, residue
@@ -228,7 +230,8 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
             if why:
                 return {**ident, "why": why}
             plan = dataclasses.replace(plan, grain=entry["grain"], k_floor=entry.get("k_floor", 0))
-    why = unread_kernel_arithmetic(entry, kernels)
+    entry, why = segment_k_fields(entry, plan, kernels, segment_k)
+    why = why or unread_kernel_arithmetic(entry, kernels)
     if why:
         return {**ident, "why": why}
     gemv = sorted({m.group(1) for k in map(kernel_key, kernels) for m in [UNREAD_K_ORDER.search(k.split("<")[0]) or
@@ -257,7 +260,44 @@ def checked_entry(entry: dict[str, Any], ident: dict[str, Any], shape: list[int]
 SEGMENT_K = re.compile(r"_segment_k_on_")
 """cuBLAS's sm90 ``xmma`` kernels that split K inside one launch (segment-K; cuBLASLt traces numSplitsK = 1): one
 K-chain is not their arithmetic (7 fresh H100 tf32 calls, every one with outputs that differ from it, where the
-``segment_k_off`` twins agreed on every output: ``evidence/library/h100_catalog_samples.json``)."""
+``segment_k_off`` twins agreed on every output: ``evidence/library/h100_catalog_samples.json``); which tiles they split
+and how is the host's choice, read from the launch (:mod:`tcsmt.library.segment_k`)."""
+SEGMENT_K_RECORD = ("record the call again with `tcsmt record` (recordings made since 2026-11-27 (late night) keep the launch "
+                    "words)")
+
+
+def segment_k_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str],
+                     launches: Sequence[Any] | None) -> tuple[dict[str, Any], str]:
+    """(``entry`` with its ``segment_k`` field, '') where the call ran one ``segment_k_on`` kernel whose recorded
+    launch words (``launches``: per kernel, a recording's ``segment_k_launch``) make a launch of the rule
+    (:func:`tcsmt.library.segment_k.launch_of_words`) on the call's own problem (the kernel's m x n x k is torch's
+    M x N x K or N x M x K by its layout, one batch, no other split); (``entry``, '') where it ran none; else
+    (``entry``, why not), naming ``tcsmt record`` where the words were not recorded."""
+    seg = [i for i, k in enumerate(kernels) if SEGMENT_K.search(k)]
+    if not seg:
+        return entry, ""
+    name = f"{kernels[seg[0]][:60]}..."
+    words = launches[seg[0]] if launches is not None and len(launches) == len(kernels) else None
+    if not words:
+        return entry, (f"K order inside the segment-K kernel {name} not known: it splits K within one launch as its "
+                       f"launch words say (S, swizzle, raster, grid), which this recording lacks: {SEGMENT_K_RECORD}")
+    la = launch_of_words(words, kernels[seg[0]])
+    if isinstance(la, str):
+        return entry, f"segment-K launch of {name} not read: {la}"
+    c = plan.call
+    why = launch_problem(la, c.M, c.N, c.K) or ("" if len(seg) == 1 and c.batch == 1 and plan.split_k == 1 and
+                                                 not plan.segment and not plan.k_tile else
+                                                 "another kernel, batch or split with it")
+    if not why and entry.get("epilogue"):  # cuBLAS ran segment_k_off for every tf32 linear with a bias sampled
+        why = (f"an epilogue ({', '.join(entry['epilogue'])}) after the segments' join was never read (the GPU check "
+               "saw none: evidence/library/h100_segment_k_samples.json.gz)")
+    if why:
+        return entry, f"segment-K launch of {name} does not fit the call: {why}"
+    srcs = [*entry.get("sources", []),
+            f"segment-K: the recorded launch's words (S = {la.segments}, swizzle 2^{la.swizzle_log} along "
+            f"{'m' if la.raster_along_m else 'n'}, grid {la.grid_x}x{la.grid_y}, cluster {la.cluster_x}) under the "
+            "host rule of tcsmt.library.segment_k (evidence/library/h100_segment_k_*.json.gz)"]
+    return {**entry, "segment_k": launch_entry(la), "sources": srcs}, ""
 CUDA_CORE_FFMA = re.compile(r"^(?:void )?(cutlass::Kernel2<cutlass_80_simt_sgemm|sm80_xmma_gemm_\w*_ffma_)")
 """cuBLAS's CUDA-core FFMA GEMM kernels: their K-chain was read for fp32 inputs with tf32 off (the decisions'
 ``simt_ffma``); cuBLAS also runs them for tf32 calls and for 16-bit inputs, where no decision read it."""
@@ -297,9 +337,9 @@ def unread_kernel_arithmetic(entry: dict[str, Any], kernels: Sequence[str]) -> s
     """Why a plan's kernels compute something its K-chain does not say (a segment-K kernel; a CUDA-core FFMA
     kernel under a chain other than the decided ``simt_ffma``), or ''."""
     seg = [k for k in kernels if SEGMENT_K.search(k)]
-    if seg:
-        return (f"K order inside the segment-K kernel {seg[0][:60]}... not read: it splits K within one launch, which "
-                "one K-chain does not compute (fresh H100 outputs: evidence/library/h100_catalog_samples.json)")
+    if seg and not entry.get("segment_k"):
+        return (f"K order inside the segment-K kernel {seg[0][:60]}... not known: it splits K within one launch as "
+                f"its launch words say, which one K-chain does not compute: {SEGMENT_K_RECORD}")
     ffma = [m.group(1) for k in kernels for m in [CUDA_CORE_FFMA.search(k)] if m]
     if ffma and (entry.get("chain") or {}).get("instr") != "simt_ffma":
         what = "tf32 on" if entry.get("tf32") else f"{entry.get('a_dtype')} inputs"

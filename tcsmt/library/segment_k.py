@@ -38,32 +38,22 @@ found: e.g. ``mm 8896x64xK`` takes S = 2, 2, 4, 8, 8, 15, 15, 15 at I = 39 .. 13
 """
 from __future__ import annotations
 
-import struct
+import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
-PARAMS_BYTES = 2304
-"""The one parameter of every ``segment_k_on`` (and ``segment_k_off``) launch read: a 2,304-byte struct."""
+import numpy as np
 
-WORDS = {"swizzle_log": 3, "m": 4, "n": 5, "k": 6, "cluster_rows": 7, "cluster_cols": 10, "clusters": 13,
-         "cluster_tile_rows": 16, "cluster_tile_cols": 19, "raster_along_m": 25, "split_tiles": 64, "segments": 66,
-         "whole_tiles": 78, "k_iterations": 88, "units": 89, "segment_iterations": 92, "longer_segments": 94,
-         "padded_tiles": 111}
-"""int32 word index (byte offset / 4) of each field read (module docstring); ``clusters`` is the clusters of the
-full grid (the launch's grid can be smaller where every tile is split)."""
+from tcsmt.hwcheck.segment_k_launch import PARAMS_BYTES, WORDS, launch_words  # noqa: F401 (re-exported)
 
 ITERATION_K = 32
 """k per main-loop iteration of the tf32 kernels (``tilesize...x32``)."""
+KERNEL_FORM = re.compile(r"_f32_(nn|nt|tn|tt)_n_tilesize(\d+)x(\d+)x32_")
+"""A ``segment_k_on`` kernel name's operand layout and output tile (tile_m x tile_n, 32 k per iteration)."""
 
 Tree: TypeAlias = int | tuple["Tree", "Tree"]
-
-
-def launch_words(raw: bytes) -> dict[str, int]:
-    """The fields of :data:`WORDS` from a launch's parameter bytes (little-endian int32)."""
-    if len(raw) != PARAMS_BYTES:
-        raise ValueError(f"a segment_k launch struct is {PARAMS_BYTES} bytes, not {len(raw)}")
-    return {name: struct.unpack_from("<i", raw, 4 * at)[0] for name, at in WORDS.items()}
 
 
 def kernel_m_is_torch_rows(layout: str) -> bool:
@@ -86,6 +76,8 @@ class SegmentKLaunch:
     segments: int
     swizzle_log: int
     raster_along_m: bool
+    m_is_rows: bool = True
+    """The kernel's m is torch's M (``tn``, ``nt`` kernels; :func:`kernel_m_is_torch_rows`); else torch's N."""
 
     @property
     def tiles(self) -> tuple[int, int]:
@@ -156,3 +148,134 @@ def reduction_tree(leaves: Sequence[int] | int) -> Tree:
     while 2 * p < len(seq):
         p *= 2
     return reduction_tree(seq[:len(seq) - p]), reduction_tree(seq[len(seq) - p:])
+
+
+# ------------------------------------------------------------------ a recorded launch as plan data
+def launch_of_words(words: dict[str, Any], kernel: str) -> SegmentKLaunch | str:
+    """The launch of a recording's ``segment_k_launch`` words (:data:`tcsmt.hwcheck.segment_k_launch.KEPT`, grid and
+    cluster) on kernel ``kernel`` (its name gives the layout and tile), or why the words do not make one (a kernel
+    name without its tile, a cluster or word that disagrees with the rule of the module docstring)."""
+    form = KERNEL_FORM.search(kernel)
+    if form is None:
+        return f"no layout and tile in the kernel name {kernel[:80]}"
+    try:
+        grid, cluster = [int(x) for x in words["grid"]], words.get("cluster")
+        la = SegmentKLaunch(m=int(words["m"]), n=int(words["n"]), k=int(words["k"]), tile_m=int(form.group(2)),
+                            tile_n=int(form.group(3)), grid_x=grid[0], grid_y=grid[1],
+                            cluster_x=int(words["cluster_cols"]), segments=int(words["segments"]),
+                            swizzle_log=int(words["swizzle_log"]), raster_along_m=int(words["raster_along_m"]) == 1,
+                            m_is_rows=kernel_m_is_torch_rows(form.group(1)))
+        split_word = int(words["split_tiles"])
+        counted = (int(words["cluster_tile_rows"]), int(words["cluster_tile_cols"]))
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        return f"launch words incomplete ({type(exc).__name__}: {exc})"
+    if min(la.m, la.n, la.k, la.tile_m, la.tile_n, la.grid_x, la.grid_y, la.cluster_x, la.segments) < 1 or \
+            la.grid_x % la.cluster_x or not 0 <= la.swizzle_log <= 16 or int(words["raster_along_m"]) not in (0, 1):
+        return "launch words out of range"
+    if cluster is not None and [int(x) for x in cluster] != [la.cluster_x, la.grid_y, 1]:
+        return f"cluster {cluster} is not (word 10, grid y, 1) = ({la.cluster_x}, {la.grid_y}, 1)"
+    rows, cols = la.cluster_tiles
+    split = rows * cols % (la.grid_x // la.cluster_x)
+    if counted != (rows, cols) or split_word != split * la.grid_y * la.cluster_x or (split == 0) != (la.segments == 1):
+        return (f"launch words disagree with the rule: cluster tiles {counted} (rule {(rows, cols)}), split tiles "
+                f"{split_word} (rule {split * la.grid_y * la.cluster_x}), S = {la.segments}")
+    return la
+
+
+def launch_entry(la: SegmentKLaunch) -> dict[str, Any]:
+    """A plan entry's ``segment_k`` field (JSON): the launch as :func:`launch_from_entry` reads it."""
+    return {"mnk": [la.m, la.n, la.k], "tile": [la.tile_m, la.tile_n], "grid": [la.grid_x, la.grid_y],
+            "cluster_x": la.cluster_x, "segments": la.segments, "swizzle_log": la.swizzle_log,
+            "raster_along_m": la.raster_along_m, "m_is_rows": la.m_is_rows}
+
+
+def launch_from_entry(d: dict[str, Any]) -> SegmentKLaunch:
+    """The launch of a plan entry's ``segment_k`` field (:func:`launch_entry`); ValueError where it is malformed."""
+    try:
+        (m, n, k), (tm, tn), (gx, gy) = d["mnk"], d["tile"], d["grid"]
+        return SegmentKLaunch(m=int(m), n=int(n), k=int(k), tile_m=int(tm), tile_n=int(tn), grid_x=int(gx),
+                              grid_y=int(gy), cluster_x=int(d["cluster_x"]), segments=int(d["segments"]),
+                              swizzle_log=int(d["swizzle_log"]), raster_along_m=bool(d["raster_along_m"]),
+                              m_is_rows=bool(d["m_is_rows"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"segment_k needs mnk, tile, grid, cluster_x, segments, swizzle_log, raster_along_m and "
+                         f"m_is_rows ({type(exc).__name__}: {exc})") from None
+
+
+def launch_problem(la: SegmentKLaunch, M: int, N: int, K: int) -> str:
+    """'' where the launch's problem is torch's M x N x K (the kernel's m is M or N by its layout), else why not."""
+    want = ((M, N) if la.m_is_rows else (N, M)) + (K,)
+    if (la.m, la.n, la.k) != want:
+        return (f"the launch's problem {la.m}x{la.n}x{la.k} is not the call's ({'M, N' if la.m_is_rows else 'N, M'}, "
+                f"K = {want[0]}, {want[1]}, {want[2]})")
+    return ""
+
+
+_SPLIT: dict[SegmentKLaunch, np.ndarray] = {}
+
+
+def split_table(la: SegmentKLaunch) -> np.ndarray:
+    """bool (tiles along m, tiles along n): whether each output tile is split (:func:`split_tiles`), cached."""
+    got = _SPLIT.get(la)
+    if got is None:
+        got = np.zeros(la.tiles, dtype=bool)
+        for i, j in split_tiles(la):
+            got[i, j] = True
+        if len(_SPLIT) >= 256:
+            _SPLIT.clear()
+        _SPLIT[la] = got
+    return got
+
+
+def split_outputs(la: SegmentKLaunch, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """bool, broadcast of ``rows`` and ``cols`` (torch's output indices): whether output (i, j) lies in a split tile
+    (the kernel's m is torch's rows or columns by its layout)."""
+    rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+    along_m, along_n = (rows, cols) if la.m_is_rows else (cols, rows)
+    return split_table(la)[along_m // la.tile_m, along_n // la.tile_n]
+
+
+def describe_launch(la: SegmentKLaunch) -> list[str]:
+    """Lines for a plan's account: which tiles are split, in torch's outputs, and the segments."""
+    ta, tb = la.tiles
+    split = sorted(split_tiles(la))
+    what = f"S = {la.segments}, {len(split)} of {ta * tb} output tiles split" if split else "no tile split"
+    lines = [f"  segment-K: kernel problem {la.m}x{la.n}x{la.k} in {la.tile_m}x{la.tile_n} tiles ({ta}x{tb}), "
+             f"grid {la.grid_x}x{la.grid_y}, cluster {la.cluster_x}x{la.grid_y}, swizzle 2^{la.swizzle_log} along "
+             f"{'m' if la.raster_along_m else 'n'}; {what}"]
+    if not split:
+        return [*lines, "             every output: one K-chain over the whole K"]
+    rows, cols = ("rows", "cols") if la.m_is_rows else ("cols", "rows")
+    by_i: dict[int, list[int]] = {}
+    for i, j in split:
+        by_i.setdefault(i, []).append(j)
+    shown = []
+    for i, js in sorted(by_i.items()):
+        runs, start = [], js[0]
+        for a, b in zip(js, [*js[1:], -1]):  # runs of consecutive tile columns
+            if b != a + 1:
+                runs.append((start, a))
+                start = b
+        span = ", ".join(f"{la.tile_n * s}..{min(la.n, la.tile_n * (e + 1)) - 1}" for s, e in runs)
+        shown.append(f"{rows} {la.tile_m * i}..{min(la.m, la.tile_m * (i + 1)) - 1} x {cols} {span}")
+    more = f"; ... ({len(shown) - 8} more tile rows)" if len(shown) > 8 else ""
+    ends = segment_ends(la.k, la.segments)
+    return [*lines, f"             split outputs (torch {rows} x {cols}): {'; '.join(shown[:8])}{more}",
+            f"             each split output: {la.segments} K-chains from +0 over k [0, {ends[0]})"
+            + "".join(f", [{a}, {b})" for a, b in itertools.pairwise(ends))
+            + f"; partials joined in fp32 (each sum RN32) as {reduction_tree(la.segments)}",
+            "             other outputs: one K-chain over the whole K"]
+
+
+def launch_facts(la: SegmentKLaunch) -> dict[str, Any]:
+    """The launch as plain data (``tcsmt explain --json``): S, the segments' ends, the join, and each split tile as
+    torch's output ranges [row_lo, row_hi) x [col_lo, col_hi)."""
+    boxes = []
+    for i, j in sorted(split_tiles(la)):
+        m0, m1 = la.tile_m * i, min(la.m, la.tile_m * (i + 1))
+        n0, n1 = la.tile_n * j, min(la.n, la.tile_n * (j + 1))
+        boxes.append([m0, m1, n0, n1] if la.m_is_rows else [n0, n1, m0, m1])
+    return {"segments": la.segments, "segment_ends": segment_ends(la.k, la.segments) if boxes else [la.k],
+            "join": str(reduction_tree(la.segments)), "tile": [la.tile_m, la.tile_n], "kernel_m_is_torch_rows":
+            la.m_is_rows, "grid": [la.grid_x, la.grid_y], "cluster_x": la.cluster_x, "swizzle_log": la.swizzle_log,
+            "raster_along_m": la.raster_along_m, "split_outputs": boxes}

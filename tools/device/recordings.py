@@ -27,8 +27,9 @@ import re
 import sys
 
 PLAN_FIELDS = ["kernels", "blocks", "clusters", "grid_z", "other_nodes", "split_k", "reduction_scheme", "lt",
-               "torch_error", "capture_error", "gemv_dealing"]
-"""A plan's fields (a file's own ``plan_fields``; files recorded before 2026-11-27 (night) lack ``gemv_dealing``)."""
+               "torch_error", "capture_error", "gemv_dealing", "segment_k_launch"]
+"""A plan's fields (a file's own ``plan_fields``; files recorded before 2026-11-27 (night) lack ``gemv_dealing``,
+before 2026-11-27 (late night) ``segment_k_launch``)."""
 FORMAT = "tcsmt cuBLAS plan recordings, v1 (columnar)"
 
 
