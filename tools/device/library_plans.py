@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import gzip
 import json
 import math
 import os
@@ -894,7 +895,7 @@ def reduce_probe2(torch, call, starts, rng, rounds=4, keep_raw=0):
 
 def run_reduce2(torch, probes_path, only=None):
     """reduce_probe2 on every clean probe of an earlier run (its slice starts)."""
-    with open(probes_path) as f:
+    with (gzip.open if probes_path.endswith(".gz") else open)(probes_path, "rt") as f:
         probes = json.load(f)["probes"]
     rng = np.random.default_rng(2027)
     res: list = []

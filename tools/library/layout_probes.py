@@ -44,7 +44,7 @@ from tools.library.layout_judge import alternative_starts, dump, group_of, rule_
 REPO = Path(__file__).resolve().parents[2]
 RECORDINGS = REPO / "evidence" / "library" / "recordings"
 PLANS = REPO / "evidence" / "h100_cublas_plans.json.gz"
-GRID_PROBES = {"h100": [REPO / "evidence" / "h100_library_probes.json"],
+GRID_PROBES = {"h100": [REPO / "evidence" / "h100_library_probes.json.gz"],
                "h200": [REPO / "evidence" / "h200_library_confirm_probes.json"]}
 OPS = ("mm", "linear", "addmm")
 """Ops the probe runs (``library_calls.call_torch``); ``matmul`` / ``bmm`` calls are not picked."""
@@ -231,7 +231,7 @@ def grid_tags(gpu: str, families: dict[str, Any]) -> set[tuple[str, str]]:
     """The variants the committed grid probes of a GPU covered (their kernels and traced scheme)."""
     seen = set()
     for path in GRID_PROBES[gpu]:
-        for p in json.loads(path.read_text())["probes"]:
+        for p in read_json(path, "probe file")["probes"]:
             scheme = [m.group(1) for a in p.get("lt_algo") or [] for m in [re.search(r"reductionScheme=(\w+)", a)] if m]
             fam = family_of({"kernels": p.get("kernels") or [], "reduction_scheme": scheme[0] if scheme else None},
                             families, path.name)

@@ -6,7 +6,7 @@ DEVICE_OUT_DIR holds what ``tools/device/library_plans.py --out`` wrote (``h100_
 ``probes.json``, ``h100_library_validation.json``).  This script adds nothing measured: it drops the
 profiler's parameter lists from kernel names (``void f<T>(Params)`` -> ``f<T>``), moves cuBLASLt's algorithm
 strings into one table, summarises the slice and reduction probes per kernel family (``families``), and
-writes ``h100_cublas_plans.json.gz`` (gzipped JSON), ``h100_library_probes.json`` and
+writes ``h100_cublas_plans.json.gz`` (gzipped JSON), ``h100_library_probes.json.gz`` (gzipped) and
 ``h100_library_validation.json`` (``--prefix h200``: ``h200_...``; the device script names its files ``h100_...``
 whatever the GPU; the GPU is in the files).
 A run without probes (no ``probes.json``) gets no probe file and an empty ``families``.
@@ -325,7 +325,7 @@ def _build(args: SimpleNamespace) -> None:
             e["group_patterns"] = p.get("group_patterns")
         small.append(e)
     if small:
-        with open(os.path.join(args.results, f"{args.prefix}_library_probes.json"), "w") as f:
+        with gzip.open(os.path.join(args.results, f"{args.prefix}_library_probes.json.gz"), "wt") as f:
             json.dump({"gpu": plans["gpu"], "torch": plans["torch"], "cublaslt": plans["cublaslt"],
                        "what": ("slice and reduction probes of split-K calls (tools/device/library_plans.py: "
                                 "slice_probe, reduce_probe); group_patterns per 16 k positions: L = weight lost "
