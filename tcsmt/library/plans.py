@@ -61,7 +61,7 @@ from tcsmt.arith.registry import models_dir, resolve
 from tcsmt.arith.semantics import REDUCTIONS
 from tcsmt.errors import TcsmtError
 from tcsmt.io.limits import LIBRARY_DIM, SPLIT_K
-from tcsmt.library.segment_k import SegmentKLaunch, describe_launch, launch_from_entry
+from tcsmt.library.segment_k import SegmentKLaunch, describe_launch, for_call, launch_from_entry
 
 OPS = ("mm", "addmm", "linear", "bmm", "scaled_mm")
 TORCH_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32",
@@ -359,6 +359,8 @@ def _chain_inputs(dtype: str, tf32: bool) -> tuple[str, ...]:
 
 
 def _check_plan(p: Plan, where: str) -> Plan:
+    if p.segment_k is not None:  # a catalog entry's launch names no problem: the call's (segment_k.for_call)
+        p = dataclasses.replace(p, segment_k=for_call(p.segment_k, p.call.M, p.call.N, p.call.K))
     problems = [
         (p.call.op in OPS, f"op must be one of {OPS}"),
         (1 <= p.split_k <= SPLIT_K, f"split_k must be 1..{SPLIT_K:,} (its limit)"),

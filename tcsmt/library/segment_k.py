@@ -38,6 +38,7 @@ found: e.g. ``mm 8896x64xK`` takes S = 2, 2, 4, 8, 8, 15, 15, 15 at I = 39 .. 13
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Sequence
@@ -183,22 +184,36 @@ def launch_of_words(words: dict[str, Any], kernel: str) -> SegmentKLaunch | str:
 
 
 def launch_entry(la: SegmentKLaunch) -> dict[str, Any]:
-    """A plan entry's ``segment_k`` field (JSON): the launch as :func:`launch_from_entry` reads it."""
-    return {"mnk": [la.m, la.n, la.k], "tile": [la.tile_m, la.tile_n], "grid": [la.grid_x, la.grid_y],
-            "cluster_x": la.cluster_x, "segments": la.segments, "swizzle_log": la.swizzle_log,
-            "raster_along_m": la.raster_along_m, "m_is_rows": la.m_is_rows}
+    """A plan entry's ``segment_k`` field (JSON): the launch as :func:`launch_from_entry` reads it, less its problem
+    (the call's own M x N x K, checked against the recorded words when the entry was made, :func:`launch_problem`):
+    so the calls of a run of token counts that share the host's choices share one entry (a catalog stores a run of
+    equal entries once)."""
+    return {"tile": [la.tile_m, la.tile_n], "grid": [la.grid_x, la.grid_y], "cluster_x": la.cluster_x,
+            "segments": la.segments, "swizzle_log": la.swizzle_log, "raster_along_m": la.raster_along_m,
+            "m_is_rows": la.m_is_rows}
+
+
+def for_call(la: SegmentKLaunch, M: int, N: int, K: int) -> SegmentKLaunch:
+    """The launch with its problem taken from the call (the kernel's m is M or N by its layout) where its entry did
+    not store one (m = 0); a launch that names its problem is returned as it is (and checked against the call by
+    :func:`launch_problem` where it is evaluated)."""
+    if la.m:
+        return la
+    m, n = (M, N) if la.m_is_rows else (N, M)
+    return dataclasses.replace(la, m=m, n=n, k=K)
 
 
 def launch_from_entry(d: dict[str, Any]) -> SegmentKLaunch:
-    """The launch of a plan entry's ``segment_k`` field (:func:`launch_entry`); ValueError where it is malformed."""
+    """The launch of a plan entry's ``segment_k`` field (:func:`launch_entry`; ``mnk`` optional: absent, the problem
+    is the call's, :func:`for_call`); ValueError where it is malformed."""
     try:
-        (m, n, k), (tm, tn), (gx, gy) = d["mnk"], d["tile"], d["grid"]
+        (m, n, k), (tm, tn), (gx, gy) = d.get("mnk", (0, 0, 0)), d["tile"], d["grid"]
         return SegmentKLaunch(m=int(m), n=int(n), k=int(k), tile_m=int(tm), tile_n=int(tn), grid_x=int(gx),
                               grid_y=int(gy), cluster_x=int(d["cluster_x"]), segments=int(d["segments"]),
                               swizzle_log=int(d["swizzle_log"]), raster_along_m=bool(d["raster_along_m"]),
                               m_is_rows=bool(d["m_is_rows"]))
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"segment_k needs mnk, tile, grid, cluster_x, segments, swizzle_log, raster_along_m and "
+        raise ValueError(f"segment_k needs tile, grid, cluster_x, segments, swizzle_log, raster_along_m and "
                          f"m_is_rows ({type(exc).__name__}: {exc})") from None
 
 

@@ -1,11 +1,15 @@
-"""Cut a small subset out of a plan recording (tasks by id, token counts up to a bound), for test fixtures.
+"""Cut a small subset out of a plan recording (tasks by id, token counts up to a bound), for test fixtures; or a
+recording without the tasks of one dtype (recorded again elsewhere).
 
     python -m tools.library.recording_subset REC.json.gz --task ID [--task ID ...] --max-t T -o OUT.json.gz
+    python -m tools.library.recording_subset REC.json.gz --without-dtype DTYPE -o OUT.json.gz
 
 The subset keeps the recording's header (device, setting, method), the chosen tasks' runs of token counts that
 end at or below ``T`` (their ``ms`` becomes ``1-T``), and only the kernel names, trace summaries, errors and plans
 they use, re-interned; it says what it was cut from (``subset_of``: file, sha256, tasks, bound).  The plans are
 copied, never changed: a catalog built from the subset answers each kept call as one built from the whole does.
+``--without-dtype`` keeps every other task whole (all its token counts) and the whole header, and says which tasks
+it left out (``subset_of``).
 """
 from __future__ import annotations
 
@@ -25,7 +29,8 @@ from tcsmt.library.catalog_build import read_recording, token_counts
 KEEP_HEADER = ("format", "name", "setting", "method", "method_text", "fields", "plan_fields", "device")
 
 
-def subset(rec: dict[str, Any], task_ids: list[int], max_t: int) -> dict[str, Any]:
+def subset(rec: dict[str, Any], task_ids: list[int], max_t: int | None) -> dict[str, Any]:
+    """The recording's tasks ``task_ids`` (their runs ending at or below ``max_t``; None: whole, header kept)."""
     by_id = {int(t["id"]): t for t in rec["tasks"]}
     missing = [i for i in task_ids if i not in by_id]
     if missing:
@@ -49,6 +54,10 @@ def subset(rec: dict[str, Any], task_ids: list[int], max_t: int) -> dict[str, An
         p[9] = None if p[9] is None else intern("errors", tables["errors"][p[9]])
         return intern("plans", p)
 
+    if max_t is None:  # whole tasks: every run kept, the plans re-interned
+        tasks = [{**by_id[i], "runs": {**by_id[i]["runs"], "plan": [plan(int(x)) for x in by_id[i]["runs"]["plan"]]}}
+                 for i in task_ids]
+        return {**{k: v for k, v in rec.items() if k not in ("tables", "tasks")}, "tables": new, "tasks": tasks}
     tasks = []
     for i in task_ids:
         t = by_id[i]
@@ -74,19 +83,30 @@ def subset(rec: dict[str, Any], task_ids: list[int], max_t: int) -> dict[str, An
 
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 @click.argument("recording", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--task", "tasks", type=int, multiple=True, required=True, help="a task id to keep; repeatable")
-@click.option("--max-t", type=int, required=True, help="keep the runs that end at or below this token count")
+@click.option("--task", "tasks", type=int, multiple=True, help="a task id to keep; repeatable")
+@click.option("--max-t", type=int, help="keep the runs that end at or below this token count")
+@click.option("--without-dtype", help="keep every task but those of this dtype (the list's name: tf32, bf16, ...)")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @click.option("--force", is_flag=True)
-def recording_subset_cmd(recording: Path, tasks: tuple[int, ...], max_t: int, out: Path, force: bool) -> int:
+def recording_subset_cmd(recording: Path, tasks: tuple[int, ...], max_t: int | None, without_dtype: str | None,
+                         out: Path, force: bool) -> int:
     if out.exists() and not force:
         raise TcsmtError(f"{out} exists (pass --force to replace it)")
+    if (without_dtype is None) == (not tasks or max_t is None):
+        raise TcsmtError("give --task and --max-t, or --without-dtype alone")
     rec = read_recording(recording)
-    res = subset(rec, list(tasks), max_t)
-    res["subset_of"] = {"file": recording.name, "sha256": hashlib.sha256(recording.read_bytes()).hexdigest(),
-                        "tasks": list(tasks), "max_t": max_t,
-                        "command": f"python -m tools.library.recording_subset {recording.name} "
-                                   + " ".join(f"--task {t}" for t in tasks) + f" --max-t {max_t}"}
+    sha = hashlib.sha256(recording.read_bytes()).hexdigest()
+    if without_dtype is not None:
+        left = [int(t["id"]) for t in rec["tasks"] if t.get("dtype") == without_dtype]
+        res = subset(rec, [int(t["id"]) for t in rec["tasks"] if t.get("dtype") != without_dtype], None)
+        res["subset_of"] = {"file": recording.name, "sha256": sha, "without_dtype": without_dtype,
+                            "tasks_left_out": left, "command": f"python -m tools.library.recording_subset "
+                                                              f"{recording.name} --without-dtype {without_dtype}"}
+    else:
+        res = subset(rec, list(tasks), max_t)
+        res["subset_of"] = {"file": recording.name, "sha256": sha, "tasks": list(tasks), "max_t": max_t,
+                            "command": f"python -m tools.library.recording_subset {recording.name} "
+                                       + " ".join(f"--task {t}" for t in tasks) + f" --max-t {max_t}"}
     with gzip.GzipFile(out, "wb", mtime=0) as f:
         f.write(json.dumps(res, separators=(",", ":")).encode())
     rows = sum(len(t["runs"]["plan"]) for t in res["tasks"])
