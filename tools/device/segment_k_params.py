@@ -37,6 +37,18 @@ FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias
           "fast_accum", "a_t", "b_t")
 
 
+def capture_call(torch, stream, vc, t):
+    """(graph, output) of the call ``vc`` on tensors ``t`` captured on ``stream``, not run (kept for reading)."""
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.stream(stream):
+        g.capture_begin(capture_error_mode="thread_local")
+        try:
+            out = call_torch(torch, vc, t)
+        finally:
+            g.capture_end()
+    return g, out
+
+
 def param_bytes(gr, node):
     """[(offset, size, hex)] of a kernel node's parameters."""
     p = KernelParams()
@@ -76,13 +88,7 @@ def capture(torch, gr, stream, spec, names, dev):
     del inputs
     call_torch(torch, vc, t)  # warm: cuBLAS handle, workspace
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph(keep_graph=True)
-    with torch.cuda.stream(stream):
-        g.capture_begin(capture_error_mode="thread_local")
-        try:
-            out = call_torch(torch, vc, t)
-        finally:
-            g.capture_end()
+    g, out = capture_call(torch, stream, vc, t)
     nodes, chain = read_graph(gr, g, names)
     ptrs = {k: int(v.data_ptr()) for k, v in t.items()}
     ptrs["out"] = int(out.data_ptr())

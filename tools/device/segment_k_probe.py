@@ -46,7 +46,9 @@ def probe_a(M: int, K: int) -> np.ndarray:
     return a.view(np.uint32)
 
 
-def main() -> int:
+def run_probes(make_a, what: str, default_seconds: float) -> int:
+    """Probe each call of the list ``sys.argv[1]`` with A = ``make_a(M, K)`` (fp32 bit patterns) and B all ones, until
+    ``sys.argv[3]`` (default ``default_seconds``) seconds have passed; write ``sys.argv[2]`` (module docstring)."""
     import torch
 
     from tcsmt.hwcheck.library_calls import build_tensors, call_torch
@@ -54,7 +56,7 @@ def main() -> int:
     from tcsmt.library.lookup import parse_record_spec
 
     items = json.load(open(sys.argv[1]))["calls"]
-    budget = float(sys.argv[3]) if len(sys.argv) > 3 else 300.0
+    budget = float(sys.argv[3]) if len(sys.argv) > 3 else default_seconds
     t0 = time.time()
     done, failed, not_run = [], [], []
     for n, item in enumerate(items):
@@ -65,7 +67,7 @@ def main() -> int:
         vc = {k: getattr(call, k) for k in ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias",
                                             "alpha", "beta", "tf32", "scale", "fast_accum", "a_t", "b_t")}
         try:
-            inputs = {"A": probe_a(call.M, call.K), "B": np.full((call.K, call.N), 0x3F800000, dtype=np.uint32)}
+            inputs = {"A": make_a(call.M, call.K), "B": np.full((call.K, call.N), 0x3F800000, dtype=np.uint32)}
             t = build_tensors(torch, vc, inputs, "cuda")
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 out = call_torch(torch, vc, t)
@@ -80,13 +82,17 @@ def main() -> int:
             torch.cuda.empty_cache()
         except Exception as exc:  # a device host tool: every failure is recorded, the run goes on
             failed.append({"spec": item["spec"], "error": f"{type(exc).__name__}: {exc}"[:300]})
-    doc = {"what": "segment-K swamping probes (tools/device/segment_k_probe.py)", "command": " ".join(sys.argv),
+    doc = {"what": what, "command": " ".join(sys.argv),
            "stamp": running_stamp(torch), "seconds": float(f"{time.time() - t0:.1f}"), "calls": done, "failed": failed,
            "not_run": not_run}
     with gzip.open(sys.argv[2], "wt") as f:
         json.dump(doc, f)
     print(f"{len(done)} probed, {len(failed)} failed, {len(not_run)} not run -> {sys.argv[2]}")
     return 0
+
+
+def main() -> int:
+    return run_probes(probe_a, "segment-K swamping probes (tools/device/segment_k_probe.py)", 300.0)
 
 
 if __name__ == "__main__":

@@ -50,16 +50,13 @@ def split_positions(launch, M: int, N: int, seed: int, n: int) -> list[tuple[int
 
 def captured_launch(torch, gr, stream, vc, t):
     """The ``segment_k_launch`` words of each kernel of the call captured (not run) on tensors ``t``."""
-    from tcsmt.hwcheck.library_calls import call_torch
     from tcsmt.hwcheck.plan_capture import graph_handle
+    try:
+        from tools.device.segment_k_params import capture_call
+    except ImportError:  # run as a script: its sibling
+        from segment_k_params import capture_call
 
-    g = torch.cuda.CUDAGraph(keep_graph=True)
-    with torch.cuda.stream(stream):
-        g.capture_begin(capture_error_mode="thread_local")
-        try:
-            out = call_torch(torch, vc, t)
-        finally:
-            g.capture_end()
+    g, out = capture_call(torch, stream, vc, t)
     del out
     nodes, _chain = gr.ordered_nodes(graph_handle(g.raw_cuda_graph()))
     got = [gr.kernel(nd) for nd in nodes if gr.node_type(nd) == 0]
