@@ -30,7 +30,6 @@ from tools.device.segment_k_tree_probe import probe_a as tree_probe_a
 from tools.library.segment_k_replay import plans_of_recording, recording_of_launch, replay_file
 
 LIB = Path(__file__).resolve().parents[1] / "evidence" / "library"
-SAMPLES = LIB / "h100_segment_k_samples.json.gz"
 FIELDS = ("op", "M", "N", "K", "batch", "a_dtype", "b_dtype", "out_dtype", "bias", "alpha", "beta", "tf32", "scale",
           "fast_accum", "a_t", "b_t")
 TF32_ENTRY = {"op": "mm", "a_dtype": "float32", "out_dtype": "float32", "tf32": True, "split_k": 1, "epilogue": [],
@@ -150,16 +149,19 @@ def test_the_plans_give_the_probes_outputs(probes, spec, params):
     np.testing.assert_array_equal(got, _kept(item)[rows], err_msg=spec)
 
 
-def test_the_gpu_samples_replay_bit_for_bit():
+@pytest.mark.parametrize("gpu", ["h100", pytest.param("h200", marks=pytest.mark.slow)])  # CI time: the H100's
+def test_the_gpu_samples_replay_bit_for_bit(gpu):
     """The GPU check: 61 tf32 calls recorded with their launch words and run on seeded random inputs (normal, wide,
-    cancel) on the H100; the 50 that ran ``segment_k_on`` kernels (S = 2 to 15) gave 12,656 sampled outputs, 10,335
-    of them in split tiles, and the 11 ``linear`` calls with a bias ran ``segment_k_off`` (1,056 outputs): replayed
-    here for the calls of every S seen, the smallest of each (the whole file:
-    ``python -m tools.library.segment_k_replay``, every output bit-exact)."""
-    with gzip.open(SAMPLES, "rt") as f:
+    cancel) on each GPU; the 50 that ran ``segment_k_on`` kernels (S = 2 to 15) gave 12,656 sampled outputs (10,335 of
+    them in split tiles on the H100, 10,346 on the H200), and the 11 ``linear`` calls with a bias ran
+    ``segment_k_off`` (1,056 outputs): replayed here for the calls of every S seen, the smallest of each (the whole
+    file: ``python -m tools.library.segment_k_replay``, every output bit-exact,
+    ``evidence/library/h200_segment_k_samples.json``)."""
+    samples = LIB / f"{gpu}_segment_k_samples.json.gz"
+    with gzip.open(samples, "rt") as f:
         doc = json.load(f)
     assert len(doc["calls"]) == 61 and not doc["failed"] and not doc["not_run"]
-    plans = plans_of_recording(doc["recording"])
+    plans = plans_of_recording(doc["recording"], gpu)
     on = {}
     for item in doc["calls"]:
         plan = plans[item["index"]][1]
@@ -171,6 +173,6 @@ def test_the_gpu_samples_replay_bit_for_bit():
             if S not in on or size < on[S][0]:
                 on[S] = (size, item["spec"])
     assert sorted(on) == [2, 3, 4, 5, 11, 14, 15]
-    rows = replay_file(SAMPLES, only={s for _, s in on.values()})
+    rows = replay_file(samples, gpu, only={s for _, s in on.values()})
     assert all(r["differing"] == 0 and r["in_split_tiles"] > 0 and r["same_kernels"] and r["same_launch_words"]
                for r in rows), rows
