@@ -92,7 +92,8 @@ def _one_per(calls: list[dict], kind, small) -> list[dict]:
     return list(seen.values())
 
 
-@pytest.mark.parametrize("c", _picked(), ids=lambda c: f"{GPU_OF[c['gpu']]}-{c['M']}x{c['N']}x{c['K']}-a{c['alpha']}"
+@pytest.mark.parametrize("c", [pytest.param(c, marks=[pytest.mark.slow] if GPU_OF[c["gpu"]] == "h200" else [])
+                               for c in _picked()], ids=lambda c: f"{GPU_OF[c['gpu']]}-{c['M']}x{c['N']}x{c['K']}-a{c['alpha']}"
                          f"-b{c['beta']}-{'bias' if c['bias'] else 'C'}")
 def test_sampled_gpu_outputs_replay_under_the_shipped_catalogs(c):
     """Every picked call is answered (its shape is one of the layers ``epilogues:bf16,fp16:all`` recorded) and gives the
