@@ -1090,6 +1090,24 @@ METHOD_TEXT = {
 
 
 # ------------------------------------------------------------------------------------------------ autograd check
+def rerun_ids(path):
+    """The task ids of a recording to record again: tasks not done or failed, and tasks with a call whose plan says the
+    recorder ran out of device memory (a worker's failure beside others, not torch's answer)."""
+    with gzip.open(path, "rt") as f:
+        rec = json.load(f)
+    ids = {int(x) for x in rec.get("not_done") or []} | {int(x) for x in rec.get("failed") or {}}
+    pf, tables = rec["plan_fields"], rec["tables"]
+    errs = [pf.index("torch_error"), pf.index("capture_error")]
+    oom = {i for i, p in enumerate(tables["plans"])
+           if any(p[e] is not None and "OutOfMemory" in str(tables["errors"][p[e]]) for e in errs)}
+    for t in rec["tasks"]:
+        at = 1 if t.get("kind") == "list" else 2  # a raw row's plan (list_row, mrange_row); compacted: runs' column
+        plans = t["runs"]["plan"] if "runs" in t else [r[at] for r in t.get("rows", [])]
+        if any(int(x) in oom for x in plans):
+            ids.add(int(t["id"]))
+    return sorted(ids)
+
+
 def autograd_check(args):
     """Which aten ops (and operand strides) autograd issues for nn.Linear, forward and backward, 2-D and 3-D
     input, with and without bias (TorchDispatchMode around the real forward + backward)."""
@@ -1181,6 +1199,8 @@ def main():
     w.add_argument("--batch", type=int, default=256)
     w.add_argument("--deadline-at", type=float, required=True)
     w.add_argument("--compare-exec", action="store_true")
+    ri = sub.add_parser("rerun-ids", help="task ids of a recording to record again (comma list)")
+    ri.add_argument("recording")
     a = sub.add_parser("autograd")
     a.add_argument("--out", required=True)
     ls = sub.add_parser("lists")
@@ -1190,6 +1210,8 @@ def main():
         run(args)
     elif args.cmd == "worker":
         worker(args)
+    elif args.cmd == "rerun-ids":
+        print(",".join(map(str, rerun_ids(args.recording))))
     elif args.cmd == "autograd":
         autograd_check(args)
     elif args.cmd == "lists":

@@ -18,11 +18,11 @@ LAYERS=layers:tf32:fwd,dgrad,wgrad:1-1024+8x
 if [ -z "$RERUN_ONLY" ]; then
   $R --name ${G}_layers_tf32_launch --deadline 150 --grace 20 --list $LAYERS 2>&1 | tail -3
   $R --name ${G}_random_launch --deadline 90 --grace 20 --list random:11:8192 2>&1 | tail -3
-  RERUN_ONLY=$(python3 -c "import gzip, json; r = json.load(gzip.open('/tmp/rec/${G}_layers_tf32_launch.json.gz', 'rt'));
-print(','.join(map(str, sorted({int(x) for x in r.get('not_done') or []} | {int(x) for x in r.get('failed') or {}}))))")
+  RERUN_ONLY=$(python3 $D/record_plans.py rerun-ids /tmp/rec/${G}_layers_tf32_launch.json.gz)
   NAMES="layers_tf32_launch random_launch"
 fi
-# the heavy layers' tasks that ran out of device memory beside 13 other workers (or did not start): again, 4 at a time
+# the heavy layers' tasks that ran out of device memory beside 13 other workers (whole, or in some calls) or did not
+# start: again, 4 at a time
 if [ -n "$RERUN_ONLY" ]; then
   python3 $D/record_plans.py run --out /tmp/rec --workers 4 --heavy-slots 1 --name ${G}_layers_tf32_launch_rerun \
     --deadline 300 --grace 30 --list $LAYERS --only-tasks $RERUN_ONLY 2>&1 | tail -3
