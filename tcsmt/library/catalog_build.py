@@ -238,12 +238,21 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
             "left_out": json.dumps(skipped, sort_keys=True), "key_format": KEY_FORMAT,
             PLAN_DICT: base64.b64encode(zdict).decode()}
     db.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
+    prune_unreferenced(db)
     db.commit()
     db.execute("VACUUM")
     db.close()
     tmp.replace(out)
     return {"runs": len(runs), "plans": len(plan_ids), "families": len(family_ids), "calls": calls,
             "left_out": sum(skipped.values())}
+
+
+def prune_unreferenced(db: sqlite3.Connection) -> int:
+    """Delete the plans no run names (an entry a later recording replaced: a call the recorder could not make, whose
+    refusal text differs call by call, recorded again); returns how many.  The preset dictionary is kept (it was made
+    from every entry and still decompresses the rest)."""
+    cur = db.execute("DELETE FROM plans WHERE id NOT IN (SELECT DISTINCT plan FROM runs)")
+    return int(cur.rowcount)
 
 
 def recording_gpu(recordings: Sequence[tuple[str, dict[str, Any]]]) -> str:
