@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import REPO, round_fraction
+from conftest import REPO, evidence_json, round_fraction
 
 from tcsmt import TcsmtError, resolve
 from tcsmt.sim.simulator import simulate_params  # the numpy semantics: the reference
@@ -568,14 +568,14 @@ def test_torch_facade_without_torch_is_a_one_line_error(monkeypatch):
 
 
 def _replay_h100_validation(picked: list[int] | None, tmp_path) -> tuple[list[int], list]:
-    """(the calls replayed, their replays): the calls ``picked`` of evidence/h100_library_validation.json (all
+    """(the calls replayed, their replays): the calls ``picked`` of evidence/h100_library_validation.json.gz (all
     where None), through :func:`replay_file` on a validation file holding those calls, first 4 samples each."""
     library_calls = pytest.importorskip("tcsmt.hwcheck.library_calls")
-    path = REPO / "evidence" / "h100_library_validation.json"
+    path = REPO / "evidence" / "h100_library_validation.json.gz"
     if picked is None:
-        return list(range(len(json.loads(path.read_text())["calls"]))), replay_file(path, library_calls.make_inputs,
+        return list(range(len(evidence_json("h100_library_validation.json.gz")["calls"]))), replay_file(path, library_calls.make_inputs,
                                                                                      max_samples=4)
-    doc = json.loads(path.read_text())
+    doc = evidence_json("h100_library_validation.json.gz")
     sub = tmp_path / "h100_library_validation_sample.json"
     sub.write_text(json.dumps({**doc, "calls": [doc["calls"][n] for n in picked]}))
     return picked, replay_file(sub, library_calls.make_inputs, max_samples=4)
@@ -594,7 +594,7 @@ def _check_h100_replay(picked: list[int], results: list) -> None:
     findings = {f["call"]: f for f in summary["findings"]}
     bad = [(n, r.label, r.mismatches[:2]) for n, r in zip(picked, results) if r.mismatches and n not in findings]
     assert not bad, bad
-    calls = json.loads((REPO / "evidence" / "h100_library_validation.json").read_text())["calls"]
+    calls = evidence_json("h100_library_validation.json.gz")["calls"]
     for n, r0 in zip(picked, results):
         if n in findings:
             r = replay_call(calls[n], make_inputs(calls[n], int(calls[n]["seed"])), r0.plan)
@@ -614,7 +614,7 @@ def h100_validation_sample() -> list[int]:
 
     from tcsmt.library.replay import kind_of
 
-    calls = json.loads((REPO / "evidence" / "h100_library_validation.json").read_text())["calls"]
+    calls = evidence_json("h100_library_validation.json.gz")["calls"]
     summary = json.loads((REPO / "evidence" / "h100_library_replay.json").read_text())
     size = [(c["M"] * c["K"] + c["K"] * c["N"]) * c.get("batch", 1) for c in calls]
     picked = {n for n in range(len(calls)) if size[n] <= 1 << 20}
@@ -627,7 +627,7 @@ def h100_validation_sample() -> list[int]:
 
 
 def test_recorded_h100_validation_sample_replays_bit_exact(tmp_path):
-    """The device's validation file (evidence/h100_library_validation.json), a seeded sample of its calls
+    """The device's validation file (evidence/h100_library_validation.json.gz), a seeded sample of its calls
     (:func:`h100_validation_sample`: every plan group, the small calls, the calls without a plan), against the
     committed replay summary (:func:`_check_h100_replay`).  The replay of all 308 calls is
     test_recorded_h100_validation_replays_bit_exact (slow: make_inputs draws 1.3 * 10^9 random values)."""
@@ -638,7 +638,7 @@ def test_recorded_h100_validation_sample_replays_bit_exact(tmp_path):
 
 @pytest.mark.slow
 def test_recorded_h100_validation_replays_bit_exact(tmp_path):
-    """The device's validation file (evidence/h100_library_validation.json) replayed whole against the committed
+    """The device's validation file (evidence/h100_library_validation.json.gz) replayed whole against the committed
     replay summary (:func:`_check_h100_replay`): every call, 4 samples each.  Slow (about 45 s of make_inputs on
     one core); the default run replays the sample of test_recorded_h100_validation_sample_replays_bit_exact."""
     _check_h100_replay(*_replay_h100_validation(None, tmp_path))

@@ -13,6 +13,7 @@ import pytest
 from conftest import evidence_json
 
 from tcsmt.hwcheck import library_calls as LC
+from tcsmt.io.load import json_bytes
 
 RESULTS = Path(__file__).resolve().parent.parent / "evidence"
 OPS = {"mm", "addmm", "linear", "bmm", "scaled_mm"}
@@ -20,8 +21,7 @@ DTYPES = {"float16", "bfloat16", "float32", "float8_e4m3fn", "float8_e5m2"}
 
 
 def _load(name: str) -> dict:
-    with open(RESULTS / name) as f:
-        return json.load(f)
+    return json.loads(json_bytes(RESULTS / name, "evidence file"))
 
 
 def _check_call(c: dict) -> None:
@@ -52,7 +52,7 @@ def test_plan_file_follows_the_contract() -> None:
 
 
 def test_validation_file_follows_the_contract() -> None:
-    val = _load("h100_library_validation.json")
+    val = _load("h100_library_validation.json.gz")
     assert len(val["calls"]) >= 200
     for c in val["calls"]:
         _check_call(c)
@@ -107,7 +107,7 @@ def test_device_outputs_agree_with_the_generated_inputs() -> None:
     """Every sampled output of a sample of calls lies within 2% of the sum of its terms' magnitudes from the
     exact result of the call on ``make_inputs`` (every 3rd of the calls with at most 2^20 input elements; the
     tiny distribution, whose products fall below fp32, is left out): the inputs, layouts, scales, bias and alpha/beta the CPU side rebuilds are the GPU's."""
-    calls = [c for c in _load("h100_library_validation.json")["calls"]
+    calls = [c for c in _load("h100_library_validation.json.gz")["calls"]
              if c["dist"] != "tiny" and c["batch"] * c["K"] * (c["M"] + c["N"]) <= 1 << 20][::3]
     assert len(calls) >= 20 and {c["op"] for c in calls} == {"mm", "bmm", "addmm", "linear", "scaled_mm"}
     for c in calls:

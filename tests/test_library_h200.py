@@ -27,7 +27,7 @@ def _load(name: str) -> dict:
 
 
 def test_h200_files_carry_versions_and_the_grid() -> None:
-    plans, val = _load("h200_cublas_plans.json.gz"), _load("h200_library_validation.json")
+    plans, val = _load("h200_cublas_plans.json.gz"), _load("h200_library_validation.json.gz")
     for d in (plans, val):
         assert d["gpu"] == "NVIDIA H200"
         assert (d["torch"], d["cuda"], d["cublas"], d["cublaslt"]) == ("2.11.0+cu130", "13.0", "130100", "130100")
@@ -59,8 +59,8 @@ def test_h200_table_is_the_converters_output() -> None:
     on the H200 (--confirmed h200_library_confirm.json); nothing edited by hand."""
     names = ("h200_cublas_plans.json", "h200_library_validation.json", "h100_library_decisions.json",
              "h100_cublas_plans.json", "h100_library_validation.json", "h200_library_confirm.json")
-    # the plan files are kept gzipped; the table names every file by its JSON name
-    raw, val, dec, p100, v100, conf = (_load(n + ".gz" if "cublas_plans" in n else n) for n in names)
+    # the plan and validation files are kept gzipped; the table names every file by its JSON name
+    raw, val, dec, p100, v100, conf = (_load(n + ".gz" if "cublas_plans" in n or "validation" in n else n) for n in names)
     probes = [(n, _load(f"library/{n}")) for n in ("h200_layout_probes.json", "h200_layout_probes_fresh.json")]
     text = convert(raw, names[0], "h200", [(names[1], val)], dec, names[2], [(names[3], p100), (names[4], v100)],
                    (names[5], conf), probes)
@@ -150,7 +150,7 @@ def test_h200_replays_as_committed() -> None:
     assert (own["totals"]["replayed"], own["totals"]["checked"], own["totals"]["differ"]) == (300, 82640, 0)
     h100 = _load("h200_library_replay_h100_plans.json")
     assert h100["totals"]["checked"] == 84176 and h100["totals"]["differ"] == 2076
-    v200, v100 = _load("h200_library_validation.json")["calls"], _load("h100_library_validation.json")["calls"]
+    v200, v100 = _load("h200_library_validation.json.gz")["calls"], _load("h100_library_validation.json.gz")["calls"]
     assert all(v200[n]["seed"] == v100[n]["seed"] for n in range(len(v200)))
     assert {f["call"] for f in h100["findings"]} <= {n for n in range(len(v200))
                                                      if v200[n]["split_k"] != v100[n]["split_k"]}

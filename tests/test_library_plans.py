@@ -274,7 +274,7 @@ def test_hwcheck_library_confirms_and_refutes_with_a_simulated_device(tmp_path):
 def test_recorded_table_is_the_converters_output():
     """models/library/h100_cublas13_recorded.toml.gz is exactly what the converter makes from the committed recorded
     files (plans, validation calls, decisions): nothing in it is edited by hand."""
-    raw, val = evidence_json("h100_cublas_plans.json.gz"), evidence_json("h100_library_validation.json")
+    raw, val = evidence_json("h100_cublas_plans.json.gz"), evidence_json("h100_library_validation.json.gz")
     dec = evidence_json("h100_library_decisions.json")
     probes = [(n, evidence_json(f"library/{n}")) for n in
               ("h100_layout_probes.json", "h100_layout_probes_fresh.json", "h100_layout_probes_kfloor2.json")]
@@ -290,7 +290,7 @@ def test_decisions_are_reproduced_from_the_recorded_outputs():
     from tools.library import chain_probe
     from tools.library.decide import MORE, decide, read_more
 
-    raw, val = evidence_json("h100_cublas_plans.json.gz"), evidence_json("h100_library_validation.json")
+    raw, val = evidence_json("h100_cublas_plans.json.gz"), evidence_json("h100_library_validation.json.gz")
     probe = RESULTS / "library" / "h100_sm75_cutlass_chain_probe.json"
     out = decide(raw, val, "h100_library_validation.json", log=lambda *_: None, more=read_more(MORE),
                  more_name=" + ".join(p.name for p in MORE), probe=chain_probe.load(probe), probe_name=probe.name)

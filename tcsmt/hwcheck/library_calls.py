@@ -314,7 +314,7 @@ def sample_positions(call: dict, seed: int, n: int = 256) -> list[tuple[int, ...
 
 
 def validation_calls() -> list[dict[str, Any]]:
-    """The validation calls (evidence/h100_library_validation.json; deterministic list; each with its ``seed`` and ``dist``)."""
+    """The validation calls (evidence/h100_library_validation.json.gz; deterministic list; each with its ``seed`` and ``dist``)."""
     calls: list[dict[str, Any]] = []
 
     def add(op, M, N, K, a, b, out, dist, *, batch=1, bias=False, alpha=1.0, beta=0.0, tf32=False,

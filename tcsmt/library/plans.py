@@ -115,7 +115,7 @@ BETA_KINDS = (0.0, 1.0, 2.0)
 def beta_kind(beta: float) -> int:
     """0 where beta = 0, 1 where beta = 1, 2 for every other beta: three kinds of call to cuBLAS, which runs other
     kernels for each (on the H100, ``addmm`` with a matrix C: ``nvjet_..._badd_`` at beta = 1, ``nvjet_..._bx_`` at
-    beta = 2 or 0.75, ``evidence/h100_library_validation.json``), so a plan recorded at one kind never answers
+    beta = 2 or 0.75, ``evidence/h100_library_validation.json.gz``), so a plan recorded at one kind never answers
     another (before, beta = 1 and beta = 2 shared one key, and an ``addmm`` with alpha = 1, beta = 2 was answered
     with the ``_badd_`` kernels' epilogue, which adds C once)."""
     return 0 if beta == 0.0 else 1 if beta == 1.0 else 2

@@ -224,7 +224,7 @@ _IN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 @click.option("--plans", type=_IN_FILE, default=RESULTS / "h100_cublas_plans.json.gz", show_default=True)
-@click.option("--validation", type=_IN_FILE, default=RESULTS / "h100_library_validation.json", show_default=True)
+@click.option("--validation", type=_IN_FILE, default=RESULTS / "h100_library_validation.json.gz", show_default=True)
 @click.option("--more", type=_IN_FILE, multiple=True,
               help="sampled calls of the questions 'on' more (evidence/library/addmm_beta1.json.gz, "
                    "addmm_beta1_cancel.json.gz; repeat: their runs and calls joined)")
@@ -240,7 +240,7 @@ def library_decide_cmd(plans: Path, validation: Path, more: tuple[Path, ...], pr
     raw, val = read_json(plans), read_json(validation)
     extra = read_more(more)
     prior = json.loads(earlier.read_text()) if earlier is not None else None
-    doc = decide(raw, val, validation.name, more=extra, more_name=" + ".join(p.name for p in more),
+    doc = decide(raw, val, validation.name.removesuffix(".gz"), more=extra, more_name=" + ".join(p.name for p in more),
                  probe=chain_probe.load(probe) if probe else None, probe_name=probe.name if probe else "",
                  earlier=prior)
     out.write_text(json.dumps(doc, indent=1) + "\n")

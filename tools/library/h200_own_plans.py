@@ -66,8 +66,8 @@ def own_plans_cmd(out: Path) -> None:
     def load(name: str) -> Any:
         return read_json(RESULTS / name, "evidence file")
 
-    p100, v100 = load("h100_cublas_plans.json.gz"), load("h100_library_validation.json")
-    v200, dec = load("h200_library_validation.json"), load("h100_library_decisions.json")
+    p100, v100 = load("h100_cublas_plans.json.gz"), load("h100_library_validation.json.gz")
+    v200, dec = load("h200_library_validation.json.gz"), load("h100_library_decisions.json")
     idx = differing(v200, v100)
     plans = own_plans(p100, v200, dec, idx)
     sub = {**v200, "calls": [v200["calls"][n] for n in idx]}

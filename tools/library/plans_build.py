@@ -7,7 +7,7 @@ DEVICE_OUT_DIR holds what ``tools/device/library_plans.py --out`` wrote (``h100_
 profiler's parameter lists from kernel names (``void f<T>(Params)`` -> ``f<T>``), moves cuBLASLt's algorithm
 strings into one table, summarises the slice and reduction probes per kernel family (``families``), and
 writes ``h100_cublas_plans.json.gz`` (gzipped JSON), ``h100_library_probes.json.gz`` (gzipped) and
-``h100_library_validation.json`` (``--prefix h200``: ``h200_...``; the device script names its files ``h100_...``
+``h100_library_validation.json.gz`` (gzipped; ``--prefix h200``: ``h200_...``; the device script names its files ``h100_...``
 whatever the GPU; the GPU is in the files).
 A run without probes (no ``probes.json``) gets no probe file and an empty ``families``.
 """
@@ -343,7 +343,7 @@ def _build(args: SimpleNamespace) -> None:
     val["note"] = args.note
     if args.driver:
         val["driver"] = args.driver
-    with open(os.path.join(args.results, f"{args.prefix}_library_validation.json"), "w") as f:
+    with gzip.open(os.path.join(args.results, f"{args.prefix}_library_validation.json.gz"), "wt") as f:
         json.dump(val, f, separators=(",", ":"))
         f.write("\n")
 

@@ -2,7 +2,7 @@
 
     python3 tools/library/plans_compare.py [--a evidence/h200_cublas_plans.json.gz]
         [--b evidence/h100_cublas_plans.json.gz] [--val-a ...h200_library_validation.json]
-        [--val-b ...h100_library_validation.json] [-o evidence/h200_vs_h100_plans.json]
+        [--val-b ...h100_library_validation.json.gz] [-o evidence/h200_vs_h100_plans.json]
 
 Reads only committed files; adds nothing measured.  A call is the tuple of ``library_calls.CALL_FIELDS``.  For
 every call recorded in both files it compares, each on its own:
@@ -120,9 +120,9 @@ _IN_FILE = click.Path(exists=True, dir_okay=False)
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 @click.option("--a", "a", type=_IN_FILE, default=os.path.join(RESULTS, "h200_cublas_plans.json.gz"), show_default=True)
 @click.option("--b", "b", type=_IN_FILE, default=os.path.join(RESULTS, "h100_cublas_plans.json.gz"), show_default=True)
-@click.option("--val-a", type=_IN_FILE, default=os.path.join(RESULTS, "h200_library_validation.json"),
+@click.option("--val-a", type=_IN_FILE, default=os.path.join(RESULTS, "h200_library_validation.json.gz"),
               show_default=True)
-@click.option("--val-b", type=_IN_FILE, default=os.path.join(RESULTS, "h100_library_validation.json"),
+@click.option("--val-b", type=_IN_FILE, default=os.path.join(RESULTS, "h100_library_validation.json.gz"),
               show_default=True)
 @click.option("--name-a", default="h200", show_default=True)
 @click.option("--name-b", default="h100", show_default=True)
@@ -141,8 +141,8 @@ def _compare(args: SimpleNamespace) -> None:
                  "(tools/library/plans_compare.py; plan_same = same kernel names, same split-K S, same "
                  "cuBLASLt reductionScheme, same torch refusal)"),
         "files": {args.name_a: os.path.basename(args.a), args.name_b: os.path.basename(args.b),
-                  "validation_" + args.name_a: os.path.basename(args.val_a),
-                  "validation_" + args.name_b: os.path.basename(args.val_b)},
+                  "validation_" + args.name_a: os.path.basename(args.val_a).removesuffix(".gz"),
+                  "validation_" + args.name_b: os.path.basename(args.val_b).removesuffix(".gz")},
         "versions": {n: {k: p.get(k) for k in ("gpu", "torch", "cuda", "cublas", "cublaslt", "sm_count")}
                      for n, p in ((args.name_a, pa), (args.name_b, pb))},
         "plans": compare_tables(views(pa["calls"], pa["lt_algos"]), views(pb["calls"], pb["lt_algos"]),
