@@ -33,6 +33,7 @@ import numpy as np
 
 from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck.library_calls import make_inputs
+from tcsmt.io import load
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.convert import convert
 from tcsmt.library.families import matches as _matches
@@ -240,7 +241,7 @@ def library_decide_cmd(plans: Path, validation: Path, more: tuple[Path, ...], pr
     raw, val = read_json(plans), read_json(validation)
     extra = read_more(more)
     prior = json.loads(earlier.read_text()) if earlier is not None else None
-    doc = decide(raw, val, validation.name.removesuffix(".gz"), more=extra, more_name=" + ".join(p.name for p in more),
+    doc = decide(raw, val, load.document_name(validation), more=extra, more_name=" + ".join(p.name for p in more),
                  probe=chain_probe.load(probe) if probe else None, probe_name=probe.name if probe else "",
                  earlier=prior)
     out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -28,6 +28,7 @@ from typing import Any
 import click
 
 from tcsmt.hwcheck.library_calls import CALL_FIELDS
+from tcsmt.io import load
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.sim.inputs import read_json
 
@@ -141,8 +142,8 @@ def _compare(args: SimpleNamespace) -> None:
                  "(tools/library/plans_compare.py; plan_same = same kernel names, same split-K S, same "
                  "cuBLASLt reductionScheme, same torch refusal)"),
         "files": {args.name_a: os.path.basename(args.a), args.name_b: os.path.basename(args.b),
-                  "validation_" + args.name_a: os.path.basename(args.val_a).removesuffix(".gz"),
-                  "validation_" + args.name_b: os.path.basename(args.val_b).removesuffix(".gz")},
+                  "validation_" + args.name_a: load.document_name(args.val_a),
+                  "validation_" + args.name_b: load.document_name(args.val_b)},
         "versions": {n: {k: p.get(k) for k in ("gpu", "torch", "cuda", "cublas", "cublaslt", "sm_count")}
                      for n, p in ((args.name_a, pa), (args.name_b, pb))},
         "plans": compare_tables(views(pa["calls"], pa["lt_algos"]), views(pb["calls"], pb["lt_algos"]),
