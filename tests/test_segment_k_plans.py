@@ -70,7 +70,10 @@ def test_the_launch_words_go_from_the_capture_to_the_plan_and_back():
     assert "why" not in entry, entry
     entry = json.loads(json.dumps(entry))
     plan = plan_from_fields(entry, call_from_entry(entry, [1024, 1024, 4096, 1], "t"), "h100", "", "", "t")
-    assert plan.segment_k == launch_of_words(words, cap["name"]) and plan.segment_k.segments == 15
+    # the entry stores no problem (runs of token counts share it); the plan takes its call's, as recorded
+    assert "mnk" not in entry["segment_k"] and plan.segment_k.from_call
+    assert dataclasses.replace(plan.segment_k, from_call=False) == launch_of_words(words, cap["name"])
+    assert plan.segment_k.segments == 15
     text = plan.describe()
     assert "8 of 128 output tiles split" in text and "split outputs (torch cols x rows)" in text
     shown = render(Answer(plan, "recorded"))
@@ -108,9 +111,14 @@ def test_a_plan_needs_the_output_indices_and_its_own_problem():
         run(plan, a, b)
     with pytest.raises(TcsmtError, match="rows="):
         run_pairs(plan, a, b)
-    other = dataclasses.replace(plan, call=dataclasses.replace(plan.call, K=2048))
+    # a launch that names its problem (the recorded words) is refused for another call; a catalog entry's names
+    # none and follows its plan's call (a run of token counts shares the host's choices)
+    named = dataclasses.replace(plan, segment_k=dataclasses.replace(plan.segment_k, from_call=False))
+    other = dataclasses.replace(named, call=dataclasses.replace(plan.call, K=2048))
     with pytest.raises(TcsmtError, match="does not fit this call"):
         run(other, a[:, :2048], b[:2048], rows=[0, 1], cols=[0, 1])
+    follows = dataclasses.replace(plan, call=dataclasses.replace(plan.call, K=2048))
+    assert (follows.segment_k.k, follows.segment_k.segments) == (2048, plan.segment_k.segments)
 
 
 def _kept(item: dict) -> np.ndarray:
@@ -176,3 +184,39 @@ def test_the_gpu_samples_replay_bit_for_bit(gpu):
     rows = replay_file(samples, gpu, only={s for _, s in on.values()})
     assert all(r["differing"] == 0 and r["in_split_tiles"] > 0 and r["same_kernels"] and r["same_launch_words"]
                for r in rows), rows
+
+
+def test_checked_forms_are_the_forms_the_gpu_checks_covered():
+    """``segment_k.CHECKED_FORMS`` is the set of launch forms of the calls whose GPU outputs the rule gave: the probed
+    calls (their launch words in the params files) and the sampled calls of both GPUs; the fresh call whose outputs
+    differed (``h100_catalog_samples_segment_k.json``) has a form outside it, and such a call is refused."""
+    from tcsmt.library.segment_k import CHECKED_FORMS, KERNEL_FORM, launch_form, launch_words
+
+    specs: set[str] = set()
+    for f in ("h100_segment_k_probes.json.gz", "h100_segment_k_probes_more.json.gz",
+              "h100_segment_k_probes_fresh.json.gz", "h100_segment_k_tree_probes.json.gz"):
+        with gzip.open(LIB / f, "rt") as fh:
+            specs |= {c["spec"] for c in json.load(fh)["calls"]}
+    forms = set()
+    for f in ("h100_segment_k_params.json.gz", "h100_segment_k_params_fresh.json.gz"):
+        with gzip.open(LIB / f, "rt") as fh:
+            d = json.load(fh)
+        for r in d["results"]:
+            for n in r.get("nodes", []) if r["spec"] in specs else []:
+                name = d["kernel_names"][n["name"]] if isinstance(n.get("name"), int) else str(n.get("name"))
+                if "segment_k_on" in name:
+                    w = launch_words(bytes.fromhex(n["params"][0][2]))
+                    m = KERNEL_FORM.search(name)
+                    assert m is not None
+                    forms.add((m.group(1), int(m.group(2)), int(m.group(3)), w["swizzle_log"], w["raster_along_m"],
+                               int(n["grid"][1]), w["cluster_cols"]))
+    for gpu in ("h100", "h200"):
+        with gzip.open(LIB / f"{gpu}_segment_k_samples.json.gz", "rt") as fh:
+            doc = json.load(fh)
+        for _call, plan in plans_of_recording(doc["recording"], gpu):
+            if not isinstance(plan, str) and plan.segment_k is not None:
+                m = KERNEL_FORM.search(plan.kernels[0])
+                assert m is not None
+                forms.add(launch_form(plan.segment_k, m.group(1)))
+    assert forms == CHECKED_FORMS
+    assert ("nt", 128, 256, 3, 1, 2, 1) not in CHECKED_FORMS  # mm 13824x5120x991, A transposed: 15 of 128 differ

@@ -216,8 +216,9 @@ def build(recordings: Sequence[tuple[str, dict[str, Any]]], ctx: ConvertContext,
                     if _unsourced(texts[slot[t]]) != _unsourced(texts[converted[key]]):
                         raise TcsmtError(f"{name}: two recordings disagree on {family_text(probe)} at {vary} = {t} "
                                          f"(d1, d2 = {d1}, {d2}): {texts[slot[t]]} vs {texts[converted[key]]}")
-                slot.setdefault(t, converted[key])  # the first recording's entry (another's agrees but for sources)
-                calls += 1
+                if t not in slot:  # a call two recordings hold counts once
+                    slot[t] = converted[key]  # the first recording's entry (another's agrees but for sources)
+                    calls += 1
     if progress is not None:
         progress(f"{calls} calls read; cutting runs")
     runs = []

@@ -206,6 +206,10 @@ class Plan:
     sources: tuple[str, ...] = field(default=(), compare=False)
     table: str = field(default="", compare=False)
 
+    def __post_init__(self) -> None:
+        if self.segment_k is not None and self.segment_k.from_call:  # its problem is the call's, whichever call
+            object.__setattr__(self, "segment_k", for_call(self.segment_k, self.call.M, self.call.N, self.call.K))
+
     def arithmetic(self) -> tuple:
         """What decides the output bits (the call's shape and flags aside): two plans with equal arithmetic
         compute the same outputs, whatever their kernels, library version or provenance."""
@@ -359,8 +363,6 @@ def _chain_inputs(dtype: str, tf32: bool) -> tuple[str, ...]:
 
 
 def _check_plan(p: Plan, where: str) -> Plan:
-    if p.segment_k is not None:  # a catalog entry's launch names no problem: the call's (segment_k.for_call)
-        p = dataclasses.replace(p, segment_k=for_call(p.segment_k, p.call.M, p.call.N, p.call.K))
     problems = [
         (p.call.op in OPS, f"op must be one of {OPS}"),
         (1 <= p.split_k <= SPLIT_K, f"split_k must be 1..{SPLIT_K:,} (its limit)"),

@@ -28,7 +28,14 @@ from tcsmt.library.call_plans import ConvertContext
 from tcsmt.library.families import UNREAD_K_ORDER, family_of, kernel_key, rule_key, slice_rule_fields
 from tcsmt.library.gemv_rules import gemv_fields
 from tcsmt.library.plans import Plan, call_from_entry, plan_from_fields, plans_dir
-from tcsmt.library.segment_k import launch_entry, launch_of_words, launch_problem
+from tcsmt.library.segment_k import (
+    CHECKED_FORMS,
+    KERNEL_FORM,
+    launch_entry,
+    launch_form,
+    launch_of_words,
+    launch_problem,
+)
 
 RULES_FORMAT = "tcsmt cuBLAS conversion rules, v1"
 RULES_NAME = "h100_cublas13_rules.json"
@@ -284,6 +291,12 @@ def segment_k_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str],
     la = launch_of_words(words, kernels[seg[0]])
     if isinstance(la, str):
         return entry, f"segment-K launch of {name} not read: {la}"
+    layout = KERNEL_FORM.search(kernels[seg[0]])  # launch_of_words read it: not None
+    form = launch_form(la, layout.group(1) if layout else "")
+    if form not in CHECKED_FORMS:
+        return entry, (f"segment-K launch of {name} of a form no GPU check covered ({form}: layout, tile, swizzle "
+                       f"log, raster along m, grid y, cluster x); a fresh call of another such form split other "
+                       f"tiles than the rule (evidence/library/h100_catalog_samples_segment_k.json)")
     c = plan.call
     why = launch_problem(la, c.M, c.N, c.K) or ("" if len(seg) == 1 and c.batch == 1 and plan.split_k == 1 and
                                                  not plan.segment and not plan.k_tile else

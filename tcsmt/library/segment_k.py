@@ -79,6 +79,8 @@ class SegmentKLaunch:
     raster_along_m: bool
     m_is_rows: bool = True
     """The kernel's m is torch's M (``tn``, ``nt`` kernels; :func:`kernel_m_is_torch_rows`); else torch's N."""
+    from_call: bool = False
+    """The problem (m, n, k) is the plan's call's (a catalog entry stores none: :func:`for_call` fills it)."""
 
     @property
     def tiles(self) -> tuple[int, int]:
@@ -183,6 +185,44 @@ def launch_of_words(words: dict[str, Any], kernel: str) -> SegmentKLaunch | str:
     return la
 
 
+CHECKED_FORMS = frozenset({
+    ('nn', 64, 64, 0, 1, 1, 1), ('nn', 64, 64, 0, 1, 1, 3), ('nn', 64, 64, 0, 1, 1, 7), ('nn', 64, 64, 0, 1, 8, 1),
+    ('nn', 64, 128, 0, 1, 1, 2), ('nn', 64, 128, 0, 1, 2, 1), ('nn', 64, 128, 0, 1, 3, 1),
+    ('nn', 64, 128, 0, 1, 4, 1), ('nn', 64, 128, 0, 1, 4, 4), ('nn', 64, 128, 0, 1, 8, 1),
+    ('nn', 64, 128, 0, 1, 16, 1), ('nn', 64, 256, 0, 0, 3, 1), ('nn', 64, 256, 0, 1, 1, 1),
+    ('nn', 64, 256, 0, 1, 2, 1), ('nn', 64, 256, 0, 1, 3, 1), ('nn', 64, 256, 0, 1, 4, 1),
+    ('nn', 64, 256, 0, 1, 5, 1), ('nn', 64, 256, 0, 1, 8, 1), ('nn', 64, 256, 3, 1, 1, 1),
+    ('nn', 128, 128, 0, 0, 1, 4), ('nn', 128, 128, 0, 1, 1, 2), ('nn', 128, 128, 0, 1, 1, 4),
+    ('nn', 128, 128, 0, 1, 2, 1), ('nn', 128, 128, 0, 1, 2, 2), ('nn', 128, 128, 0, 1, 4, 1),
+    ('nn', 128, 128, 0, 1, 5, 1), ('nn', 128, 128, 0, 1, 8, 1), ('nn', 128, 128, 1, 0, 1, 4),
+    ('nn', 128, 128, 1, 1, 1, 2), ('nn', 128, 128, 2, 1, 2, 2), ('nn', 128, 256, 0, 1, 2, 1),
+    ('nn', 128, 256, 0, 1, 3, 1), ('nn', 128, 256, 0, 1, 4, 1), ('nn', 128, 256, 0, 1, 8, 1),
+    ('nn', 128, 256, 3, 1, 1, 1), ('nn', 256, 128, 0, 1, 1, 1), ('nn', 256, 128, 0, 1, 2, 1),
+    ('nn', 256, 128, 0, 1, 4, 1), ('nt', 128, 128, 0, 1, 1, 1), ('nt', 128, 128, 3, 1, 1, 1),
+    ('nt', 128, 256, 2, 0, 1, 2), ('nt', 256, 128, 0, 1, 1, 2), ('nt', 256, 128, 2, 1, 1, 1),
+    ('nt', 256, 128, 2, 1, 1, 2), ('nt', 256, 128, 2, 1, 2, 1), ('tn', 64, 64, 0, 1, 1, 7),
+    ('tn', 64, 64, 0, 1, 1, 8), ('tn', 64, 64, 0, 1, 4, 1), ('tn', 64, 64, 0, 1, 7, 1), ('tn', 64, 128, 0, 0, 2, 4),
+    ('tn', 64, 128, 0, 1, 4, 1), ('tn', 64, 128, 0, 1, 5, 1), ('tn', 64, 128, 0, 1, 6, 1),
+    ('tn', 64, 256, 0, 0, 3, 1), ('tn', 64, 256, 0, 1, 1, 6), ('tn', 128, 64, 0, 1, 1, 4),
+    ('tn', 128, 64, 0, 1, 1, 5), ('tn', 128, 64, 0, 1, 1, 7), ('tn', 128, 128, 0, 1, 1, 2),
+    ('tn', 128, 128, 0, 1, 2, 1), ('tn', 128, 128, 1, 0, 1, 4), ('tn', 128, 128, 1, 1, 4, 2),
+    ('tn', 128, 128, 2, 1, 2, 4), ('tn', 128, 256, 0, 1, 1, 1), ('tn', 128, 256, 0, 1, 2, 1),
+    ('tn', 128, 256, 3, 1, 2, 1), ('tn', 256, 64, 0, 1, 1, 5),
+})
+"""The launch forms (kernel layout, tile m, tile n, swizzle log, raster along m, grid y, cluster x) of the calls whose
+outputs the GPU gave as this rule says: the probed calls (``h100_segment_k_probes*.json.gz``, their launches in
+``h100_segment_k_params*.json.gz``) and the sampled calls of ``<gpu>_segment_k_samples.json.gz``
+(``tests/test_segment_k_plans.py`` derives this set from those files).  A fresh call of another form,
+``mm 13824x5120x991`` tf32 with A transposed (``nt``, 128 x 256 tiles, swizzle 2^3 along m, grid y 2), gave 15 of 128
+sampled outputs other than the rule's (``evidence/library/h100_catalog_samples_segment_k.json``): which tiles such
+a launch splits is not what the rule says, so a launch of a form outside this set is refused."""
+
+
+def launch_form(la: SegmentKLaunch, layout: str) -> tuple[str, int, int, int, int, int, int]:
+    """A launch's form (:data:`CHECKED_FORMS`) on a kernel of ``layout`` (``nn``, ``tn``, ``nt``)."""
+    return (layout, la.tile_m, la.tile_n, la.swizzle_log, int(la.raster_along_m), la.grid_y, la.cluster_x)
+
+
 def launch_entry(la: SegmentKLaunch) -> dict[str, Any]:
     """A plan entry's ``segment_k`` field (JSON): the launch as :func:`launch_from_entry` reads it, less its problem
     (the call's own M x N x K, checked against the recorded words when the entry was made, :func:`launch_problem`):
@@ -195,9 +235,10 @@ def launch_entry(la: SegmentKLaunch) -> dict[str, Any]:
 
 def for_call(la: SegmentKLaunch, M: int, N: int, K: int) -> SegmentKLaunch:
     """The launch with its problem taken from the call (the kernel's m is M or N by its layout) where its entry did
-    not store one (m = 0); a launch that names its problem is returned as it is (and checked against the call by
-    :func:`launch_problem` where it is evaluated)."""
-    if la.m:
+    not store one (``from_call``; :class:`tcsmt.library.plans.Plan` does this whenever it is made, so a plan given
+    another call takes that call's problem); a launch that names its problem is returned as it is (and checked
+    against the call by :func:`launch_problem` where it is evaluated)."""
+    if not la.from_call:
         return la
     m, n = (M, N) if la.m_is_rows else (N, M)
     return dataclasses.replace(la, m=m, n=n, k=K)
@@ -211,7 +252,7 @@ def launch_from_entry(d: dict[str, Any]) -> SegmentKLaunch:
         return SegmentKLaunch(m=int(m), n=int(n), k=int(k), tile_m=int(tm), tile_n=int(tn), grid_x=int(gx),
                               grid_y=int(gy), cluster_x=int(d["cluster_x"]), segments=int(d["segments"]),
                               swizzle_log=int(d["swizzle_log"]), raster_along_m=bool(d["raster_along_m"]),
-                              m_is_rows=bool(d["m_is_rows"]))
+                              m_is_rows=bool(d["m_is_rows"]), from_call="mnk" not in d)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"segment_k needs tile, grid, cluster_x, segments, swizzle_log, raster_along_m and "
                          f"m_is_rows ({type(exc).__name__}: {exc})") from None
