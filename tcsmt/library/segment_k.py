@@ -245,14 +245,14 @@ def for_call(la: SegmentKLaunch, M: int, N: int, K: int) -> SegmentKLaunch:
 
 
 def launch_from_entry(d: dict[str, Any]) -> SegmentKLaunch:
-    """The launch of a plan entry's ``segment_k`` field (:func:`launch_entry`; ``mnk`` optional: absent, the problem
-    is the call's, :func:`for_call`); ValueError where it is malformed."""
+    """The launch of a plan entry's ``segment_k`` field (:func:`launch_entry`): its problem is the plan's call's
+    (:func:`for_call`); ValueError where it is malformed."""
     try:
-        (m, n, k), (tm, tn), (gx, gy) = d.get("mnk", (0, 0, 0)), d["tile"], d["grid"]
-        return SegmentKLaunch(m=int(m), n=int(n), k=int(k), tile_m=int(tm), tile_n=int(tn), grid_x=int(gx),
+        (tm, tn), (gx, gy) = d["tile"], d["grid"]
+        return SegmentKLaunch(m=0, n=0, k=0, tile_m=int(tm), tile_n=int(tn), grid_x=int(gx),
                               grid_y=int(gy), cluster_x=int(d["cluster_x"]), segments=int(d["segments"]),
                               swizzle_log=int(d["swizzle_log"]), raster_along_m=bool(d["raster_along_m"]),
-                              m_is_rows=bool(d["m_is_rows"]), from_call="mnk" not in d)
+                              m_is_rows=bool(d["m_is_rows"]), from_call=True)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"segment_k needs tile, grid, cluster_x, segments, swizzle_log, raster_along_m and "
                          f"m_is_rows ({type(exc).__name__}: {exc})") from None
