@@ -4,7 +4,8 @@
 
 LIST (``python -m tools.library.catalog_samples pick``): ``calls``, each a call spec as ``tcsmt record`` takes it
 (:func:`tcsmt.library.lookup.record_spec`: op, shape, dtypes, layouts ``a_t``/``b_t``, flags, ``settings``), an
-input distribution ``dist`` and a ``seed``.  For each call: the inputs of
+input distribution ``dist`` and a ``seed``; optionally ``samples``, the positions asked per call (default
+:data:`SAMPLES`).  For each call: the inputs of
 :func:`tcsmt.hwcheck.library_calls.make_inputs` (seeded, rebuilt on the CPU), the call made through torch with its
 operand layouts (:func:`tcsmt.hwcheck.library_calls.run_call`) under its BLAS library and split-K switch
 (:func:`tcsmt.hwcheck.stamp.apply_setting`; settings that are environment variables act at process start and are
@@ -36,6 +37,8 @@ def main() -> int:
     spec_list = json.load(open(sys.argv[1]))
     out_path = sys.argv[2]
     budget = float(sys.argv[3]) if len(sys.argv) > 3 else 240.0
+    asked = int(spec_list.get("samples", SAMPLES))  # a probe list may ask for more (16-bit outputs hide K-chain changes)
+    kept = max(KEPT, asked)
     t0 = time.time()
     before = read_setting(torch)
     done, failed, not_run = [], [], []
@@ -63,7 +66,7 @@ def main() -> int:
         finally:
             apply_setting(torch, before["blas"], before["reduced"]["bfloat16"])
         width = out.dtype.itemsize * 2
-        pos = sample_positions(vc, int(item["seed"]), SAMPLES)[:KEPT]
+        pos = sample_positions(vc, int(item["seed"]), asked)[:kept]
         done.append({**item, "kernels": kernels, "samples": [[*map(int, p), f"0x{int(out[p]):0{width}x}"] for p in pos]})
         if len(done) % 50 == 0:
             print(f"{len(done)} calls run, {time.time() - t0:.0f} s", flush=True)

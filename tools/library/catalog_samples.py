@@ -1,6 +1,6 @@
 """Fresh GPU outputs of calls the plan catalogs answer, replayed bit for bit: the catalogs' answers checked on the GPU.
 
-    python -m tools.library.catalog_samples pick --gpu G [--before OLD.sqlite] [--calls N] -o LIST.json
+    python -m tools.library.catalog_samples pick --gpu G [--before OLD.sqlite | --refused REGEX] [--calls N] -o LIST.json
     python3 tools/device/catalog_sample_run.py LIST.json RAW.json.gz [SECONDS]     (on the GPU: torch, tcsmt)
     python -m tools.library.catalog_samples replay RAW.json.gz --gpu G [--json SUMMARY.json]
     python -m tools.library.catalog_samples as-more RAW.json.gz --kernel-regex RE -o MORE.json.gz
@@ -16,6 +16,8 @@ layouts, settings), one call per stratum at a token count drawn inside one of it
 uniformly until ``--calls``; only calls small enough to make their inputs quickly ((M + N) K batch <= 2^25) and
 under settings a running process can switch (the BLAS library and torch's split-K switch: environment variables
 act at process start).  ``--before OLD`` keeps only the calls OLD refuses (what a rebuilt catalog newly answers).
+``--refused REGEX`` draws refused calls instead, one stratum per (refusal reason matching REGEX, call family): the
+GPU runs that a refusal's open question is decided from (``as-more``, then ``tools.library.decide --more``).
 Each call gets an input distribution (``normal``, ``wide``, ``cancel`` in turn; fp16 outputs never ``wide``) and
 a seed.
 
@@ -30,6 +32,7 @@ import collections
 import gzip
 import json
 import random
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -42,6 +45,7 @@ from tcsmt.hwcheck.library_calls import make_inputs
 from tcsmt.io.load import read_json
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.catalog import call_at, read_plans
+from tcsmt.library.families import kernel_key
 from tcsmt.library.lookup import answer, parse_record_spec, record_spec
 from tcsmt.library.plans import Call, plans_dir
 from tcsmt.library.recordings import CALL_FIELDS
@@ -66,20 +70,28 @@ def _size_ok(c: Call) -> bool:
     return (c.M + c.N) * c.K * c.batch <= MAX_ELEMENTS
 
 
-def _answered(db: sqlite3.Connection) -> tuple[dict[int, list[Any]], dict[int, str | None]]:
+def _answered(db: sqlite3.Connection, refused: str | None = None) -> tuple[dict[int, list[Any]], dict[int, str | None]]:
+    """The catalog's call families by id, and each plan's class: its kernels where it answers, None where it refuses
+    (with ``refused``, a regular expression: the reason where it matches, None otherwise)."""
     families = {int(i): json.loads(k) for i, k in db.execute("SELECT id, key FROM families")}
     cls: dict[int, str | None] = {}
     for pid, f in read_plans(db).items():
-        cls[pid] = None if "why" in f else " + ".join(f.get("kernels") or ["no kernel"])
+        if refused is not None:
+            cls[pid] = str(f["why"]) if "why" in f and re.search(refused, str(f["why"])) else None
+        else:
+            cls[pid] = None if "why" in f else " + ".join(f.get("kernels") or ["no kernel"])
     return families, cls
 
 
-def pick(catalog: Path, n_calls: int, seed: int, before: Path | None = None) -> list[dict[str, Any]]:
+def pick(catalog: Path, n_calls: int, seed: int, before: Path | None = None,
+         refused: str | None = None) -> list[dict[str, Any]]:
     """The list of calls (spec, dist, seed, stratum): module docstring."""
     if not catalog.is_file():
         raise TcsmtError(f"no plan catalog {catalog}")
+    if refused is not None and before is not None:
+        raise TcsmtError("--refused and --before do not combine (one draws refused calls, the other answered ones)")
     db = sqlite3.connect(f"file:{catalog}?mode=ro", uri=True)
-    families, cls = _answered(db)
+    families, cls = _answered(db, refused)
     old = None
     if before is not None:
         if not before.is_file():
@@ -183,18 +195,30 @@ def samples_cmd() -> None:
     pass
 
 
-@samples_cmd.command("pick", help="draw calls the catalog answers, one per plan class and call family")
+@samples_cmd.command("pick", help="draw calls the catalog answers (or refuses for a reason), one per plan class and "
+                                  "call family")
 @click.option("--gpu", required=True, help="the catalog's GPU (models/library/<gpu>_cublas13_catalog.sqlite)")
 @click.option("--catalog", type=click.Path(dir_okay=False, path_type=Path), default=None, help="another catalog file")
 @click.option("--before", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="keep only calls this (older) catalog refuses")
+@click.option("--refused", default=None, metavar="REGEX",
+              help="draw calls the catalog refuses with a reason matching REGEX instead (the GPU runs that decide "
+                   "a refusal's open question)")
 @click.option("--calls", "n_calls", type=click.IntRange(1, 100000), default=400, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
-def pick_cmd(gpu: str, catalog: Path | None, before: Path | None, n_calls: int, seed: int, out: Path) -> int:
+def pick_cmd(gpu: str, catalog: Path | None, before: Path | None, refused: str | None, n_calls: int, seed: int,
+             out: Path) -> int:
     cat = catalog or plans_dir() / f"{gpu}_cublas13_catalog.sqlite"
-    calls = pick(cat, n_calls, seed, before)
-    doc = {"what": f"calls the {cat.name} catalog answers" + (f" and {before.name} refuses" if before else ""),
+    if refused is not None:
+        try:
+            re.compile(refused)
+        except re.error as exc:
+            raise TcsmtError(f"--refused: not a regular expression: {exc}") from None
+    calls = pick(cat, n_calls, seed, before, refused)
+    what = (f"calls the {cat.name} catalog refuses for a reason matching {refused!r}" if refused else
+            f"calls the {cat.name} catalog answers" + (f" and {before.name} refuses" if before else ""))
+    doc = {"what": what,
            "command": "python -m tools.library.catalog_samples " + " ".join(sys.argv[1:]), "catalog": cat.name,
            "calls": calls}
     out.write_text(json.dumps(doc, indent=0) + "\n")
@@ -229,7 +253,9 @@ def as_more(raw: dict[str, Any], kernel_regex: str) -> dict[str, Any]:
     calls = []
     for item in raw.get("calls", []):
         kernels = item["kernels"] if isinstance(item["kernels"], list) else ast.literal_eval(item["kernels"])
-        kernels = [k for k in kernels if not k.startswith("Memcpy")]
+        # as the recordings write them (the profiler's "void " and parameter list dropped), which the decisions' and
+        # families' kernel patterns are written against
+        kernels = [kernel_key(k) for k in kernels if not k.startswith("Memcpy")]
         if len(kernels) != 1 or not pattern.search(kernels[0]):
             continue
         call, vc = sampled_call(item)
