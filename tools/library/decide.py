@@ -41,7 +41,7 @@ from tcsmt.library.plans import Call, Plan, load_table
 from tcsmt.library.replay import replay_call
 from tcsmt.sim.inputs import read_json
 from tools.library import chain_probe
-from tools.library.decide_questions import QUESTIONS
+from tools.library.decide_questions import NO_K_TILE, QUESTIONS
 
 RESULTS = Path(__file__).resolve().parents[2] / "evidence"
 LAYOUT_PROBES = tuple(RESULTS / "library" / f"h100_layout_probes{s}.json" for s in ("", "_fresh", "_kfloor2"))
@@ -98,7 +98,6 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
     run."""
     decisions: list[dict[str, Any]] = []
     report = []
-    inputs_cache: dict[tuple[str, int], dict] = {}
     if more is not None:
         runs = [r for r in more.get("runs", []) if r.get("gpu") == raw["gpu"]]
         same = all(r.get(k) == raw.get(k) for r in runs for k in ("torch", "cublas", "cublaslt"))
@@ -133,53 +132,58 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
             (val, val_name)
         assert src is not None
         calls = [(n, c) for n, c in enumerate(src["calls"]) if _matches(c, q["match"])]
-        results: dict[str, dict[str, Any]] = {}
-        outputs: dict[str, dict[tuple, bool]] = {}
         first = next(iter(q["hypotheses"].values()))
+        plan_maps: dict[str, dict] = {}
+        tiled = next((h for h in q["hypotheses"].values() if h and h != NO_K_TILE and "k_tile_regex" in h), None)
         for name, setting in q["hypotheses"].items():
-            c_init = bool(setting and setting.get("c_init"))
-            plan_setting = first if c_init else setting
+            plan_setting = first if setting and setting.get("c_init") else tiled if setting == NO_K_TILE else setting
             extra = [] if plan_setting is None else [{"match": q["match"], "set": plan_setting, "evidence": "hypothesis"}]
-            by_key = plans_for(raw, src, decisions + extra, src_name)
-            agree = total = used = 0
-            ok: dict[tuple, bool] = {}
-            for n, c in calls:
-                found: list[Plan] = by_key.get(_call_of(c).key(), [])
+            plan_maps[name] = plans_for(raw, src, decisions + extra, src_name)
+            if setting == NO_K_TILE:
+                plan_maps[name] = {k: [dataclasses.replace(p, k_tile=0) for p in ps] for k, ps in plan_maps[name].items()}
+        results = {name: {"calls": 0, "samples": 0, "agree": 0} for name in q["hypotheses"]}
+        outputs: dict[str, dict[tuple, bool]] = {name: {} for name in q["hypotheses"]}
+        # call by call, every hypothesis on one set of inputs, which is then dropped (a call's operands can take
+        # hundreds of MB: keeping every call's would not fit)
+        for n, c in calls:
+            inputs: dict | None = None
+            for name, setting in q["hypotheses"].items():
+                found: list[Plan] = plan_maps[name].get(_call_of(c).key(), [])
                 if on_more or on_probe:  # the same call fields may be sampled under two settings or layouts: the plan
                     # of its own kernels
                     found = [p for p in found if list(p.kernels) == list(c["kernels"])]
                 if not found:
                     continue
-                found = [at_own_scalars(found[0], c)]
-                used += 1
+                plan = at_own_scalars(found[0], c)
+                res, ok = results[name], outputs[name]
+                res["calls"] += 1
                 if on_probe and probe is not None:
-                    agree_at = chain_probe.replay(c, probe[1], found[0])
+                    agree_at = chain_probe.replay(c, probe[1], plan)
                     ok.update({(n, i): bool(v) for i, v in enumerate(agree_at)})
-                    total += agree_at.size
-                    agree += int(agree_at.sum())
+                    res["samples"] += agree_at.size
+                    res["agree"] += int(agree_at.sum())
                     continue
-                if (src_name, n) not in inputs_cache:
-                    inputs_cache[(src_name, n)] = make_inputs(c, int(c["seed"]))
-                if c_init:
-                    checked, bad = _c_init_replay(c, inputs_cache[(src_name, n)], found[0])
+                if inputs is None:
+                    inputs = make_inputs(c, int(c["seed"]))
+                if setting and setting.get("c_init"):
+                    checked, bad = _c_init_replay(c, inputs, plan)
                     for s in c["samples"]:
                         idx = (None, *s[:-1])
                         ok[(n, *idx)] = idx not in bad
-                    total += checked
-                    agree += checked - len(bad)
+                    res["samples"] += checked
+                    res["agree"] += checked - len(bad)
                     continue
-                r = replay_call(c, inputs_cache[(src_name, n)], found[0])
+                r = replay_call(c, inputs, plan)
                 if r.run_error:
                     continue
                 bad = {(m[0], m[1], m[2]) for m in r.mismatches}
                 for s in c["samples"]:
                     idx = tuple(s[:-1]) if len(s) == 4 else (None, *s[:-1])
                     ok[(n, *idx)] = idx not in bad
-                total += r.checked
-                agree += r.checked - len(r.mismatches)
-            results[name] = {"calls": used, "samples": total, "agree": agree}
-            outputs[name] = ok
-            log(f"{q['question']}: {name}: {agree} of {total} sampled outputs of {used} calls agree")
+                res["samples"] += r.checked
+                res["agree"] += r.checked - len(r.mismatches)
+        for name, r in results.items():
+            log(f"{q['question']}: {name}: {r['agree']} of {r['samples']} sampled outputs of {r['calls']} calls agree")
         full = [h for h, r in results.items() if r["samples"] and r["agree"] == r["samples"]]
         decided = None
         if len(full) == 1:
@@ -191,7 +195,7 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
         entry = {"question": q["question"], "match": q["match"], "hypotheses": results, "decided": decided,
                  "sets": sorted({k for h in q["hypotheses"].values() if h for k in h}), "calls": [n for n, _ in calls]}
         report.append(entry)
-        if decided is not None and q["hypotheses"][decided] is not None and not q["hypotheses"][decided].get("c_init"):
+        if decided is not None and q["hypotheses"][decided] not in (None, NO_K_TILE) and not q["hypotheses"][decided].get("c_init"):
             ev = (f"{q['question']}: '{decided}' agrees with {results[decided]['agree']} of "
                   f"{results[decided]['samples']} sampled outputs of {results[decided]['calls']} "
                   f"{'probe' if q.get('on') == 'probe' else 'validation'} calls ("
@@ -205,7 +209,7 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
 
 MORE = [RESULTS / "library" / f"{name}.json.gz" for name in (
     "addmm_beta1", "addmm_beta1_cancel", "addmm_alpha", "addmm_beta", "addmm_beta_split", "gemv_bias_samples",
-    "wmma_bias_samples", "tf32_bias_samples")]
+    "wmma_bias_samples", "tf32_bias_samples", "k_iteration_samples")]
 """The sampled calls the questions ``on`` more are asked of (what evidence/h100_library_decisions.json was made from)."""
 
 

@@ -11,6 +11,10 @@ from tcsmt.library.rules import CUTLASS_K_TILE
 CUTLASS_TILE = CUTLASS_K_TILE.pattern
 """A CUTLASS 2.x kernel name; group 1 is the threadblock tile's K (``..._64x64_32x6_...``: 32 k's, 6 stages;
 ``cutlass_75_wmma_..._32x32_32x1_...``: 32 k's, 1 stage): the catalogs' own pattern."""
+NO_K_TILE = {"k_tile": 0}
+"""The hypothesis 'blocks from the slice start' where the converter will not make that plan itself (it refuses a
+CUTLASS kernel's plan whose slice residue cuts a block while the K iteration is undecided): ``decide`` evaluates the
+plan another hypothesis of the question makes, with no K tiles."""
 
 _SIMT_CHAINS = {f"{what} (models/hopper.toml fp32 simt_ffma{'' if hyp is None else ', hypothesis ' + hyp})":
                 {"chain": {"arch": "hopper" if hyp is None else f"hopper:{hyp}", "in_fmt": "fp32", "out_fmt": "fp32",
@@ -94,6 +98,20 @@ QUESTIONS: list[dict[str, Any]] = [
     {"question": "fp32 -> tf32 input rounding of the sm80 xmma tf32 kernels",
      "match": {"tf32": True, "kernel_regex": r"^sm80_xmma_gemm_f32f32_tf32f32"},
      "hypotheses": {m: {"in_round": m} for m in ("rz", "rna", "rne")}},
+    {"question": "K iteration inside a slice of the sm80 CUTLASS tf32 kernels (fresh calls whose K residue cuts a block)",
+     "on": "more", "match": {"tf32": True, "kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_s1688gemm"},
+     "hypotheses": {"blocks from the slice start": NO_K_TILE,
+                    "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
+    {"question": "K iteration of the sm80 CUTLASS WMMA kernels (s161616gemm: wmma m16n16k16; fresh calls whose K "
+                 "residue cuts a block)",
+     "on": "more", "match": {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_wmma_tensorop_\w*s161616gemm"},
+     "hypotheses": {"blocks from the slice start": NO_K_TILE,
+                    "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
+    {"question": "K iteration of the sm75 CUTLASS fp16 WMMA kernels (s161616gemm: wmma m16n16k16; fresh calls whose K "
+                 "residue cuts a block)",
+     "on": "more", "match": {"a_dtype": "float16", "kernel_regex": r"^cutlass::Kernel2<cutlass_75_wmma_tensorop_\w*s161616gemm"},
+     "hypotheses": {"blocks from the slice start": NO_K_TILE,
+                    "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
     {"question": "K-chain of the fp32 CUDA-core kernels (tf32 off)",
      "match": {"a_dtype": "float32", "tf32": False,
                "kernel_regex": r"^(cutlass::Kernel2<cutlass_80_simt_sgemm|sm80_xmma_gemm_f32f32_f32f32_f32_\w*_ffma_\w*_execute_kernel)"},
