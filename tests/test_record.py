@@ -353,10 +353,14 @@ TF32_KERNELS = ["cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_al
 """What cuBLAS ran for mm 200x300x500 float32 tf32=1 on the H100 (evidence/record_h100_check.json), S = 4."""
 
 
-def test_undecided_cutlass_k_iteration_is_refused_where_it_matters(tmp_path):
-    """The tf32 CUTLASS kernels' K iteration inside a slice is not decided: a slice whose residue (mod the K tile
-    32) cuts the chain's 8-product blocks is refused (K = 500: 60 of 128 outputs differed on the H100), one whose
-    residue does not is answered (K = 512; the validation's K = 1000, S = 9 with tile 16: residue 8)."""
+def test_cutlass_k_iteration_residue_first_and_refused_where_undecided(tmp_path):
+    """The tf32 CUTLASS kernels iterate K residue first in their name's K tile (decided from 301 fresh H100 calls:
+    tests/test_cutlass_k_iteration.py), so a recorded K = 500, S = 4 call on one (whose slices' residues cut the
+    chain's 8-product blocks; before the decision it was refused, and its plan without K tiles gave 60 of 128 H100
+    outputs other than the GPU's: evidence/record_h100_check.json) is answered with K tiles of 32, as K = 512 is.  A
+    plan of such a kernel without a decided K iteration is still refused where a residue cuts a block."""
+    from tcsmt.library.rules import checked_entry
+
     lt = [(b"cublasLtSSSMatmul", b"x algo=[algoId=21 tile=MATMUL_TILE_64x64 stages=MATMUL_STAGES_32x6 "
            b"reductionScheme=REDUCTION_SCHEME_COMPUTE_TYPE numSplitsK=4] computeDesc=[computeType=COMPUTE_32F_FAST_TF32]")]
     res = {"nodes": [{"name": k, "block": [128, 1, 1], "cluster": None, "grid": [1, 1, 1]} for k in TF32_KERNELS],
@@ -367,7 +371,14 @@ def test_undecided_cutlass_k_iteration_is_refused_where_it_matters(tmp_path):
     rec = recording(calls, [res, res], {"name": "default"}, device, "capture", "test", [])
     build_catalog([("tf32", rec)], tmp_path / "c.sqlite")
     cat = Catalog(tmp_path / "c.sqlite")
-    (refused,) = cat.find(parse_record_spec("mm 200x300x500 float32 tf32=1"))
-    assert refused.plan is None and "residue of 20 k's cuts a 8-product block" in refused.why
-    (kept,) = cat.find(parse_record_spec("mm 200x300x512 float32 tf32=1"))
-    assert kept.plan is not None and kept.plan.split_k == 4 and kept.plan.in_round == "rne"
+    for K in (500, 512):
+        (found,) = cat.find(parse_record_spec(f"mm 200x300x{K} float32 tf32=1"))
+        assert found.plan is not None and found.plan.split_k == 4 and found.plan.in_round == "rne"
+        assert found.plan.k_tile == 32
+    entry = {"op": "mm", "a_dtype": "float32", "tf32": True, "split_k": 1, "in_round": "rne", "epilogue": [],
+             "chain": {"arch": "hopper", "in_fmt": "tf32", "out_fmt": "fp32", "instr": "cublas"},
+             "kernels": ["family none"], "sources": ["test"]}
+    kernel = [k for k in TF32_KERNELS if "cutlass" in k]
+    refused = checked_entry(entry, {}, [200, 300, 500, 1], kernel, "h100", "t")
+    assert "residue of 20 k's cuts a 8-product block" in refused["why"] and "\n" not in refused["why"]
+    assert "why" not in checked_entry({**entry, "k_tile": 32}, {}, [200, 300, 500, 1], kernel, "h100", "t")

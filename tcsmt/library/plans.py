@@ -212,13 +212,22 @@ class Plan:
 
     def arithmetic(self) -> tuple:
         """What decides the output bits (the call's shape and flags aside): two plans with equal arithmetic
-        compute the same outputs, whatever their kernels, library version or provenance."""
-        return (self.chain, self.in_round, self.k_tile, self.split_k, self.grain if self.split_k > 1 else 0,
+        compute the same outputs, whatever their kernels, library version or provenance.  K tiles count only where a
+        slice's length is not a multiple of them: otherwise residue first inserts no zero products and the chain's
+        blocks are the same (a plan recorded without a decided K tile is then the same arithmetic)."""
+        return (self.chain, self.in_round, self._k_tile_in_effect(), self.split_k, self.grain if self.split_k > 1 else 0,
                 self.slices if self.split_k > 1 else "", self.remainder if self.split_k > 1 else "",
                 self.reduce if self.split_k > 1 else "", self.epilogue) + \
             ((self.k_floor,) if self.split_k > 1 and self.k_floor else ()) + \
             ((("segment", self.segment),) if self.segment else ()) + \
             ((("segment_k", self.segment_k),) if self.segment_k is not None else ())
+
+    def _k_tile_in_effect(self) -> int:
+        """``k_tile`` where some slice of the call has a residue (its length mod ``k_tile`` is not 0), else 0."""
+        if not self.k_tile:
+            return 0
+        lengths = [self.call.K] if self.split_k == 1 else [len(r) for r in self.slice_ranges()]
+        return self.k_tile if any(n % self.k_tile for n in lengths) else 0
 
     def slice_ranges(self, K: int | None = None) -> list[list[int]]:
         """The k indices of each slice, in order (an empty list for an empty slice).
