@@ -245,7 +245,6 @@ def replay_cmd(raw: Path, gpu: str, json_out: Path | None) -> int:
 def as_more(raw: dict[str, Any], kernel_regex: str) -> dict[str, Any]:
     """The calls of ``raw`` whose one kernel matches ``kernel_regex``, as ``decide --more`` reads sampled calls."""
     import ast
-    import re
 
     pattern = re.compile(kernel_regex)
     stamp = raw.get("stamp", {})
