@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from tcsmt.cli.commands import main
 from tcsmt.errors import TcsmtError
 from tcsmt.library import api
-from tcsmt.library.catalog import KEY_FORMAT, SCHEMA, family_text, open_catalog
+from tcsmt.library.catalog import KEY_FORMAT, SCHEMA, family_text
 from tcsmt.library.checks import make_call
 from tcsmt.library.invariance import find_layer, invariance, layer_call, study, witness
 from tcsmt.library.lookup import answer, answers_over
@@ -50,10 +50,8 @@ def plans_dir(tmp_path, monkeypatch):
         db.execute("INSERT INTO runs VALUES (1, 'M', ?, ?, ?, ?, 1, ?)", (N, K, lo, hi, pid))
     db.commit()
     db.close()
-    open_catalog.cache_clear()
     monkeypatch.setenv("TCSMT_PLANS", str(tmp_path))
-    yield tmp_path
-    open_catalog.cache_clear()
+    return tmp_path
 
 
 def test_answers_over_is_answer_at_each_count(plans_dir):

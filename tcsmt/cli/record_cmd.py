@@ -21,8 +21,6 @@ catalog, then exits as interrupted.
 """
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import re
 import sys
@@ -34,15 +32,21 @@ from typing import Any
 import click
 
 from tcsmt.errors import InternalError, TcsmtError
+from tcsmt.hwcheck.record_store import (
+    ENV_OF,
+    catalog_name,
+    recorder_call,
+    recording_path,
+    setting_for,
+    write_recording,
+)
 from tcsmt.io.options import progress_option
 from tcsmt.io.progress import Progress
 from tcsmt.io.trap import CONTEXT_SETTINGS, Command, script_main
 from tcsmt.library.checks import make_call
 from tcsmt.library.lookup import PLANS_ENV, answer, parse_record_spec, record_spec
 from tcsmt.library.plans import Call
-from tcsmt.library.settings import parse_settings_key, settings_key
-
-ENV_OF = {"cublas_workspace": "CUBLAS_WORKSPACE_CONFIG", "cublaslt_workspace": "CUBLASLT_WORKSPACE_SIZE"}
+from tcsmt.library.settings import settings_key
 
 
 def calls_file(path: Path) -> list[str]:
@@ -52,16 +56,6 @@ def calls_file(path: Path) -> list[str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise TcsmtError(f"cannot read {path}: {exc}") from None
     return [t for t in (line.split("#", 1)[0].strip() for line in lines) if t]
-
-
-def recorder_call(call: Call) -> dict[str, Any]:
-    """A :class:`Call` as the recorder's call dict (``linear``/``scaled_mm`` take the (N, K) weight: ``b_t``)."""
-    from tcsmt.hwcheck.record import FIELDS
-
-    d = {k: getattr(call, k) for k in FIELDS}
-    if call.op in ("linear", "scaled_mm"):
-        d["b_t"] = True
-    return d
 
 
 def call_of_collected(entry: dict[str, Any]) -> Call:
@@ -79,30 +73,6 @@ def call_of_collected(entry: dict[str, Any]) -> Call:
                      b_t=bool(c["b_t"]) and layout, settings=key)
 
 
-def setting_for(key: str) -> dict[str, Any]:
-    """The recorder's setting of a settings key; TcsmtError where the key's environment variables differ from this
-    process's (they act when a process starts)."""
-    fields = parse_settings_key(key)
-    for field, var in ENV_OF.items():
-        want, have = fields.get(field, ""), os.environ.get(var, "")
-        if want != have:
-            raise TcsmtError(f"calls under settings {key!r} need {var}" + (f"={want}" if want else " unset") +
-                             (f"; this process has {var}={have}" if have else "; this process has it unset") +
-                             " (it acts when a process starts): run tcsmt record so")
-    env = {var: os.environ[var] for var in ENV_OF.values() if os.environ.get(var)}
-    return {"name": key, "blas": fields.get("blas", "cublas"), "reduced": list(fields.get("reduced", (True, True))),
-            "env": env}
-
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text))
-
-
-def catalog_name(gpu: str, stamp: dict[str, Any], name: str) -> str:
-    """``<gpu>_cublas<version>_torch<version>_<name>.sqlite``."""
-    return _safe(f"{gpu}_cublas{stamp.get('cublas')}_torch{stamp.get('torch')}_{name}") + ".sqlite"
-
-
 def out_dir(out: Path | None) -> Path:
     if out is None:
         first = next((p for p in os.environ.get(PLANS_ENV, "").split(":") if p), None)
@@ -112,11 +82,6 @@ def out_dir(out: Path | None) -> Path:
     if out.exists() and not out.is_dir():
         raise TcsmtError(f"{out} is not a folder")
     return out
-
-
-def write_recording(path: Path, rec: dict[str, Any]) -> None:
-    with gzip.GzipFile(path, "wb", mtime=0) as f:
-        f.write(json.dumps(rec, separators=(",", ":")).encode())
 
 
 def _collect(kind: str, target: str, argv: list[str]) -> tuple[list[tuple[Call, int]], dict[str, dict[str, Any]]]:
@@ -223,7 +188,7 @@ def _record(wanted: list[tuple[Call, int, str]], skipped: dict[str, dict[str, An
     stamp = running_stamp(torch)
     gpu = (gpu or gpu_of_device(str(stamp["gpu_name"]))).lower()
     path = directory / catalog_name(gpu, stamp, name)
-    rec_paths = {key: path.with_name(path.stem + "." + _safe(key) + ".json.gz") for key in groups}
+    rec_paths = {key: recording_path(path, key) for key in groups}
     for p in [path, *rec_paths.values()]:
         if p.exists() and not force:
             raise TcsmtError(f"{p} exists (pass --force to replace it, or --name to write another catalog beside it)")

@@ -18,7 +18,7 @@ from tcsmt.arith.formats import FP32, get_format
 from tcsmt.errors import TcsmtError
 from tcsmt.library.checks import make_call
 from tcsmt.library.evaluate import array_module, checked_bits, evaluate, evaluate_pairs, fmt_of, inputs_to_chain, to_fp32
-from tcsmt.library.lookup import Answer, Target, answer
+from tcsmt.library.lookup import Answer, Target, answer_for
 from tcsmt.library.plans import C_STEPS, Call, Plan
 
 __all__ = ["Answer", "Call", "Plan", "Target", "addmm", "bmm", "explain", "linear", "mm", "plan", "run", "run_pairs", "scaled_mm"]
@@ -49,7 +49,7 @@ def explain(op: str, M: int, N: int, K: int, *, gpu: str | Target = "h100", a_dt
                      beta=beta, bias=bias, tf32=tf32, scale=scale, fast_accum=fast_accum,
                      a_t=t.a_t if a_t is None else a_t, b_t=t.b_t if b_t is None else b_t,
                      settings=t.settings if settings is None else settings)
-    return answer(call, t.gpu, plans_dirs=t.plans_dirs, stamp=t.stamp)
+    return answer_for(call, t)
 
 
 _plan_of = plan  # the facades' ``plan`` argument shadows the function

@@ -287,8 +287,18 @@ def _plan(path: Path, pid: int, fields: str, gpu: str, library: str) -> Plan:
 
 
 @cache
-def open_catalog(path: str) -> Catalog:
+def _open(path: str, version: tuple[int, int, int]) -> Catalog:
     return Catalog(Path(path))
+
+
+def open_catalog(path: str) -> Catalog:
+    """The catalog at ``path``, opened once per version of the file (its inode, size and modification time: a
+    catalog built again, as the on-the-spot recorder does, is opened anew)."""
+    try:
+        st = Path(path).stat()
+    except OSError as exc:
+        raise TcsmtError(f"cannot read plan catalog {path}: {exc}") from None
+    return _open(str(path), (st.st_ino, st.st_size, st.st_mtime_ns))
 
 
 def catalogs_in(directory: Path) -> list[Catalog]:

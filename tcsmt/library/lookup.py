@@ -34,14 +34,18 @@ from tcsmt.library.predict import Prediction, continuation
 from tcsmt.library.settings import DEFAULT, parse_settings_key, settings_key
 
 PLANS_ENV = "TCSMT_PLANS"
+RECORD_ENV = "TCSMT_RECORD"
+"""A folder: the torch facade records there, on the spot, the CUDA calls no catalog holds (its ``record=``)."""
 
 
 @dataclass(frozen=True)
 class Target:
     """Where and how a call runs, beyond its shape and dtypes: the GPU's plan name, the running GPU's stamp (None:
     any recording of that GPU), the settings key (:mod:`tcsmt.library.settings`), the operand layouts, and the
-    folders of user recordings (None: ``$TCSMT_PLANS``).  The torch facade makes one from the tensors and torch's
-    state; ``tcsmt.library`` functions take it wherever they take ``gpu``."""
+    folders of user recordings (None: ``$TCSMT_PLANS``), and where a call no catalog under ``stamp`` holds is recorded
+    on the spot (``record``: a folder; ``device_index``: the CUDA device the call's tensors live on;
+    :mod:`tcsmt.hwcheck.record_missing`).  The torch facade makes one from the tensors and torch's state;
+    ``tcsmt.library`` functions take it wherever they take ``gpu``."""
 
     gpu: str
     stamp: dict[str, Any] | None = field(default=None, hash=False)
@@ -49,6 +53,8 @@ class Target:
     a_t: bool = False
     b_t: bool = False
     plans_dirs: tuple[str, ...] | None = None
+    record: str | None = None
+    device_index: int | None = None
 
 
 def gpu_short_name(device_name: str) -> str:
@@ -155,6 +161,45 @@ def answer(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
     """The plan of ``call`` on ``gpu`` with its provenance; TcsmtError with the reason and the recording command."""
     gpu, cats, skipped = _sources(gpu, plans_dirs, stamp)
     return _decide(call, gpu, cats, skipped, stamp is not None, None)
+
+
+def answer_for(call: Call, target: Target) -> Answer:
+    """:func:`answer` for ``call`` on ``target``.  Where ``target.record`` names a folder, it is searched too, and
+    where no catalog usable under the running stamp holds a run covering the call, the call is first recorded on
+    the spot on the target's CUDA device (:func:`tcsmt.hwcheck.record_missing.record_missing`) into that folder."""
+    dirs = target.plans_dirs
+    if target.record is not None:
+        folder = Path(target.record)
+        known = tuple(str(d) for d in user_dirs(target.plans_dirs))
+        if folder.is_dir() and not any(Path(d).resolve() == folder.resolve() for d in known):
+            known += (str(folder),)
+        dirs = known
+    try:
+        return answer(call, target.gpu, plans_dirs=dirs, stamp=target.stamp)
+    except TcsmtError:
+        if target.record is None or recorded(call, target.gpu, plans_dirs=dirs, stamp=target.stamp):
+            raise
+    if target.stamp is None or target.device_index is None:
+        raise TcsmtError("recording on the spot needs the running GPU (the torch facade's CUDA tensors with "
+                         "gpu='auto'): record the call with `tcsmt record`")
+    from tcsmt.hwcheck.record_missing import record_missing
+    from tcsmt.hwcheck.stamp import import_torch
+
+    record_missing(import_torch(), call, target.gpu, folder, target.device_index)
+    assert dirs is not None
+    if str(folder) not in dirs:
+        dirs += (str(folder),)
+    return answer(call, target.gpu, plans_dirs=dirs, stamp=target.stamp)
+
+
+def recorded(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
+             stamp: dict[str, Any] | None = None) -> bool:
+    """Whether a catalog of ``gpu`` usable under ``stamp`` holds a run covering ``call`` (with a plan or a refusal):
+    where it does, recording the call again would read the same plan."""
+    if str(gpu).lower() not in known_gpus(plans_dirs):
+        return False
+    _gpu, cats, _skipped = _sources(gpu, plans_dirs, stamp)
+    return any(c.find(call) for c in cats)
 
 
 def answers_over(call: Call, gpu: str, lo: int, hi: int, *, plans_dirs: tuple[str, ...] | None = None,

@@ -2,7 +2,7 @@
 
     python -m tools.library.catalog_samples pick --gpu G [--before OLD.sqlite | --refused REGEX] [--calls N] -o LIST.json
     python3 tools/device/catalog_sample_run.py LIST.json RAW.json.gz [SECONDS]     (on the GPU: torch, tcsmt)
-    python -m tools.library.catalog_samples replay RAW.json.gz --gpu G [--json SUMMARY.json]
+    python -m tools.library.catalog_samples replay RAW.json.gz --gpu G [--plans DIR] [--json SUMMARY.json]
     python -m tools.library.catalog_samples as-more RAW.json.gz --kernel-regex RE -o MORE.json.gz
 
 ``as-more`` writes the calls of RAW whose one kernel (copies aside) matches RE as sampled calls that
@@ -21,8 +21,8 @@ GPU runs that a refusal's open question is decided from (``as-more``, then ``too
 Each call gets an input distribution (``normal``, ``wide``, ``cancel`` in turn; fp16 outputs never ``wide``) and
 a seed.
 
-``replay`` asks the library (:func:`tcsmt.library.lookup.answer`: the shipped tables, then catalogs; no user
-folders) for each call's plan, rebuilds its inputs (:func:`tcsmt.hwcheck.library_calls.make_inputs`) and
+``replay`` asks the library (:func:`tcsmt.library.lookup.answer`: the shipped tables, then catalogs, and the user
+folders ``--plans`` only) for each call's plan, rebuilds its inputs (:func:`tcsmt.hwcheck.library_calls.make_inputs`) and
 evaluates its first :data:`MAX_SAMPLES` sampled outputs under the plan (:func:`tcsmt.library.replay.replay_call`): a call is bit-exact when
 every sample equals the GPU's bits.  A call the library now refuses is counted apart, with its reason.
 """
@@ -151,8 +151,9 @@ def sampled_call(item: dict[str, Any]) -> tuple[Call, dict[str, Any]]:
     return call, vc
 
 
-def replay(raw: dict[str, Any], gpu: str) -> dict[str, Any]:
-    """Every run call's samples under the library's plan: module docstring."""
+def replay(raw: dict[str, Any], gpu: str, plans: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Every run call's samples under the library's plan (the shipped tables and catalogs, and the folders
+    ``plans``): module docstring."""
     tally: collections.Counter = collections.Counter()
     by_class: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     shown: list[dict[str, Any]] = []
@@ -162,7 +163,7 @@ def replay(raw: dict[str, Any], gpu: str) -> dict[str, Any]:
         stratum = str(item.get("stratum", ["?"])[0])
         tally["calls"] += 1
         try:
-            ans = answer(call, gpu, plans_dirs=())
+            ans = answer(call, gpu, plans_dirs=plans)
         except TcsmtError as exc:
             tally["refused"] += 1
             refused.append({"spec": item["spec"], "why": str(exc)[:300]})
@@ -229,10 +230,12 @@ def pick_cmd(gpu: str, catalog: Path | None, before: Path | None, refused: str |
 @samples_cmd.command("replay", help="evaluate the device's sampled outputs under the library's plans")
 @click.argument("raw", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--gpu", required=True, help="whose plans to ask (the GPU the samples ran on)")
+@click.option("--plans", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="a folder of user catalogs to ask too (a recording made on the GPU: tcsmt record --out)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
-def replay_cmd(raw: Path, gpu: str, json_out: Path | None) -> int:
+def replay_cmd(raw: Path, gpu: str, plans: tuple[str, ...], json_out: Path | None) -> int:
     doc = json.load(gzip.open(raw, "rt")) if raw.suffix == ".gz" else read_json(raw, "device samples")
-    res = replay(doc, gpu)
+    res = replay(doc, gpu, tuple(plans))
     res["command"] = "python -m tools.library.catalog_samples " + " ".join(sys.argv[1:])
     print(json.dumps(res["totals"]))
     for s in res["not_bit_exact"]:
