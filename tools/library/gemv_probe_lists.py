@@ -9,7 +9,9 @@ kernel and block whose recorded K values reach beyond its probed range (or that 
 at its smallest and largest recorded K, and one between where ``--per-variant`` asks for three, as
 ``tools/device/gemv_probes.py`` specs (a ``linear`` call with a bias keeps it: the probe's bias of zeros runs the
 kernel cuBLAS picks for a bias and leaves every sum as it is): rows revealed at leaves 0, 1, K/2, K - 2, K - 1, two random-probe calls and
-one random-input call each.
+one random-input call each.  ``--spread N`` lists instead, for every kernel and block, up to N recorded K values no
+probe read, evenly spaced by rank over its recorded K values: the probes that test whether one order holds over a
+kernel's whole K range.
 """
 from __future__ import annotations
 
@@ -58,18 +60,28 @@ def recorded_gemv_calls(recordings: list[tuple[str, dict[str, Any]]]) -> dict[tu
     return out
 
 
-def probe_list(gpu: str, recordings: list[tuple[str, dict[str, Any]]], per_variant: int) -> list[dict[str, Any]]:
+def spread(values: list[int], n: int) -> list[int]:
+    """Up to ``n`` of the sorted ``values`` evenly spaced by rank, the first and last among them."""
+    if len(values) <= n:
+        return list(values)
+    return sorted({values[round(i * (len(values) - 1) / (n - 1))] for i in range(n)}) if n > 1 else [values[0]]
+
+
+def probe_list(gpu: str, recordings: list[tuple[str, dict[str, Any]]], per_variant: int,
+               spread_over: int = 0) -> list[dict[str, Any]]:
     """The specs: module docstring."""
     table = gemv_orders(gpu)
     specs: list[dict[str, Any]] = []
     for (kernel, block), by_k in sorted(recorded_gemv_calls(recordings).items()):
         probed = sorted({k for e in table.get((kernel, block), []) for k in e["K_probed"]})
         ks = sorted(by_k)
-        outside = [k for k in ks if not probed or k < probed[0] or k > probed[-1]]
-        if not outside:
-            continue
-        pick = sorted({outside[0], outside[-1], *([outside[len(outside) // 2]] if per_variant > 2 else [])})
-        for K in pick[:per_variant]:
+        if spread_over:
+            pick = spread([k for k in ks if k not in probed], spread_over)
+        else:
+            outside = [k for k in ks if not probed or k < probed[0] or k > probed[-1]]
+            pick = sorted({*outside[:1], *outside[-1:], *([outside[len(outside) // 2]] if per_variant > 2 and outside
+                                                          else [])})[:per_variant]
+        for K in pick:
             c = by_k[K]
             specs.append({"op": c["op"], "M": int(c["M"]), "N": int(c["N"]), "K": K, "batch": int(c.get("batch") or 1),
                           "a_dtype": c["a_dtype"], "out_dtype": c.get("out_dtype") or c["a_dtype"], "a_t": False,
@@ -85,10 +97,13 @@ def probe_list(gpu: str, recordings: list[tuple[str, dict[str, Any]]], per_varia
 @click.argument("recordings", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--gpu", required=True, help="whose GEMV order table (models/library/<gpu>_gemv_orders.json.gz)")
 @click.option("--per-variant", type=click.IntRange(1, 3), default=3, show_default=True)
+@click.option("--spread", "spread_over", type=click.IntRange(0, 64), default=0, show_default=True,
+              help="instead: up to this many recorded K values of every variant not probed yet, evenly spaced by "
+                   "rank over its recorded K values (the smallest and largest among them)")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
-def gemv_probe_lists_cmd(recordings: tuple[Path, ...], gpu: str, per_variant: int, out: Path) -> int:
+def gemv_probe_lists_cmd(recordings: tuple[Path, ...], gpu: str, per_variant: int, spread_over: int, out: Path) -> int:
     recs = [(p.name, read_recording(p)) for p in recordings]
-    specs = probe_list(gpu, recs, per_variant)
+    specs = probe_list(gpu, recs, per_variant, spread_over)
     out.write_text(json.dumps(specs, indent=0) + "\n")
     print(f"{len(specs)} probe calls of {len({s['variant'] + str(s['blocks']) for s in specs})} kernel variants "
           f"written to {out}")
