@@ -22,7 +22,7 @@ attention query, a batch-broadcast matrix) at a ``bmm`` the GPU's recordings sho
 
 ``record=FOLDER`` (default: ``$TCSMT_RECORD``, else off), for CUDA tensors with ``gpu="auto"``: a call that no
 catalog usable under the running GPU's stamp holds is recorded on the spot on the tensors' GPU (CUDA graph
-capture: nothing runs; :mod:`tcsmt.hwcheck.record_missing`) into FOLDER's on-the-spot catalog, then answered from
+capture: nothing runs; :mod:`tcsmt.library.record_missing`) into FOLDER's on-the-spot catalog, then answered from
 it like any recorded call, or refused with the reason the conversion gives.  Calls a catalog holds, answered or
 refused, are not recorded again.  With CPU tensors or a named ``gpu`` an explicit ``record`` is refused.
 """

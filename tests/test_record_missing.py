@@ -1,4 +1,4 @@
-"""On-the-spot recording (:mod:`tcsmt.hwcheck.record_missing`, the torch facade's ``record=``) without a GPU: the
+"""On-the-spot recording (:mod:`tcsmt.library.record_missing`, the torch facade's ``record=``) without a GPU: the
 recorder is replaced by one that returns what the capture returned for the call in the committed H200 recording
 (tests/data/recordings/h200_layers_16bit_subset.json.gz, as test_record.py reads it), so the rest runs for real:
 the settings key, merging into the folder's recording, the catalog built again, the lookup under the running
@@ -14,9 +14,10 @@ from test_record import SUBSET, _results_of
 from tcsmt.errors import TcsmtError
 from tcsmt.hwcheck import record as record_module
 from tcsmt.hwcheck.record import recording
-from tcsmt.hwcheck.record_store import merge_recordings
 from tcsmt.library.catalog_build import read_recording, token_counts
-from tcsmt.library.lookup import Target, answer, answer_for, parse_record_spec, record_spec
+from tcsmt.library.lookup import Target, answer, parse_record_spec, record_spec
+from tcsmt.library.record_missing import answer_for
+from tcsmt.library.record_store import merge_recordings
 
 REC = read_recording(SUBSET)
 STAMP = {"gpu_name": REC["device"]["gpu"], **{k: REC["device"].get(k) for k in ("sm_count", "driver", "torch", "cuda",
@@ -27,7 +28,7 @@ def _task_of(call):
     """The committed recording's task that ran ``call`` (its template with M free), or None."""
     for task in REC["tasks"]:
         tmpl = {**record_module.DEFAULTS, **task["call"]}
-        want = {k: v for k, v in record_module.norm_call({**tmpl, "M": call["M"]}).items()}
+        want = record_module.norm_call({**tmpl, "M": call["M"]})
         if record_module.norm_call(call) == want and call["M"] in token_counts(task["ms"]):
             return task
     return None
@@ -50,7 +51,7 @@ class FakeRecorder:
 
 
 class FakeCuda:
-    class device:  # noqa: N801 (torch.cuda.device's name)
+    class device:
         def __init__(self, index):
             self.index = index
 

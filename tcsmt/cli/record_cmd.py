@@ -32,7 +32,13 @@ from typing import Any
 import click
 
 from tcsmt.errors import InternalError, TcsmtError
-from tcsmt.hwcheck.record_store import (
+from tcsmt.io.options import progress_option
+from tcsmt.io.progress import Progress
+from tcsmt.io.trap import CONTEXT_SETTINGS, Command, script_main
+from tcsmt.library.checks import make_call
+from tcsmt.library.lookup import PLANS_ENV, answer, parse_record_spec, record_spec
+from tcsmt.library.plans import Call
+from tcsmt.library.record_store import (
     ENV_OF,
     catalog_name,
     recorder_call,
@@ -40,12 +46,6 @@ from tcsmt.hwcheck.record_store import (
     setting_for,
     write_recording,
 )
-from tcsmt.io.options import progress_option
-from tcsmt.io.progress import Progress
-from tcsmt.io.trap import CONTEXT_SETTINGS, Command, script_main
-from tcsmt.library.checks import make_call
-from tcsmt.library.lookup import PLANS_ENV, answer, parse_record_spec, record_spec
-from tcsmt.library.plans import Call
 from tcsmt.library.settings import settings_key
 
 

@@ -18,8 +18,9 @@ from tcsmt.arith.formats import FP32, get_format
 from tcsmt.errors import TcsmtError
 from tcsmt.library.checks import make_call
 from tcsmt.library.evaluate import array_module, checked_bits, evaluate, evaluate_pairs, fmt_of, inputs_to_chain, to_fp32
-from tcsmt.library.lookup import Answer, Target, answer_for
+from tcsmt.library.lookup import Answer, Target
 from tcsmt.library.plans import C_STEPS, Call, Plan
+from tcsmt.library.record_missing import answer_for
 
 __all__ = ["Answer", "Call", "Plan", "Target", "addmm", "bmm", "explain", "linear", "mm", "plan", "run", "run_pairs", "scaled_mm"]
 

@@ -4,7 +4,8 @@ The orders are the tables ``models/library/<gpu>_gemv_orders.json.gz`` (``python
 FPRev probes and GEMV scans): per kernel and block dims, L threads that chain their k's by FFMA, dealt in tiles or one
 by one, and the tree that joins the thread sums.  :func:`gemv_fields` turns one into plan fields where it is certain
 for the call: at a ``gemvx`` call whose recording holds its launch words, by :func:`dealt_order` at any K; else at the
-K values and (``gemvx``) the calls an entry was read on.
+K values and (``gemvx``) the calls an entry was read on; at a kernel whose thread count is a template argument, by
+the K-range rule (:func:`k_range_order`) between the K values one order was read at.
 """
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ from tcsmt.library.plans import Call, Plan, plans_dir
 GEMV_ORDERS = "{gpu}_gemv_orders.json.gz"
 """The K orders of the GEMV kernels read on a GPU (``models/library/``; ``tools/library/gemv_orders.py``)."""
 _gemv_tables: dict[str, dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]]] = {}
+_gemv_gaps: dict[str, dict[tuple[str, tuple[int, ...]], list[int]]] = {}
+K_RANGE_READ = 4
+"""The K-range rule (:func:`k_range_order`): fewest distinct K values at which one order of a kernel and block whose
+thread count is a template argument must have been read before it applies at every K between the smallest and the
+largest of them."""
 
 
 def gemv_orders(gpu: str) -> dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]]:
@@ -26,12 +32,48 @@ def gemv_orders(gpu: str) -> dict[tuple[str, tuple[int, ...]], list[dict[str, An
     held at every K (``tools/library/gemv_orders.py``); empty where none were read."""
     if gpu not in _gemv_tables:
         path = plans_dir() / GEMV_ORDERS.format(gpu=gpu)
-        rows = load.read_json_object(path, "GEMV order table").get("orders", []) if path.exists() else []
+        doc = load.read_json_object(path, "GEMV order table") if path.exists() else {}
         table: dict[tuple[str, tuple[int, ...]], list[dict[str, Any]]] = {}
-        for e in rows:
+        for e in doc.get("orders", []):
             table.setdefault((kernel_key(str(e["kernel"])), tuple(int(x) for x in e["block"])), []).append(e)
-        _gemv_tables[gpu] = table
+        gaps: dict[tuple[str, tuple[int, ...]], list[int]] = {}
+        for e in doc.get("not_decided", []):
+            gaps.setdefault((kernel_key(str(e["kernel"])), tuple(int(x) for x in e["block"])), []).extend(
+                int(k) for k in e["K"])
+        _gemv_tables[gpu], _gemv_gaps[gpu] = table, gaps
     return _gemv_tables[gpu]
+
+
+def gemv_gaps(gpu: str) -> dict[tuple[str, tuple[int, ...]], list[int]]:
+    """The K values at which a probe of a GEMV kernel and block found no order, or fresh GPU outputs refuted the
+    table's (``not_decided`` of the table), by (kernel name, block dims)."""
+    gemv_orders(gpu)
+    return _gemv_gaps[gpu]
+
+
+def k_range_order(read: Sequence[dict[str, Any]], gaps: Sequence[int], K: int) -> tuple[dict[str, Any] | None, str]:
+    """(the entry whose order applies at ``K``, '') or (None, why not), by the K-range rule: a kernel and block whose
+    thread count is a template argument (``gemmSN``, ``gemv2T_kernel_val``: its dealing is fixed by its code, tiles
+    of min(64, ceil(K/L)) k's or one by one, not by the call's launch) whose entries ``read`` all say one order
+    (threads, dealing rule, tree, segment), read at :data:`K_RANGE_READ` or more distinct K values (probes and
+    scans), applies at every K between the smallest and the largest of them where no probe found another order and no
+    fresh output refuted it (``gaps``).  The probes behind it were spread over each kernel's recorded K range
+    (``tools/library/gemv_probe_lists.py --spread``); fresh GPU outputs at K values between them check it
+    (``evidence/library/<gpu>_fresh_random_replayed*.json``)."""
+    if not read or any(not str(e["lanes_are"]).startswith("template") for e in read):
+        return None, ""
+    forms = {(int(e["lanes"]), str(e["grain"]), str(e["reduce"]), int(e.get("segment", 0))) for e in read}
+    if len(forms) != 1:
+        return None, f"{len(forms)} orders read at different K"
+    ks = sorted({int(k) for e in read for k in e["K"]})
+    if len(ks) < K_RANGE_READ:
+        return None, f"one order read at {len(ks)} K values (the K-range rule needs {K_RANGE_READ})"
+    if not ks[0] <= K <= ks[-1]:
+        return None, f"K = {K} outside the K range its order was read over ({ks[0]}..{ks[-1]})"
+    inside = sorted({k for k in gaps if ks[0] <= k <= ks[-1]})
+    if inside:
+        return None, f"another order, or none, at K = {', '.join(map(str, inside[:5]))} inside the K range read"
+    return max(read, key=lambda e: len(e["K"])), ""
 
 
 def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], blocks: Sequence[Sequence[int]] | None,
@@ -45,7 +87,8 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
     sums joined by the entry's tree (``halving`` or ``fp32_forward``), then the call's epilogue and RNE to the output
     format.  An entry applies at the K values probed only (an fp16 ``gemvx`` whose order fits its probes at K = 580,
     641, 8,483 and 16,383 gave 2 of 256 outputs of another order at K = 1,347 on the H100:
-    ``evidence/library/h100_catalog_samples.json``).  The epilogue comes from the conversion, which gives a GEMV call
+    ``evidence/library/h100_catalog_samples.json``), except by the K-range rule (:func:`k_range_order`) at kernels
+    whose thread count is a template argument.  The epilogue comes from the conversion, which gives a GEMV call
     one only where a decision naming GEMV kernels set it (:func:`tcsmt.library.call_plans.ConvertContext.entry`).
 
     ``dealing``: the recorded launch's [tile, stride] per kernel (``gemv_dealing`` of a recording,
@@ -70,9 +113,17 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
                                                       f"stride {dealt[1]}: {'tiles' if g > 1 else 'one by one'})"), ""
     at_k = [e for e in read if K in e["K"]]
     if not at_k:
+        ranged, why_not = k_range_order(read, gemv_gaps(gpu).get(
+            (kernel_key(kernels[0]), tuple(int(x) for x in blocks[0])), []), K)
+        if ranged is not None:
+            ks = sorted({int(k) for e in read for k in e["K"]})
+            g = 1 if ranged["grain"] == "1" else min(64, -(-K // int(ranged["lanes"])))
+            return _gemv_entry(entry, ranged, g, what, probes,
+                               f"; at K = {K} by the K-range rule (one order read at {len(ks)} K values from "
+                               f"{ks[0]} to {ks[-1]}, none other inside)"), ""
         ks = sorted(k for e in read for k in e["K"])
         shown = ", ".join(map(str, ks[:8])) + (f", ... ({len(ks)} values)" if len(ks) > 8 else "")
-        return entry, f"K order of {what} read at K = {shown} only ({probes})"
+        return entry, f"K order of {what} read at K = {shown} only ({probes})" + (f": {why_not}" if why_not else "")
     shape = gemv_call_shape(plan.call)
     at_shape = [e for e in at_k if not dealt_per_call(e, K) or shape in e.get("calls", ())]
     if not at_shape:

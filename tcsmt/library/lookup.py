@@ -44,7 +44,7 @@ class Target:
     any recording of that GPU), the settings key (:mod:`tcsmt.library.settings`), the operand layouts, and the
     folders of user recordings (None: ``$TCSMT_PLANS``), and where a call no catalog under ``stamp`` holds is recorded
     on the spot (``record``: a folder; ``device_index``: the CUDA device the call's tensors live on;
-    :mod:`tcsmt.hwcheck.record_missing`).  The torch facade makes one from the tensors and torch's state;
+    :mod:`tcsmt.library.record_missing`).  The torch facade makes one from the tensors and torch's state;
     ``tcsmt.library`` functions take it wherever they take ``gpu``."""
 
     gpu: str
@@ -161,35 +161,6 @@ def answer(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,
     """The plan of ``call`` on ``gpu`` with its provenance; TcsmtError with the reason and the recording command."""
     gpu, cats, skipped = _sources(gpu, plans_dirs, stamp)
     return _decide(call, gpu, cats, skipped, stamp is not None, None)
-
-
-def answer_for(call: Call, target: Target) -> Answer:
-    """:func:`answer` for ``call`` on ``target``.  Where ``target.record`` names a folder, it is searched too, and
-    where no catalog usable under the running stamp holds a run covering the call, the call is first recorded on
-    the spot on the target's CUDA device (:func:`tcsmt.hwcheck.record_missing.record_missing`) into that folder."""
-    dirs = target.plans_dirs
-    if target.record is not None:
-        folder = Path(target.record)
-        known = tuple(str(d) for d in user_dirs(target.plans_dirs))
-        if folder.is_dir() and not any(Path(d).resolve() == folder.resolve() for d in known):
-            known += (str(folder),)
-        dirs = known
-    try:
-        return answer(call, target.gpu, plans_dirs=dirs, stamp=target.stamp)
-    except TcsmtError:
-        if target.record is None or recorded(call, target.gpu, plans_dirs=dirs, stamp=target.stamp):
-            raise
-    if target.stamp is None or target.device_index is None:
-        raise TcsmtError("recording on the spot needs the running GPU (the torch facade's CUDA tensors with "
-                         "gpu='auto'): record the call with `tcsmt record`")
-    from tcsmt.hwcheck.record_missing import record_missing
-    from tcsmt.hwcheck.stamp import import_torch
-
-    record_missing(import_torch(), call, target.gpu, folder, target.device_index)
-    assert dirs is not None
-    if str(folder) not in dirs:
-        dirs += (str(folder),)
-    return answer(call, target.gpu, plans_dirs=dirs, stamp=target.stamp)
 
 
 def recorded(call: Call, gpu: str, *, plans_dirs: tuple[str, ...] | None = None,

@@ -44,14 +44,14 @@ def main() -> int:
             W = torch.randn(c.N, c.K, device="cuda", dtype=dt, generator=g)
             ref = F.linear(A, W)
 
-            def facade():
+            def facade(A=A, W=W):
                 return tt.linear(A, W, record=folder)
         else:
             B = torch.randn(c.K, c.N, device="cuda", dtype=dt, generator=g)
             od = None if c.out_dtype == c.a_dtype else getattr(torch, c.out_dtype)
             ref = torch.mm(A, B) if od is None else torch.mm(A, B, out_dtype=od)
 
-            def facade():
+            def facade(A=A, B=B, od=od):
                 return tt.mm(A, B, out_dtype=od, record=folder)
         row = {"spec": spec}
         try:

@@ -1,10 +1,11 @@
 """Record on the spot the plan of a call no plan catalog holds, on the GPU the call's tensors live on.
 
-The torch facade (:mod:`tcsmt.torch`, ``record=FOLDER`` or ``$TCSMT_RECORD``) asks :func:`record_missing` where
-the catalogs usable under the running GPU's stamp hold no run covering a call.  The call is recorded as ``tcsmt
+The torch facade (:mod:`tcsmt.torch`, ``record=FOLDER`` or ``$TCSMT_RECORD``) asks :func:`answer_for` (through
+:func:`tcsmt.library.api.explain`), which calls :func:`record_missing` where the catalogs usable under the running GPU's
+stamp hold no run covering a call.  The call is recorded as ``tcsmt
 record --call`` records it (:func:`tcsmt.hwcheck.record.record_calls`: CUDA graph capture, so nothing executes,
 under the call's settings key, torch's own settings restored afterwards), merged into the folder's on-the-spot
-recording of that settings key (:func:`tcsmt.hwcheck.record_store.merge_recordings`), and the folder's on-the-spot
+recording of that settings key (:func:`tcsmt.library.record_store.merge_recordings`), and the folder's on-the-spot
 catalog (``<gpu>_cublas<version>_torch<version>_on_the_spot.sqlite``) is built again from its recordings by the
 shipped rules (:func:`tcsmt.library.catalog_build.build_catalog`).  The recorded plan then answers like any
 recorded one, or is refused with its reason (an unread K order, an unknown slice rule): what the GPU ran is read,
@@ -17,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from tcsmt.errors import InternalError, TcsmtError
-from tcsmt.hwcheck.record_store import (
+from tcsmt.library.lookup import Answer, Target, answer, recorded, user_dirs
+from tcsmt.library.plans import Call
+from tcsmt.library.record_store import (
     catalog_name,
     merge_recordings,
     recorder_call,
@@ -25,10 +28,9 @@ from tcsmt.hwcheck.record_store import (
     setting_for,
     write_recording,
 )
-from tcsmt.library.plans import Call
 
 SPOT_NAME = "on_the_spot"
-"""The last part of the on-the-spot catalog's file name (:func:`tcsmt.hwcheck.record_store.catalog_name`)."""
+"""The last part of the on-the-spot catalog's file name (:func:`tcsmt.library.record_store.catalog_name`)."""
 
 
 def record_missing(torch: Any, call: Call, gpu: str, folder: Path, device_index: int) -> Path:
@@ -63,3 +65,31 @@ def record_missing(torch: Any, call: Call, gpu: str, folder: Path, device_index:
     recs = [(p.name, read_recording(p)) for p in sorted(folder.glob(catalog.stem + ".*.json.gz"))]
     build_catalog(recs, catalog, gpu=gpu)
     return catalog
+
+
+def answer_for(call: Call, target: Target) -> Answer:
+    """:func:`answer` for ``call`` on ``target``.  Where ``target.record`` names a folder, it is searched too, and
+    where no catalog usable under the running stamp holds a run covering the call, the call is first recorded on
+    the spot on the target's CUDA device (:func:`record_missing`) into that folder."""
+    dirs = target.plans_dirs
+    if target.record is not None:
+        folder = Path(target.record)
+        known = tuple(str(d) for d in user_dirs(target.plans_dirs))
+        if folder.is_dir() and not any(Path(d).resolve() == folder.resolve() for d in known):
+            known += (str(folder),)
+        dirs = known
+    try:
+        return answer(call, target.gpu, plans_dirs=dirs, stamp=target.stamp)
+    except TcsmtError:
+        if target.record is None or recorded(call, target.gpu, plans_dirs=dirs, stamp=target.stamp):
+            raise
+    if target.stamp is None or target.device_index is None:
+        raise TcsmtError("recording on the spot needs the running GPU (the torch facade's CUDA tensors with "
+                         "gpu='auto'): record the call with `tcsmt record`")
+    from tcsmt.hwcheck.stamp import import_torch
+
+    record_missing(import_torch(), call, target.gpu, folder, target.device_index)
+    assert dirs is not None
+    if str(folder) not in dirs:
+        dirs += (str(folder),)
+    return answer(call, target.gpu, plans_dirs=dirs, stamp=target.stamp)

@@ -2,7 +2,7 @@
 of a user's catalog and its recordings, writing a recording, and merging two recordings of one GPU and setting.
 
 Shared by ``tcsmt record`` (:mod:`tcsmt.cli.record_cmd`) and the on-the-spot recorder of the torch facade
-(:mod:`tcsmt.hwcheck.record_missing`).  Standard library only.
+(:mod:`tcsmt.library.record_missing`).  Standard library only.
 """
 from __future__ import annotations
 
