@@ -5,6 +5,7 @@
                 python3 tools/device/catalog_sample_run.py LIST RAW.json.gz [SECONDS]
     python -m tools.library.fresh_random coverage LIST --gpu G [--plans DIR] [--json OUT.json]
     python -m tools.library.catalog_samples replay RAW.json.gz --gpu G --plans DIR [--json SUMMARY.json]
+    python -m tools.library.fresh_random refused LIST --gpu G --plans DIR --reason REGEX -o SAMPLE_LIST.json
 
 ``list`` draws N shapes as the recorded random list does (``tools/device/record_plans.py``'s ``random_calls``: M, N,
 K log-uniform in [1, 16384], half of them rounded to multiples of 8 or 16, each shape in the 7 main configurations)
@@ -13,11 +14,15 @@ specs); of those whose inputs are quick to make ((M + N) K batch <= 2^25), ``--s
 ``calls`` that ``catalog_sample_run.py`` runs (input distribution and seed each, as ``catalog_samples pick`` writes).
 ``coverage`` asks the library (:func:`tcsmt.library.lookup.answer`) about every call of ``all_calls``: the shipped
 catalogs alone, then with the folder ``--plans`` that the GPU's recording wrote, and counts the refusals by reason.
+``refused`` lists, for ``catalog_sample_run.py``, the calls of ``all_calls`` outside ``calls`` (not sampled yet) that
+are quick to make and that the library, with ``--plans``, refuses for a reason matching REGEX: fresh GPU outputs of
+them check a rule made afterwards to answer them.
 """
 from __future__ import annotations
 
 import collections
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -84,6 +89,27 @@ def fresh_list(seed: int, shapes: int, sampled: int, gpus: tuple[str, ...]) -> d
             "quick": len(quick), "all_calls": [record_spec(c) for c in fresh], "calls": samples}
 
 
+def refused_list(doc: dict[str, Any], gpu: str, plans: tuple[str, ...], reason: str) -> list[dict[str, Any]]:
+    """The calls of ``all_calls`` not in ``calls``, quick to make, refused for a reason matching ``reason``."""
+    pattern = re.compile(reason)
+    sampled = {c["spec"] for c in doc.get("calls", [])}
+    out: list[dict[str, Any]] = []
+    for spec in doc.get("all_calls", []):
+        call = parse_record_spec(spec)
+        if spec in sampled or (call.M + call.N) * call.K * call.batch > QUICK:
+            continue
+        try:
+            answer(call, gpu, plans_dirs=plans)
+            continue
+        except TcsmtError as exc:
+            if not pattern.search(str(exc)):
+                continue
+        d = DISTS[len(out) % len(DISTS)]
+        out.append({"spec": spec, "dist": "normal" if call.out_dtype == "float16" and d == "wide" else d,
+                    "seed": int(doc.get("seed", 0)) * 1000 + len(out)})
+    return out
+
+
 def coverage(specs: list[str], gpu: str, plans: tuple[str, ...]) -> dict[str, Any]:
     """Answered and refused calls (by reason) among ``specs`` on ``gpu``, searching the folders ``plans``."""
     tally: collections.Counter = collections.Counter()
@@ -141,6 +167,30 @@ def coverage_cmd(listing: Path, gpu: str, plans: str | None, json_out: Path | No
             print(f"{k}: {r.get('answered', 0)} of {r['calls']} answered")
     if json_out is not None:
         json_out.write_text(json.dumps(res, indent=1) + "\n")
+    return 0
+
+
+@fresh_cmd.command("refused", help="list the calls not sampled yet that the library refuses for a reason, for the GPU")
+@click.argument("listing", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--gpu", required=True)
+@click.option("--plans", type=click.Path(exists=True, file_okay=False), required=True,
+              help="the folder the GPU's recording of the list wrote")
+@click.option("--reason", required=True, metavar="REGEX", help="refusals whose text matches this")
+@click.option("--samples", type=click.IntRange(1, 4096), default=256, show_default=True,
+              help="sampled outputs asked per call")
+@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+def refused_cmd(listing: Path, gpu: str, plans: str, reason: str, samples: int, out: Path) -> int:
+    try:
+        re.compile(reason)
+    except re.error as exc:
+        raise TcsmtError(f"--reason: not a regular expression: {exc}") from None
+    doc = read_json_object(listing, "fresh random list")
+    calls = refused_list(doc, gpu, (plans,), reason)
+    out.write_text(json.dumps({"what": f"calls of {listing.name} not sampled yet that the {gpu} recording's catalog "
+                                       f"refuses for a reason matching {reason!r}",
+                               "command": "python -m tools.library.fresh_random " + " ".join(sys.argv[1:]),
+                               "samples": samples, "calls": calls}, indent=0) + "\n")
+    print(f"{len(calls)} calls written to {out}")
     return 0
 
 
