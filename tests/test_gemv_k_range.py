@@ -76,3 +76,12 @@ def test_shipped_tables_range_only_over_template_kernels_without_gaps(gpu):
             assert all(str(x["lanes_are"]).startswith("template") for x in read)
             assert len(ks) >= K_RANGE_READ and not [g for g in gaps.get(key, []) if ks[0] <= g <= ks[-1]]
     assert ranged > 0
+
+
+def test_an_entry_read_where_orders_are_one_sum_joins_the_range():
+    """At K = 2 every order of 16-bit products is one sum (gemv_orders picked 256 threads of one k each for the
+    gemmSN_NN bf16 kernel there); it does not stop the kernel's template order from ranging over 2..96."""
+    read = [entry([2], lanes=256, lanes_are="blockDim.x", grain="1"), entry([14, 33, 65, 96])]
+    e, why = k_range_order(read, [], 50)
+    assert e is read[1] and why == ""
+    assert "outside the K range its order was read over (2..96)" in k_range_order(read, [], 97)[1]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from tcsmt.io import load
@@ -51,19 +52,61 @@ def gemv_gaps(gpu: str) -> dict[tuple[str, tuple[int, ...]], list[int]]:
     return _gemv_gaps[gpu]
 
 
+def canonical_order(K: int, L: int, g: int, tree: str,
+                    segment: int = 0) -> tuple[str, tuple[tuple[tuple[int, ...], ...], ...]]:
+    """The sum a candidate computes at K, as (tree, each thread's k's in chain order, cut into its segments), with the
+    threads that hold no k dropped where that leaves the sum unchanged; two candidates with equal forms give the same
+    bits (a segment as long as the thread's k's is no restart, nor is a last segment of one k: a product of 16-bit
+    inputs is exact in fp32, so adding it alone from +0 and then to the thread's sum is the chain's one FFMA).
+
+    A thread with no k holds +0 (its FFMA chain starts from +0), and no sum here is -0 (a chain from +0 never gives
+    -0 under RNE, nor does a sum of such values), so adding it changes nothing: ``halving`` over L threads whose upper
+    half [L/2, L) is empty is ``halving`` over L/2 (its first level adds +0 to each lower thread), and over 2 threads it
+    is the one sum of ``fp32_forward``, which in turn does not change when its empty threads are dropped.  So at K <= 8
+    the orders of 8 and of 16 threads one k each are one sum (the probes cannot tell them apart there, and need not)."""
+    def cut(ks: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+        runs = [ks] if not segment or len(ks) <= segment else [ks[i:i + segment] for i in range(0, len(ks), segment)]
+        if len(runs) > 1 and len(runs[-1]) == 1:  # a last restart of one k is none: RN32(S + p) is the chain's FFMA
+            runs[-2:] = [runs[-2] + runs[-1]]
+        return tuple(runs)
+
+    tiles = -(-K // g)  # thread t takes tiles t, t + L, ... of g k's each, in order
+    lanes = [tuple(k for q in range(t, tiles, L) for k in range(q * g, min(q * g + g, K))) for t in range(L)]
+    if tree == "halving":
+        while len(lanes) > 2 and not any(lanes[len(lanes) // 2:]):
+            lanes = lanes[: len(lanes) // 2]
+        if len(lanes) > 2:
+            return "halving", tuple(cut(x) for x in lanes)
+    return "fp32_forward", tuple(cut(x) for x in lanes if x) or (((),),)
+
+
+def _form(e: dict[str, Any]) -> tuple[int, str, str, int]:
+    return int(e["lanes"]), str(e["grain"]), str(e["reduce"]), int(e.get("segment", 0))
+
+
+@lru_cache(maxsize=1 << 16)
+def _sum_at(form: tuple[int, str, str, int], K: int) -> tuple:
+    L, rule, tree, seg = form
+    return canonical_order(K, L, 1 if rule == "1" else min(64, -(-K // L)), tree, seg)
+
+
 def k_range_order(read: Sequence[dict[str, Any]], gaps: Sequence[int], K: int) -> tuple[dict[str, Any] | None, str]:
-    """(the entry whose order applies at ``K``, '') or (None, why not), by the K-range rule: a kernel and block whose
+    """(the entry whose order applies at ``K``, '') or (None, why not), by the K-range rule: where one order whose
     thread count is a template argument (``gemmSN``, ``gemv2T_kernel_val``: its dealing is fixed by its code, tiles
-    of min(64, ceil(K/L)) k's or one by one, not by the call's launch) whose entries ``read`` all say one order
-    (threads, dealing rule, tree, segment), read at :data:`K_RANGE_READ` or more distinct K values (probes and
-    scans), applies at every K between the smallest and the largest of them where no probe found another order and no
-    fresh output refuted it (``gaps``).  The probes behind it were spread over each kernel's recorded K range
+    of min(64, ceil(K/L)) k's or one by one, not by the call's launch) is the sum every entry of ``read`` computes at
+    every K it was read at (:func:`canonical_order`: an entry read at a small K may name another order that is one sum
+    with it there), and those K values number :data:`K_RANGE_READ` or more (probes and scans), it applies at every K
+    between the smallest and the largest of them where no probe found another order, or none, and no fresh output
+    refuted it (``gaps``).  The probes behind it were spread over each kernel's recorded K range
     (``tools/library/gemv_probe_lists.py --spread``); fresh GPU outputs at K values between them check it
-    (``evidence/library/<gpu>_fresh_random_replayed*.json``)."""
-    if not read or any(not str(e["lanes_are"]).startswith("template") for e in read):
+    (``evidence/library/<gpu>_fresh_gemv_samples.json.gz``)."""
+    forms = sorted({_form(e) for e in read if str(e["lanes_are"]).startswith("template")},
+                   key=lambda f: (-sum(len(e["K"]) for e in read if _form(e) == f), f))
+    if not forms:
         return None, ""
-    forms = {(int(e["lanes"]), str(e["grain"]), str(e["reduce"]), int(e.get("segment", 0))) for e in read}
-    if len(forms) != 1:
+    agreed = next((f for f in forms if all(_sum_at(f, int(k)) == _sum_at(_form(e), int(k))
+                                           for e in read for k in e["K"])), None)
+    if agreed is None:
         return None, f"{len(forms)} orders read at different K"
     ks = sorted({int(k) for e in read for k in e["K"]})
     if len(ks) < K_RANGE_READ:
@@ -73,7 +116,8 @@ def k_range_order(read: Sequence[dict[str, Any]], gaps: Sequence[int], K: int) -
     inside = sorted({k for k in gaps if ks[0] <= k <= ks[-1]})
     if inside:
         return None, f"another order, or none, at K = {', '.join(map(str, inside[:5]))} inside the K range read"
-    return max(read, key=lambda e: len(e["K"])), ""
+    return max((e for e in read if _form(e) == agreed and str(e["lanes_are"]).startswith("template")),
+               key=lambda e: len(e["K"])), ""
 
 
 def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], blocks: Sequence[Sequence[int]] | None,

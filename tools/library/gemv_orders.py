@@ -59,7 +59,7 @@ import numpy as np
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.evaluate import evaluate_pairs, fmt_of
-from tcsmt.library.gemv_rules import GEMV_BLOCK_NAMED, gemv_shape_text
+from tcsmt.library.gemv_rules import GEMV_BLOCK_NAMED, canonical_order, gemv_shape_text
 from tcsmt.library.plans import call_from_entry, plan_from_fields
 from tcsmt.sim.simulator import to_bits
 from tools.device.gemv_probes import BIG, ONE, random_bits, windowed_params
@@ -84,33 +84,6 @@ def plan_raw(spec: dict[str, Any], L: int, g: int, tree: str, source: str, segme
             "grain": g, "slices": "interleaved", "reduce": tree, "epilogue": [], "segment": segment,
             "chain": {"arch": "hopper", "in_fmt": FMT[spec["a_dtype"]], "out_fmt": "fp32", "instr": "simt_ffma"},
             "sources": [source]}
-
-
-def canonical_order(K: int, L: int, g: int, tree: str,
-                    segment: int = 0) -> tuple[str, tuple[tuple[tuple[int, ...], ...], ...]]:
-    """The sum a candidate computes at K, as (tree, each thread's k's in chain order, cut into its segments), with the
-    threads that hold no k dropped where that leaves the sum unchanged; two candidates with equal forms give the same
-    bits (a segment as long as the thread's k's is no restart, nor is a last segment of one k: a product of 16-bit
-    inputs is exact in fp32, so adding it alone from +0 and then to the thread's sum is the chain's one FFMA).
-
-    A thread with no k holds +0 (its FFMA chain starts from +0), and no sum here is -0 (a chain from +0 never gives
-    -0 under RNE, nor does a sum of such values), so adding it changes nothing: ``halving`` over L threads whose upper
-    half [L/2, L) is empty is ``halving`` over L/2 (its first level adds +0 to each lower thread), and over 2 threads it
-    is the one sum of ``fp32_forward``, which in turn does not change when its empty threads are dropped.  So at K <= 8
-    the orders of 8 and of 16 threads one k each are one sum (the probes cannot tell them apart there, and need not)."""
-    def cut(ks: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
-        runs = [ks] if not segment or len(ks) <= segment else [ks[i:i + segment] for i in range(0, len(ks), segment)]
-        if len(runs) > 1 and len(runs[-1]) == 1:  # a last restart of one k is none: RN32(S + p) is the chain's FFMA
-            runs[-2:] = [runs[-2] + runs[-1]]
-        return tuple(runs)
-
-    lanes = [tuple(k for k in range(K) if (k // g) % L == t) for t in range(L)]
-    if tree == "halving":
-        while len(lanes) > 2 and not any(lanes[len(lanes) // 2:]):
-            lanes = lanes[: len(lanes) // 2]
-        if len(lanes) > 2:
-            return "halving", tuple(cut(x) for x in lanes)
-    return "fp32_forward", tuple(cut(x) for x in lanes if x) or (((),),)
 
 
 def subtree_sizes(K: int, L: int, g: int, tree: str, i: int, segment: int = 0) -> np.ndarray:
