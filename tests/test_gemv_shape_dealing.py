@@ -17,7 +17,7 @@ from tcsmt.library.gemv_rules import gemv_orders
 from tcsmt.library.rules import checked_entry
 from tools.device.gemv_probes import ONE, windowed_params
 from tools.device.gemv_scan import scan_params
-from tools.library.gemv_orders import candidates, canonical_order, grain_of, lane_counts
+from tools.library.gemv_orders import candidates, canonical_order, gemv_grain, lane_counts
 from tools.library.gemv_scan_fit import add_scans, fitting, read_scans, window_counts
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,7 +66,7 @@ def test_window_counts_are_the_committed_probe_outputs():
             vals = ((got.astype(np.uint32) << 16).view(np.float32) if s["a_dtype"] == "bfloat16"
                     else got.view(np.float16).astype(np.float32))
             i, j, w0, n = (x[:len(got)] for x in windowed_params(w["seed"], K, s["batch"] * s["N"]))
-            want = window_counts(K, L, grain_of(rule, K, L), tree, seg, i, j, w0, n)
+            want = window_counts(K, L, gemv_grain(rule, K, L), tree, seg, i, j, w0, n)
             assert (np.round(vals / ONE[s["a_dtype"]]).astype(np.int64) == want).all()
             checked += len(got)
     assert checked > 10_000
@@ -84,7 +84,7 @@ def test_one_kernel_block_and_k_deal_by_shape(gpu):
     probed = [e for (k, b), es in gemv_orders(gpu).items() for e in es
               if BF16_16x32 in k and b == (16, 32, 1) and 426 in e["K_probed"]]
     assert [e["grain"] for e in probed] == ["chunk64"]
-    tiles = canonical_order(426, 32, grain_of("chunk64", 426, 32), "halving")
+    tiles = canonical_order(426, 32, gemv_grain("chunk64", 426, 32), "halving")
     assert tiles not in {f for _c, f in fits}
 
 

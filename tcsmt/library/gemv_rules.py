@@ -80,6 +80,23 @@ def canonical_order(K: int, L: int, g: int, tree: str,
     return "fp32_forward", tuple(cut(x) for x in lanes if x) or (((),),)
 
 
+GRAIN_RULES = ("1", "chunk64", "slices")
+"""How a GEMV kernel deals its k's to its L threads: ``1``, k to thread k mod L; ``chunk64``, tiles of
+min(64, ceil(K/L)) k's round-robin; ``slices``, one contiguous run of ceil(K/L) k's a thread (the bf16/fp16
+``gemmSN_NN`` kernels: their probes at K = 311 and 332 read runs of 78 and 83 k's, beyond chunk64's 64)."""
+
+
+def gemv_grain(rule: str, K: int, L: int) -> int:
+    """The tile of k's each thread takes in turn under a dealing rule (:data:`GRAIN_RULES`)."""
+    if rule == "1":
+        return 1
+    if rule == "slices":
+        return -(-K // L)
+    if rule == "chunk64":
+        return min(64, -(-K // L))
+    raise ValueError(f"unknown GEMV grain rule {rule!r} (rules: {', '.join(GRAIN_RULES)})")
+
+
 def _form(e: dict[str, Any]) -> tuple[int, str, str, int]:
     return int(e["lanes"]), str(e["grain"]), str(e["reduce"]), int(e.get("segment", 0))
 
@@ -87,13 +104,13 @@ def _form(e: dict[str, Any]) -> tuple[int, str, str, int]:
 @lru_cache(maxsize=1 << 16)
 def _sum_at(form: tuple[int, str, str, int], K: int) -> tuple:
     L, rule, tree, seg = form
-    return canonical_order(K, L, 1 if rule == "1" else min(64, -(-K // L)), tree, seg)
+    return canonical_order(K, L, gemv_grain(rule, K, L), tree, seg)
 
 
 def k_range_order(read: Sequence[dict[str, Any]], gaps: Sequence[int], K: int) -> tuple[dict[str, Any] | None, str]:
     """(the entry whose order applies at ``K``, '') or (None, why not), by the K-range rule: where one order whose
-    thread count is a template argument (``gemmSN``, ``gemv2T_kernel_val``: its dealing is fixed by its code, tiles
-    of min(64, ceil(K/L)) k's or one by one, not by the call's launch) is the sum every entry of ``read`` computes at
+    thread count is a template argument (``gemmSN``, ``gemv2T_kernel_val``: its dealing is fixed by its code
+    (:data:`GRAIN_RULES`), not by the call's launch) is the sum every entry of ``read`` computes at
     every K it was read at (:func:`canonical_order`: an entry read at a small K may name another order that is one sum
     with it there), and those K values number :data:`K_RANGE_READ` or more (probes and scans), it applies at every K
     between the smallest and the largest of them where no probe found another order, or none, and no fresh output
@@ -125,7 +142,8 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
     """(the entry with the GEMV kernel's K order, '') or (entry, why not).
 
     The order (``tools/library/gemv_orders.py``): L threads each chain their k's by FFMA from +0 (tiles of g k's
-    dealt round-robin: g = 1, or ``chunk64``: g = min(64, ceil(K/L))), as L split-K slices ``interleaved`` with
+    dealt round-robin: g = 1, ``chunk64``: g = min(64, ceil(K/L)), or ``slices``: g = ceil(K/L), :func:`gemv_grain`), as
+    L split-K slices ``interleaved`` with
     grain g and the simt_ffma chain (with the entry's ``segment``: each thread's chain restarts from +0 after every
     ``segment`` of its k's and adds the restarts' sums in order, ``gemv2T_kernel_val`` above K = 512), their fp32
     sums joined by the entry's tree (``halving`` or ``fp32_forward``), then the call's epilogue and RNE to the output
@@ -161,7 +179,7 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
             (kernel_key(kernels[0]), tuple(int(x) for x in blocks[0])), []), K)
         if ranged is not None:
             ks = sorted({int(k) for e in read for k in e["K"]})
-            g = 1 if ranged["grain"] == "1" else min(64, -(-K // int(ranged["lanes"])))
+            g = gemv_grain(str(ranged["grain"]), K, int(ranged["lanes"]))
             return _gemv_entry(entry, ranged, g, what, probes,
                                f"; at K = {K} by the K-range rule (one order read at {len(ks)} K values from "
                                f"{ks[0]} to {ks[-1]}, none other inside)"), ""
@@ -175,7 +193,7 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
                        f"evidence/library/{gpu}_gemv_scan*.json.gz): this kernel deals k's to its threads one by one "
                        f"or in tiles as each call's shape decides, so an order applies to the calls it was read on")
     e = at_shape[0]
-    g = 1 if e["grain"] == "1" else min(64, -(-K // int(e["lanes"])))
+    g = gemv_grain(str(e["grain"]), K, int(e["lanes"]))
     return _gemv_entry(entry, e, g, what, probes, ""), ""
 
 

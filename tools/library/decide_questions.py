@@ -98,6 +98,10 @@ QUESTIONS: list[dict[str, Any]] = [
     {"question": "fp32 -> tf32 input rounding of the sm80 xmma tf32 kernels",
      "match": {"tf32": True, "kernel_regex": r"^sm80_xmma_gemm_f32f32_tf32f32"},
      "hypotheses": {m: {"in_round": m} for m in ("rz", "rna", "rne")}},
+    {"question": "fp32 -> tf32 input rounding of the sm80 xmma tf32 kernels (fresh random-shape calls on raw fp32 "
+                 "inputs: the validation calls left it open)",
+     "on": "more", "match": {"tf32": True, "kernel_regex": r"^sm80_xmma_gemm_f32f32_tf32f32"},
+     "hypotheses": {m: {"in_round": m} for m in ("rz", "rna", "rne")}},
     {"question": "K iteration inside a slice of the sm80 CUTLASS tf32 kernels (fresh calls whose K residue cuts a block)",
      "on": "more", "match": {"tf32": True, "kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_s1688gemm"},
      "hypotheses": {"blocks from the slice start": NO_K_TILE,

@@ -16,7 +16,8 @@ thread, split-K slices for the threads, the reduction over them, RNE to the outp
 K up to :data:`OUTPUTS_MAX_K` (larger ones: their rows alone).
 
 A candidate is (the block axis that counts the threads along K: L = blockDim.x or blockDim.y; the threads' k's:
-``1``, k in thread k mod L, or ``chunk64``, tiles of g = min(64, ceil(K/L)) k's dealt round-robin to the L threads;
+``1``, k in thread k mod L, ``chunk64``, tiles of g = min(64, ceil(K/L)) k's dealt round-robin to the L threads, or
+``slices``, one run of ceil(K/L) k's a thread (:func:`tcsmt.library.gemv_rules.gemv_grain`);
 the tree over the L sums: ``halving`` or ``fp32_forward``; the thread's segment: 0, one chain over its k's, or n in
 :data:`SEGMENTS`, a chain from +0 for every n of its k's, their sums added in order, as ``gemv2T_kernel_val`` sums
 each block of 512 k's apart above K = 512, 32 a thread).  A kernel (full demangled name) with its block dims is
@@ -59,23 +60,18 @@ import numpy as np
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.evaluate import evaluate_pairs, fmt_of
-from tcsmt.library.gemv_rules import GEMV_BLOCK_NAMED, canonical_order, gemv_shape_text
+from tcsmt.library.gemv_rules import GEMV_BLOCK_NAMED, GRAIN_RULES, canonical_order, gemv_grain, gemv_shape_text
 from tcsmt.library.plans import call_from_entry, plan_from_fields
 from tcsmt.sim.simulator import to_bits
 from tools.device.gemv_probes import BIG, ONE, random_bits, windowed_params
 
 REPO = Path(__file__).resolve().parents[2]
 GEMV = re.compile(r"(?:^|::|\s)(gemvx::kernel|gemv2T_kernel_val|gemmSN_(?:TN|NN)_kernel)\b")
-GRAINS = ("1", "chunk64")
+GRAINS = GRAIN_RULES
 TREES = ("halving", "fp32_forward")
-SEGMENTS = (0, 8, 16, 32, 64)
+SEGMENTS = (0, 8, 16, 32, 64, 128)
 """A thread's k's per chain before it restarts from +0 (0: never): the candidates the probes' rows choose from."""
 FMT = {"bfloat16": "bf16", "float16": "fp16"}
-
-
-def grain_of(rule: str, K: int, L: int) -> int:
-    """The tile of k's each thread takes in turn: 1, or min(64, ceil(K/L))."""
-    return 1 if rule == "1" else min(64, -(-K // L))
 
 
 def plan_raw(spec: dict[str, Any], L: int, g: int, tree: str, source: str, segment: int = 0) -> dict[str, Any]:
@@ -183,7 +179,7 @@ def candidates(result: dict[str, Any]) -> list[Candidate]:
             for tree in TREES:
                 if tree == "halving" and (L & (L - 1) or L <= 2):
                     continue
-                g = grain_of(rule, s["K"], L)
+                g = gemv_grain(rule, s["K"], L)
                 for seg in SEGMENTS:
                     if rows and all((subtree_sizes(s["K"], L, g, tree, i, seg) == v).all() for i, v in rows.items()):
                         fits.append((axis, rule, tree, seg))
@@ -194,7 +190,7 @@ def canonical_of(result: dict[str, Any], cand: Candidate) -> tuple:
     """The candidate's sum at the probed call's K (:func:`canonical_order`)."""
     axis, rule, tree, seg = cand
     K, L = result["spec"]["K"], lane_counts(result["kernels"][0])[axis]
-    return canonical_order(K, L, grain_of(rule, K, L), tree, seg)
+    return canonical_order(K, L, gemv_grain(rule, K, L), tree, seg)
 
 
 OUTPUTS_MAX_K = 4096
@@ -212,7 +208,7 @@ def differing(result: dict[str, Any], cand: Candidate, n: int) -> tuple[int, int
     L = lane_counts(result["kernels"][0])[axis]
     # the probe called torch without out_dtype (tools/device/gemv_probes.py): its outputs are a_dtype, whatever the
     # spec copied from a recorded call says (a bf16 -> fp32 recording's spec ran bf16 -> bf16, on that kernel)
-    raw = plan_raw({**s, "out_dtype": s["a_dtype"]}, L, grain_of(rule, s["K"], L), tree, "candidate", seg)
+    raw = plan_raw({**s, "out_dtype": s["a_dtype"]}, L, gemv_grain(rule, s["K"], L), tree, "candidate", seg)
     plan = plan_from_fields(raw, call_from_entry(raw, [1, s["N"], s["K"], s["batch"]], "probe"), "h100", "", "",
                             "probe")
     bad = total = 0
@@ -349,7 +345,7 @@ def refuting(raw_paths: list[Path], gpu: str, table: dict[str, Any]) -> dict[tup
                     continue
                 L = int(e["lanes"])
                 spec = {"op": call.op, "a_dtype": call.a_dtype, "out_dtype": call.out_dtype}
-                fields = plan_raw(spec, L, grain_of(e["grain"], call.K, L), e["reduce"], "refutation check",
+                fields = plan_raw(spec, L, gemv_grain(e["grain"], call.K, L), e["reduce"], "refutation check",
                                   int(e.get("segment", 0)))
                 plan = plan_from_fields(fields, call, gpu, "", "", "refutation check")
                 r = replay_call(vc, make_inputs(vc, int(item["seed"])), plan)

@@ -39,7 +39,7 @@ from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.gemv_rules import gemv_orders
 from tcsmt.library.recordings import read_recording
 from tools.device.gemv_scan import scan_params
-from tools.library.gemv_orders import GRAINS, SEGMENTS, TREES, Candidate, canonical_order, grain_of, lane_counts
+from tools.library.gemv_orders import GRAINS, SEGMENTS, TREES, Candidate, canonical_order, gemv_grain, lane_counts
 from tools.library.gemv_probe_lists import iter_gemv_calls, recorded_gemv_calls
 
 
@@ -98,7 +98,7 @@ def fitting(result: dict[str, Any], kernel: dict[str, Any]) -> list[tuple[Candid
             for tree in TREES:
                 if tree == "halving" and (L & (L - 1) or L <= 2):
                     continue
-                g = grain_of(rule, K, L)
+                g = gemv_grain(rule, K, L)
                 for seg in SEGMENTS:
                     if (window_counts(K, L, g, tree, seg, i, j, w0, n) == got).all():
                         out.append(((axis, rule, tree, seg), canonical_order(K, L, g, tree, seg)))
@@ -118,7 +118,7 @@ def add_scans(table: dict[str, Any], results: list[dict[str, Any]], names: str) 
         L = int(e["lanes"])
         for c in e.get("calls", []):
             K = int(c.split()[0])
-            g = grain_of(e["grain"], K, L)
+            g = gemv_grain(e["grain"], K, L)
             forms[(e["kernel"], json.dumps(e["block"]), c)].add(canonical_order(K, L, g, e["reduce"], int(e.get("segment", 0))))
     made: dict[tuple[str, str, Candidate], dict[str, Any]] = {}
     counts: collections.Counter[str] = collections.Counter()
