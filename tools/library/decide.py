@@ -209,7 +209,7 @@ def decide(raw: dict[str, Any], val: dict[str, Any], val_name: str, log=print,
 
 MORE = [RESULTS / "library" / f"{name}.json.gz" for name in (
     "addmm_beta1", "addmm_beta1_cancel", "addmm_alpha", "addmm_beta", "addmm_beta_split", "gemv_bias_samples",
-    "wmma_bias_samples", "tf32_bias_samples", "k_iteration_samples")]
+    "wmma_bias_samples", "tf32_bias_samples", "k_iteration_samples", "sm80_xmma_tf32_samples")]
 """The sampled calls the questions ``on`` more are asked of (what evidence/h100_library_decisions.json was made from)."""
 
 
