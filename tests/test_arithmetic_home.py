@@ -62,6 +62,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tools/device/gemv_scan.py", "kept"): "rounds exact integer counts held as float64 to uint8 (probe read-out)",
     ("tools/library/gemv_scan_fit.py", "table_points"): "index arithmetic: evenly spread picks among call shapes",
     ("tools/device/catalog_sample_run.py", "main"): "rounds seconds for the run's header",
+    ("tools/device/record_missing_check.py", "main"): "rounds seconds for the run's rows",
+    ("tools/library/gemv_probe_lists.py", "spread"): "evenly spaced list positions (ranks), not values",
     ("tools/device/segment_k_samples.py", "main"): "rounds seconds for the run's header",
     ("tools/device/gemv_probes.py", "random_bits"): "input generation: bf16/fp16 bit patterns from random fields",
     ("tools/device/gemv_probes.py", "reveal"): "rounds exact integer counts held as float64 to int (probe read-out)",
