@@ -75,3 +75,11 @@ def test_cheap_answered_sampled_calls_replay_bit_exact(recorded):
     res = replay({**raw, "calls": cheap}, gpu, (folder,))
     t = res["totals"]
     assert t["calls"] == t["answered"] == t["bit_exact_calls"] == 12 and t["outputs_differ"] == 0 and t["outputs"] > 0
+
+
+def test_bad_reason_is_one_line(tmp_path, capsys):
+    status = fresh_random.main(["refused", str(LIST), "--gpu", "h100", "--plans", str(tmp_path), "--reason", "(",
+                                "-o", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert status == 2 and "--reason: not a regular expression" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.json").exists()
