@@ -71,17 +71,15 @@ def answer_for(call: Call, target: Target) -> Answer:
     """:func:`answer` for ``call`` on ``target``.  Where ``target.record`` names a folder, it is searched too, and
     where no catalog usable under the running stamp holds a run covering the call, the call is first recorded on
     the spot on the target's CUDA device (:func:`record_missing`) into that folder."""
-    dirs = target.plans_dirs
-    if target.record is not None:
-        folder = Path(target.record)
-        known = tuple(str(d) for d in user_dirs(target.plans_dirs))
-        if folder.is_dir() and not any(Path(d).resolve() == folder.resolve() for d in known):
-            known += (str(folder),)
-        dirs = known
+    if target.record is None:
+        return answer(call, target.gpu, plans_dirs=target.plans_dirs, stamp=target.stamp)
+    folder = Path(target.record)
+    others = tuple(str(d) for d in user_dirs(target.plans_dirs) if not (folder.is_dir() and d.resolve() == folder.resolve()))
+    dirs = (*others, str(folder)) if folder.is_dir() else others
     try:
         return answer(call, target.gpu, plans_dirs=dirs, stamp=target.stamp)
     except TcsmtError:
-        if target.record is None or recorded(call, target.gpu, plans_dirs=dirs, stamp=target.stamp):
+        if recorded(call, target.gpu, plans_dirs=dirs, stamp=target.stamp):
             raise
     if target.stamp is None or target.device_index is None:
         raise TcsmtError("recording on the spot needs the running GPU (the torch facade's CUDA tensors with "
@@ -89,7 +87,4 @@ def answer_for(call: Call, target: Target) -> Answer:
     from tcsmt.hwcheck.stamp import import_torch
 
     record_missing(import_torch(), call, target.gpu, folder, target.device_index)
-    assert dirs is not None
-    if str(folder) not in dirs:
-        dirs += (str(folder),)
-    return answer(call, target.gpu, plans_dirs=dirs, stamp=target.stamp)
+    return answer(call, target.gpu, plans_dirs=(*others, str(folder)), stamp=target.stamp)

@@ -40,6 +40,9 @@ DEVICE_TOOLS = Path(__file__).resolve().parents[1] / "device"
 QUICK = 1 << 25
 """Largest (M + N) K batch of a sampled call (its inputs are made on the CPU in seconds, as ``catalog_samples``)."""
 DISTS = ("normal", "wide", "cancel")
+_LISTING = click.argument("listing", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+"""The list ``list`` wrote (``tools/device/fresh_random_list.json``)."""
+_PLANS_HELP = "the folder the GPU's recording of the list wrote"
 
 
 def random_calls(seed: int, shapes: int) -> list[dict[str, Any]]:
@@ -148,10 +151,9 @@ def list_cmd(seed: int, shapes: int, sampled: int, gpus: tuple[str, ...], out: P
 
 
 @fresh_cmd.command("coverage", help="what the library answers of a list's calls, shipped catalogs alone and with DIR")
-@click.argument("listing", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_LISTING
 @click.option("--gpu", required=True)
-@click.option("--plans", type=click.Path(exists=True, file_okay=False), default=None,
-              help="the folder the GPU's recording of the list wrote")
+@click.option("--plans", type=click.Path(exists=True, file_okay=False), default=None, help=_PLANS_HELP)
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def coverage_cmd(listing: Path, gpu: str, plans: str | None, json_out: Path | None) -> int:
     doc = read_json_object(listing, "fresh random list")
@@ -171,10 +173,9 @@ def coverage_cmd(listing: Path, gpu: str, plans: str | None, json_out: Path | No
 
 
 @fresh_cmd.command("refused", help="list the calls not sampled yet that the library refuses for a reason, for the GPU")
-@click.argument("listing", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_LISTING
 @click.option("--gpu", required=True)
-@click.option("--plans", type=click.Path(exists=True, file_okay=False), required=True,
-              help="the folder the GPU's recording of the list wrote")
+@click.option("--plans", type=click.Path(exists=True, file_okay=False), required=True, help=_PLANS_HELP)
 @click.option("--reason", required=True, metavar="REGEX", help="refusals whose text matches this")
 @click.option("--samples", type=click.IntRange(1, 4096), default=256, show_default=True,
               help="sampled outputs asked per call")
