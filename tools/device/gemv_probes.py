@@ -6,7 +6,9 @@ Xie et al., arXiv 2411.00442).  Output: one json.gz per run.
 SPECS: calls (op bmm/mm/linear, batch, N, K, a_dtype, b_t; ``M``: rows of A, 1 unless given, every output read from
 row 0 of each batch (the probes' A is ones, so every row sums the same); ``bias``: a linear call with a bias of zeros, which runs
 the kernel cuBLAS picks for a bias and adds +0 to every sum; a spec's ``out_dtype`` is not applied: every call gives
-torch's default output, a_dtype) with the leaves i whose rows to reveal (``reveal_i``,
+torch's default output, a_dtype, unless ``apply_out_dtype`` asks for it: ``torch.mm`` / ``torch.bmm`` with ``out_dtype``,
+the result's ``out_dtype`` then names it; ``a_dtype`` float32 runs fp32 inputs with ``allow_tf32`` as the spec's ``tf32``
+says) with the leaves i whose rows to reveal (``reveal_i``,
 within ``budget`` launches), and how many random-input (``n_normal``) and random-probe (``n_windowed``) calls to
 sample; for each call the kernels (names, grid, block) are read with torch.profiler.  Random inputs are bit
 patterns from numpy seeds (:func:`random_bits`, :func:`windowed_params`) so that ``tools/library/gemv_orders.py``
@@ -28,8 +30,8 @@ import time
 import numpy as np
 
 BF16_B, FP16_B = 2.0 ** 40, 2.0 ** 15
-ONE = {"bfloat16": 1.0, "float16": 2.0 ** -24}
-BIG = {"bfloat16": BF16_B, "float16": FP16_B}
+ONE = {"bfloat16": 1.0, "float16": 2.0 ** -24, "float32": 1.0}
+BIG = {"bfloat16": BF16_B, "float16": FP16_B, "float32": BF16_B}
 WIN = 256
 CAP = 4096
 
@@ -39,8 +41,13 @@ def b64(a):
 
 
 def random_bits(rng, dtype, shape):
-    """Random normal-range bit patterns: sign, exponent bias-6..bias+1, every mantissa bit."""
+    """Random normal-range bit patterns: sign, exponent bias-6..bias+1, every mantissa bit (uint16; float32: uint32)."""
     n = int(np.prod(shape))
+    if dtype == "float32":
+        e = rng.integers(127 - 6, 127 + 2, n)
+        m = rng.integers(0, 1 << 23, n)
+        s = rng.integers(0, 2, n)
+        return ((s << 31) | (e << 23) | m).astype(np.uint32).reshape(shape)
     if dtype == "bfloat16":
         e = rng.integers(127 - 6, 127 + 2, n)
         m = rng.integers(0, 1 << 7, n)
@@ -56,6 +63,11 @@ class Call:
     def __init__(self, torch, spec, dev):
         self.t, self.spec = torch, spec
         self.dt = getattr(torch, spec["a_dtype"])
+        self.tf32 = bool(spec.get("tf32"))
+        out = spec.get("out_dtype") or spec["a_dtype"]
+        self.out_kw = ({"out_dtype": getattr(torch, out)} if spec.get("apply_out_dtype") and out != spec["a_dtype"]
+                       and spec["op"] in ("mm", "bmm") else {})
+        self.out_dtype = out if self.out_kw else spec["a_dtype"]
         self.op, self.bt = spec["op"], bool(spec["b_t"])
         self.batch, self.N, self.K = int(spec["batch"]), int(spec["N"]), int(spec["K"])
         bs = (self.batch,) if self.op == "bmm" else ()
@@ -82,11 +94,19 @@ class Call:
     def run(self):
         """Row 0 of each batch's output (batch, 1, N) or (1, N)."""
         t = self.t
+        t.backends.cuda.matmul.allow_tf32 = self.tf32
         if self.op == "bmm":
-            return t.bmm(self.a, self.b())[:, :1, :]
+            return t.bmm(self.a, self.b(), **self.out_kw)[:, :1, :]
         if self.op == "linear":
             return t.nn.functional.linear(self.a, self.buf, self.bias)[:1]
-        return t.mm(self.a, self.b())[:1]
+        return t.mm(self.a, self.b(), **self.out_kw)[:1]
+
+    def bits(self, out):
+        """The output's bit patterns (uint16, or uint32 for a float32 output)."""
+        t = self.t
+        if out.dtype == t.float32:
+            return out.reshape(-1).contiguous().view(t.int32).cpu().numpy().view(np.uint32)
+        return out.reshape(-1).contiguous().view(t.int16).cpu().numpy().view(np.uint16)
 
 
 def kernels_of(torch, call):
@@ -160,9 +180,15 @@ def windowed(torch, call, seed):
     if K == 1:
         val = t.full_like(val, one)
     call.view.copy_(val.to(call.view.dtype))
-    out = call.run().reshape(-1).contiguous().view(t.int16).cpu().numpy().view(np.uint16)
+    out = call.bits(call.run())
     call.view.zero_()
     return {"seed": seed, "out": b64(out[:CAP])}
+
+
+def as_dtype(t, bits, dt):
+    """A tensor of dtype ``dt`` from unsigned bit patterns (uint16 or uint32)."""
+    signed = bits.view(np.int32) if bits.dtype == np.uint32 else bits.view(np.int16)
+    return t.from_numpy(signed).view(dt)
 
 
 def normal(torch, call, seed):
@@ -170,9 +196,9 @@ def normal(torch, call, seed):
     t = torch
     a = random_bits(rng, call.spec["a_dtype"], tuple(call.a.shape))
     b = random_bits(rng, call.spec["a_dtype"], (call.batch, call.K, call.N))  # logical (batch, K, N)
-    call.a.copy_(t.from_numpy(a.view(np.int16)).to(call.a.device).view(call.dt))
-    call.view.copy_(t.from_numpy(b.view(np.int16)).to(call.a.device).view(call.dt).reshape(call.view.shape))
-    out = call.run().reshape(-1).contiguous().view(t.int16).cpu().numpy().view(np.uint16)
+    call.a.copy_(as_dtype(t, a, call.dt).to(call.a.device))
+    call.view.copy_(as_dtype(t, b, call.dt).to(call.a.device).reshape(call.view.shape))
+    out = call.bits(call.run())
     call.a.fill_(1)
     call.view.zero_()
     return {"seed": seed, "out": b64(out[:CAP])}
@@ -197,6 +223,7 @@ def main():
         try:
             call = Call(torch, spec, dev)
             r["rows"] = call.M  # rows of A run (runs before this field ran 1, whatever the spec's M said)
+            r["out_dtype"] = call.out_dtype  # the outputs' dtype (runs before this field: a_dtype)
             r["kernels"] = kernels_of(torch, call)
             i_list = spec.get("reveal_i", [])
             r["reveal"], r["launches"] = reveal(torch, call, i_list, spec.get("budget", 2000))

@@ -9,7 +9,8 @@ kernel and block whose recorded K values reach beyond its probed range (or that 
 at its smallest and largest recorded K, and one between where ``--per-variant`` asks for three, as
 ``tools/device/gemv_probes.py`` specs (a ``linear`` call with a bias keeps it: the probe's bias of zeros runs the
 kernel cuBLAS picks for a bias and leaves every sum as it is): rows revealed at leaves 0, 1, K/2, K - 2, K - 1, two random-probe calls and
-one random-input call each.  ``--spread N`` lists instead, for every kernel and block, up to N recorded K values no
+one random-input call each; each spec asks for the recorded call's output dtype (``apply_out_dtype``) and tf32
+setting.  ``--spread N`` lists instead, for every kernel and block, up to N recorded K values no
 probe read, evenly spaced by rank over its recorded K values: the probes that test whether one order holds over a
 kernel's whole K range.
 """
@@ -25,7 +26,7 @@ import click
 
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.families import gemv_kernel, kernel_key
-from tcsmt.library.gemv_rules import gemv_orders
+from tcsmt.library.gemv_rules import gemv_gaps, gemv_orders
 from tcsmt.library.recordings import raw_call, read_recording, recorded_calls
 
 PROBED_OPS = ("mm", "bmm", "linear")
@@ -34,7 +35,7 @@ PROBED_OPS = ("mm", "bmm", "linear")
 
 def iter_gemv_calls(recordings: list[tuple[str, dict[str, Any]]]) -> Iterator[tuple[tuple[str, tuple[int, ...]], dict[str, Any]]]:
     """((kernel, block), the call as the converter reads it) for every recorded call of the ops the probes run (no
-    transposed A, not refused by torch) with bf16 or fp16 inputs that launched one GEMV kernel."""
+    transposed A, not refused by torch) with bf16, fp16 or fp32 inputs that launched one GEMV kernel."""
     for _name, rec in recordings:
         tables = rec["tables"]
         for tmpl, vary, ts, pid in recorded_calls(rec):
@@ -47,7 +48,7 @@ def iter_gemv_calls(recordings: list[tuple[str, dict[str, Any]]]) -> Iterator[tu
             key = (kernel_key(ks[0]), tuple(int(x) for x in plan[1][0]))
             for t in ts:
                 c = raw_call(tmpl, vary, t, plan, tables)
-                if not c.get("torch_error") and c["a_dtype"] in ("bfloat16", "float16"):
+                if not c.get("torch_error") and c["a_dtype"] in ("bfloat16", "float16", "float32"):
                     yield key, c
 
 
@@ -68,11 +69,13 @@ def spread(values: list[int], n: int) -> list[int]:
 
 
 def probe_list(gpu: str, recordings: list[tuple[str, dict[str, Any]]], per_variant: int,
-               spread_over: int = 0) -> list[dict[str, Any]]:
+               spread_over: int = 0, unread_only: bool = False) -> list[dict[str, Any]]:
     """The specs: module docstring."""
     table = gemv_orders(gpu)
     specs: list[dict[str, Any]] = []
     for (kernel, block), by_k in sorted(recorded_gemv_calls(recordings).items()):
+        if unread_only and ((kernel, block) in table or (kernel, block) in gemv_gaps(gpu)):
+            continue
         probed = sorted({k for e in table.get((kernel, block), []) for k in e["K_probed"]})
         ks = sorted(by_k)
         if spread_over:
@@ -84,7 +87,8 @@ def probe_list(gpu: str, recordings: list[tuple[str, dict[str, Any]]], per_varia
         for K in pick:
             c = by_k[K]
             specs.append({"op": c["op"], "M": int(c["M"]), "N": int(c["N"]), "K": K, "batch": int(c.get("batch") or 1),
-                          "a_dtype": c["a_dtype"], "out_dtype": c.get("out_dtype") or c["a_dtype"], "a_t": False,
+                          "a_dtype": c["a_dtype"], "out_dtype": c.get("out_dtype") or c["a_dtype"],
+                          "apply_out_dtype": True, "tf32": bool(c.get("tf32")), "a_t": False,
                           "b_t": bool(c.get("b_t")) or c["op"] == "linear", "bias": bool(c.get("bias")),
                           "variant": kernel[:160],
                           "blocks": [list(block)], "recorded_K": [ks[0], ks[-1]], "probed_K": probed,
@@ -100,10 +104,13 @@ def probe_list(gpu: str, recordings: list[tuple[str, dict[str, Any]]], per_varia
 @click.option("--spread", "spread_over", type=click.IntRange(0, 64), default=0, show_default=True,
               help="instead: up to this many recorded K values of every variant not probed yet, evenly spaced by "
                    "rank over its recorded K values (the smallest and largest among them)")
+@click.option("--unread-only", is_flag=True,
+              help="only kernels and blocks the GPU's order table holds nothing of (no order, no undecided K)")
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
-def gemv_probe_lists_cmd(recordings: tuple[Path, ...], gpu: str, per_variant: int, spread_over: int, out: Path) -> int:
+def gemv_probe_lists_cmd(recordings: tuple[Path, ...], gpu: str, per_variant: int, spread_over: int,
+                         unread_only: bool, out: Path) -> int:
     recs = [(p.name, read_recording(p)) for p in recordings]
-    specs = probe_list(gpu, recs, per_variant, spread_over)
+    specs = probe_list(gpu, recs, per_variant, spread_over, unread_only)
     out.write_text(json.dumps(specs, indent=0) + "\n")
     print(f"{len(specs)} probe calls of {len({s['variant'] + str(s['blocks']) for s in specs})} kernel variants "
           f"written to {out}")
