@@ -52,36 +52,50 @@ def gemv_gaps(gpu: str) -> dict[tuple[str, tuple[int, ...]], list[int]]:
     return _gemv_gaps[gpu]
 
 
-def canonical_order(K: int, L: int, g: int, tree: str,
-                    segment: int = 0) -> tuple[str, tuple[tuple[tuple[int, ...], ...], ...]]:
+def canonical_order(K: int, L: int, g: int, tree: str, segment: int = 0,
+                    exact_products: bool = True) -> tuple[str, tuple[tuple[tuple[int, ...], ...], ...]]:
     """The sum a candidate computes at K, as (tree, each thread's k's in chain order, cut into its segments), with the
     threads that hold no k dropped where that leaves the sum unchanged; two candidates with equal forms give the same
-    bits (a segment as long as the thread's k's is no restart, nor is a last segment of one k: a product of 16-bit
-    inputs is exact in fp32, so adding it alone from +0 and then to the thread's sum is the chain's one FFMA).
+    bits.  With ``exact_products`` (16-bit inputs: a product of two bf16 or fp16 values is exact in fp32, and a chain
+    from +0 never gives -0 under RNE, nor does a sum of such values), three forms are one sum:
 
-    A thread with no k holds +0 (its FFMA chain starts from +0), and no sum here is -0 (a chain from +0 never gives
-    -0 under RNE, nor does a sum of such values), so adding it changes nothing: ``halving`` over L threads whose upper
-    half [L/2, L) is empty is ``halving`` over L/2 (its first level adds +0 to each lower thread), and over 2 threads it
-    is the one sum of ``fp32_forward``, which in turn does not change when its empty threads are dropped.  So at K <= 8
-    the orders of 8 and of 16 threads one k each are one sum (the probes cannot tell them apart there, and need not)."""
+    - a segment as long as the thread's k's is no restart, nor is a last segment of one k (adding a product alone from
+      +0 and then to the thread's sum is the chain's one FFMA);
+    - a thread with no k holds +0, so adding it changes nothing: ``halving`` over L threads whose upper half [L/2, L)
+      is empty is ``halving`` over L/2 (its first level adds +0 to each lower thread), over 2 threads it is the one sum
+      of ``fp32_forward``, which in turn does not change when its empty threads are dropped (so at K <= 8 the orders of
+      8 and of 16 threads one k each are one sum: the probes cannot tell them apart there, and need not);
+    - under ``fp32_forward``, threads of one k each that follow a first thread of one chain continue that chain: the
+      first thread's sum plus an exact product, rounded once, is the chain's next FFMA (``gemv2N_kernel`` with one slice
+      is one chain, and so is any candidate of single-k threads joined in order).
+
+    Without it (fp32 inputs, whose products FFMA rounds with the sum), the form is the candidate's own structure: every
+    thread in order, empty ones too, each cut into its segments."""
     def cut(ks: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
         runs = [ks] if not segment or len(ks) <= segment else [ks[i:i + segment] for i in range(0, len(ks), segment)]
-        if len(runs) > 1 and len(runs[-1]) == 1:  # a last restart of one k is none: RN32(S + p) is the chain's FFMA
+        if exact_products and len(runs) > 1 and len(runs[-1]) == 1:  # a last restart of one k is the chain's FFMA
             runs[-2:] = [runs[-2] + runs[-1]]
         return tuple(runs)
 
     tiles = -(-K // g)  # thread t takes tiles t, t + L, ... of g k's each, in order
     lanes = [tuple(k for q in range(t, tiles, L) for k in range(q * g, min(q * g + g, K))) for t in range(L)]
+    if not exact_products:
+        return tree, tuple(cut(x) for x in lanes)
     if tree == "halving":
         while len(lanes) > 2 and not any(lanes[len(lanes) // 2:]):
             lanes = lanes[: len(lanes) // 2]
         if len(lanes) > 2:
             return "halving", tuple(cut(x) for x in lanes)
-    return "fp32_forward", tuple(cut(x) for x in lanes if x) or (((),),)
+    cuts = [cut(x) for x in lanes if x]
+    while len(cuts) > 1 and len(cuts[0]) == 1 and len(cuts[1]) == 1 and len(cuts[1][0]) == 1:
+        cuts[:2] = [((*cuts[0][0], *cuts[1][0]),)]  # a single-k thread after a one-chain first thread: its next FFMA
+    return "fp32_forward", tuple(cuts) or (((),),)
 
 
-GRAIN_RULES = ("1", "chunk64", "slices")
-"""How a GEMV kernel deals its k's to its L threads: ``1``, k to thread k mod L; ``chunk64``, tiles of
+GRAIN_RULES = ("1", "4", "chunk64", "slices")
+"""How a GEMV kernel deals its k's to its L threads: ``1``, k to thread k mod L; ``4``, tiles of 4 k's round-robin
+(the ``gemvNSP_kernel<..., 1, 32, 4, 1024, ...>`` kernels: rows of ``evidence/library/<gpu>_gemv_probes_all_dtypes.json.gz``
+show 32 lanes each chaining runs of 4 consecutive k's, k's 128 apart in one lane); ``chunk64``, tiles of
 min(64, ceil(K/L)) k's round-robin; ``slices``, one contiguous run of ceil(K/L) k's a thread (the bf16/fp16
 ``gemmSN_NN`` kernels: their probes at K = 311 and 332 read runs of 78 and 83 k's, beyond chunk64's 64)."""
 
@@ -90,6 +104,8 @@ def gemv_grain(rule: str, K: int, L: int) -> int:
     """The tile of k's each thread takes in turn under a dealing rule (:data:`GRAIN_RULES`)."""
     if rule == "1":
         return 1
+    if rule == "4":
+        return 4
     if rule == "slices":
         return -(-K // L)
     if rule == "chunk64":
@@ -102,26 +118,27 @@ def _form(e: dict[str, Any]) -> tuple[int, str, str, int]:
 
 
 @lru_cache(maxsize=1 << 16)
-def _sum_at(form: tuple[int, str, str, int], K: int) -> tuple:
+def _sum_at(form: tuple[int, str, str, int], K: int, exact_products: bool = True) -> tuple:
     L, rule, tree, seg = form
-    return canonical_order(K, L, gemv_grain(rule, K, L), tree, seg)
+    return canonical_order(K, L, gemv_grain(rule, K, L), tree, seg, exact_products)
 
 
-def k_range_order(read: Sequence[dict[str, Any]], gaps: Sequence[int], K: int) -> tuple[dict[str, Any] | None, str]:
+def k_range_order(read: Sequence[dict[str, Any]], gaps: Sequence[int], K: int,
+                  exact_products: bool = True) -> tuple[dict[str, Any] | None, str]:
     """(the entry whose order applies at ``K``, '') or (None, why not), by the K-range rule: where one order whose
     thread count is a template argument (``gemmSN``, ``gemv2T_kernel_val``: its dealing is fixed by its code
     (:data:`GRAIN_RULES`), not by the call's launch) is the sum every entry of ``read`` computes at
     every K it was read at (:func:`canonical_order`: an entry read at a small K may name another order that is one sum
     with it there), and those K values number :data:`K_RANGE_READ` or more (probes and scans), it applies at every K
     between the smallest and the largest of them where no probe found another order, or none, and no fresh output
-    refuted it (``gaps``).  The probes behind it were spread over each kernel's recorded K range
+    refuted it (``gaps``); ``exact_products``: the call's inputs are 16-bit (:func:`canonical_order`).  The probes behind it were spread over each kernel's recorded K range
     (``tools/library/gemv_probe_lists.py --spread``); fresh GPU outputs at K values between them check it
     (``evidence/library/<gpu>_fresh_gemv_samples.json.gz``)."""
     forms = sorted({_form(e) for e in read if str(e["lanes_are"]).startswith("template")},
                    key=lambda f: (-sum(len(e["K"]) for e in read if _form(e) == f), f))
     if not forms:
         return None, ""
-    agreed = next((f for f in forms if all(_sum_at(f, int(k)) == _sum_at(_form(e), int(k))
+    agreed = next((f for f in forms if all(_sum_at(f, int(k), exact_products) == _sum_at(_form(e), int(k), exact_products)
                                            for e in read for k in e["K"])), None)
     if agreed is None:
         return None, f"{len(forms)} orders read at different K"
@@ -176,7 +193,7 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
     at_k = [e for e in read if K in e["K"]]
     if not at_k:
         ranged, why_not = k_range_order(read, gemv_gaps(gpu).get(
-            (kernel_key(kernels[0]), tuple(int(x) for x in blocks[0])), []), K)
+            (kernel_key(kernels[0]), tuple(int(x) for x in blocks[0])), []), K, plan.call.a_dtype != "float32")
         if ranged is not None:
             ks = sorted({int(k) for e in read for k in e["K"]})
             g = gemv_grain(str(ranged["grain"]), K, int(ranged["lanes"]))
@@ -202,8 +219,11 @@ def _gemv_entry(entry: dict[str, Any], e: dict[str, Any], g: int, what: str, pro
     L = int(e["lanes"])
     seg = int(e.get("segment", 0))
     restart = f", each restarting from +0 after every {seg} of its k's (the restarts' sums added in order)" if seg else ""
+    chain = {**dict(entry.get("chain") or {}), "instr": "simt_ffma", "out_fmt": "fp32"}
+    if chain.get("in_fmt") == "tf32":  # CUDA-core FFMA on the fp32 inputs: tf32 mode does not apply to it (the fp32
+        chain["in_fmt"] = "fp32"       # probes ran with tf32 on as recorded, their outputs fp32 FFMA chains bit for bit)
     out = {**entry, "split_k": L, "grain": g, "slices": "interleaved", "remainder": "last", "reduce": e["reduce"],
-           "chain": {**dict(entry.get("chain") or {}), "instr": "simt_ffma", "out_fmt": "fp32"},
+           "chain": chain,
            "sources": [*entry.get("sources", []),
                        f"K order of {what} read by FPRev probes ({probes}, "
                        f"tools/library/gemv_orders.py): {L} threads ({e['lanes_are']}), tiles of {g} k's "

@@ -7,16 +7,19 @@ Several probe files of one GPU (the same device name) are read as one run: their
 
 The probes (``tools/device/gemv_probes.py``, run on the GPU through torch; method of Xie et al., "Revealing
 Floating-Point Accumulation Orders in Software/Hardware Implementations", arXiv 2411.00442) give, for a call
-whose kernels include ``gemvx`` or ``gemv2T_kernel_val``, rows of the summation tree: for a leaf i and every j,
+whose kernel is one of :data:`GEMV` (``gemvx``, ``gemv2T_kernel_val``, ``gemv2N_kernel``, ``gemvNSP_kernel``, the
+``gemmSN`` kernels), rows of the summation tree: for a leaf i and every j,
 the number of k's in the subtree where i and j first meet (products +B at i, -B at j, ones in windows of 256
 elsewhere: the ones outside that subtree survive).  Every candidate order below is checked against those rows
 (integer logic) and then against the sampled outputs of random and probe inputs of the same call, evaluated bit for
 bit by the plan the candidate makes (``tcsmt.library.evaluate``: the simt_ffma chain of ``models/hopper.toml`` per
-thread, split-K slices for the threads, the reduction over them, RNE to the output format), the latter for calls of
-K up to :data:`OUTPUTS_MAX_K` (larger ones: their rows alone).
+thread, split-K slices for the threads, the reduction over them, RNE to the output format: the probe's own output
+dtype, fp32 patterns for a bf16/fp16 -> fp32 call, :func:`out_dtype_of`), the latter for calls of K up to
+:data:`OUTPUTS_MAX_K` (larger ones: their rows alone).
 
-A candidate is (the block axis that counts the threads along K: L = blockDim.x or blockDim.y; the threads' k's:
-``1``, k in thread k mod L, ``chunk64``, tiles of g = min(64, ceil(K/L)) k's dealt round-robin to the L threads, or
+A candidate is (the block axis or template argument that counts the threads along K: L = blockDim.x, blockDim.y or
+an integer template argument, :func:`lane_counts`; the threads' k's: ``1``, k in thread k mod L, ``4``, tiles of 4
+k's round-robin, ``chunk64``, tiles of g = min(64, ceil(K/L)) k's dealt round-robin to the L threads, or
 ``slices``, one run of ceil(K/L) k's a thread (:func:`tcsmt.library.gemv_rules.gemv_grain`);
 the tree over the L sums: ``halving`` or ``fp32_forward``; the thread's segment: 0, one chain over its k's, or n in
 :data:`SEGMENTS`, a chain from +0 for every n of its k's, their sums added in order, as ``gemv2T_kernel_val`` sums
@@ -66,12 +69,28 @@ from tcsmt.sim.simulator import to_bits
 from tools.device.gemv_probes import BIG, ONE, random_bits, windowed_params
 
 REPO = Path(__file__).resolve().parents[2]
-GEMV = re.compile(r"(?:^|::|\s)(gemvx::kernel|gemv2T_kernel_val|gemmSN_(?:TN|NN)_kernel)\b")
-GRAINS = GRAIN_RULES
+GEMV = re.compile(r"(?:^|::|\s)(gemvx::kernel|gemv2T_kernel_val|gemmSN_(?:TN|NN)_kernel|gemv2N_kernel|gemvNSP_kernel)\b")
+KERNEL_GRAINS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
+    (re.compile(r"(?:^|\s)gemvNSP_kernel<"), ("4",)),
+    (re.compile(r""), tuple(r for r in GRAIN_RULES if r != "4")),
+)
+"""The dealings a kernel's candidates take (the first pattern its name matches): tiles of 4 for ``gemvNSP_kernel``
+(its template's vector width: ``gemvNSP_kernel<..., 1, 32, 4, 1024, ...>``); the others for every other kernel, whose
+launch parameters (``gemvx``: tile min(64, ceil(K/L)), stride 1 or L, :func:`tcsmt.library.gemv_rules.dealt_order`)
+or probes read no tile of 4."""
 TREES = ("halving", "fp32_forward")
 SEGMENTS = (0, 8, 16, 32, 64, 128)
 """A thread's k's per chain before it restarts from +0 (0: never): the candidates the probes' rows choose from."""
-FMT = {"bfloat16": "bf16", "float16": "fp16"}
+FMT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+PATTERN_TYPE = {"float32": np.uint32}
+"""The unsigned type of a dtype's bit patterns, inputs and outputs alike (bf16, fp16: uint16)."""
+
+
+def out_dtype_of(result: dict[str, Any]) -> str:
+    """The dtype of a probed call's outputs: the result's ``out_dtype`` (``apply_out_dtype`` runs), else a_dtype (the
+    probes ran torch's default output before they could apply one, whatever a spec copied from a recorded call
+    says)."""
+    return str(result.get("out_dtype") or result["spec"]["a_dtype"])
 
 
 def plan_raw(spec: dict[str, Any], L: int, g: int, tree: str, source: str, segment: int = 0) -> dict[str, Any]:
@@ -124,26 +143,27 @@ def revealed(result: dict[str, Any]) -> dict[int, np.ndarray]:
 
 
 def _bits(values: np.ndarray, fmt: str) -> np.ndarray:
-    return np.asarray(to_bits(values, fmt_of(fmt), "probe input")).astype(np.uint16)
+    return np.asarray(to_bits(values, fmt_of(fmt), "probe input")).astype(PATTERN_TYPE.get(fmt, np.uint16))
 
 
 def sampled_inputs(result: dict[str, Any], n: int) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
     """(kind, A rows (m, K), B columns (K, m), GPU outputs (m,)) of the first ``n`` outputs of every sampled call."""
     s = result["spec"]
     dt, b, K, N = s["a_dtype"], s["batch"], s["K"], s["N"]
+    bits = PATTERN_TYPE.get(out_dtype_of(result), np.uint16)
     out = []
     for rec in result.get("normal", []):
         rng = np.random.default_rng(rec["seed"])
         M = int(result.get("rows", 1))  # rows of A the probe ran (older runs: 1, whatever the spec's M); row 0 kept
         a = random_bits(rng, dt, (b, M, K) if s["op"] == "bmm" else (M, K)).reshape(b, M, K)[:, 0, :]
         B = random_bits(rng, dt, (b, K, N))
-        got = np.frombuffer(base64.b64decode(rec["out"]), np.uint16)
+        got = np.frombuffer(base64.b64decode(rec["out"]), bits)
         m = min(n, len(got))
         o = np.arange(m)
         out.append(("random", a[o // N], np.ascontiguousarray(B[o // N, :, o % N].T), got[:m]))
     for rec in result.get("windowed", []):
         i, j, w0, ln = windowed_params(rec["seed"], K, b * N)
-        got = np.frombuffer(base64.b64decode(rec["out"]), np.uint16)
+        got = np.frombuffer(base64.b64decode(rec["out"]), bits)
         m = min(n, len(got))
         k = np.arange(K)[None, :]
         val = np.where((k >= w0[:m, None]) & (k < (w0 + ln)[:m, None]), ONE[dt], 0.0)
@@ -157,7 +177,8 @@ def sampled_inputs(result: dict[str, Any], n: int) -> list[tuple[str, np.ndarray
 
 def lane_counts(kernel: dict[str, Any]) -> dict[str, int]:
     """The thread counts a kernel may split K over: its block dims x and y, and the integer template arguments
-    after its compute type (gemv2T_kernel_val<..., float, 128, 16, 2, 2, ...>)."""
+    after its compute type (gemv2T_kernel_val<..., float, 128, 16, 2, 2, ...>; gemv2N_kernel<..., float, 128, S, 4,
+    4, 1, ...>, whose S is the count of contiguous K slices its probes read)."""
     out = {"blockDim.x": int(kernel["block"][0]), "blockDim.y": int(kernel["block"][1])}
     m = re.search(r"float, ((?:\d+, )+)", kernel["name"])
     for v in (m.group(1).split(", ")[:-1] if m else []):
@@ -169,13 +190,18 @@ Candidate = tuple[str, str, str, int]
 """(the axis counting the threads, the grain rule, the tree, the segment): module docstring."""
 
 
+def grains_of(kernel: str) -> tuple[str, ...]:
+    """The dealings the candidates of a kernel (its demangled name) take: :data:`KERNEL_GRAINS`."""
+    return next(rules for pattern, rules in KERNEL_GRAINS if pattern.search(kernel))
+
+
 def candidates(result: dict[str, Any]) -> list[Candidate]:
     """The (thread count, grain rule, tree, segment) candidates whose trees give the probed call's revealed rows (with
     two threads the two trees are one sum: only fp32_forward is kept)."""
     s, rows = result["spec"], revealed(result)
     fits = []
     for axis, L in lane_counts(result["kernels"][0]).items():
-        for rule in GRAINS:
+        for rule in grains_of(result["kernels"][0]["name"]):
             for tree in TREES:
                 if tree == "halving" and (L & (L - 1) or L <= 2):
                     continue
@@ -190,7 +216,7 @@ def canonical_of(result: dict[str, Any], cand: Candidate) -> tuple:
     """The candidate's sum at the probed call's K (:func:`canonical_order`)."""
     axis, rule, tree, seg = cand
     K, L = result["spec"]["K"], lane_counts(result["kernels"][0])[axis]
-    return canonical_order(K, L, gemv_grain(rule, K, L), tree, seg)
+    return canonical_order(K, L, gemv_grain(rule, K, L), tree, seg, result["spec"]["a_dtype"] != "float32")
 
 
 OUTPUTS_MAX_K = 4096
@@ -206,15 +232,14 @@ def differing(result: dict[str, Any], cand: Candidate, n: int) -> tuple[int, int
         return 0, 0
     axis, rule, tree, seg = cand
     L = lane_counts(result["kernels"][0])[axis]
-    # the probe called torch without out_dtype (tools/device/gemv_probes.py): its outputs are a_dtype, whatever the
-    # spec copied from a recorded call says (a bf16 -> fp32 recording's spec ran bf16 -> bf16, on that kernel)
-    raw = plan_raw({**s, "out_dtype": s["a_dtype"]}, L, gemv_grain(rule, s["K"], L), tree, "candidate", seg)
+    out_dtype = out_dtype_of(result)
+    raw = plan_raw({**s, "out_dtype": out_dtype}, L, gemv_grain(rule, s["K"], L), tree, "candidate", seg)
     plan = plan_from_fields(raw, call_from_entry(raw, [1, s["N"], s["K"], s["batch"]], "probe"), "h100", "", "",
                             "probe")
     bad = total = 0
     for _kind, a, b, got in sampled_inputs(result, n):
         y = evaluate_pairs(plan, a, b)
-        bad += int((np.asarray(y).astype(np.uint16) != got).sum())
+        bad += int((np.asarray(y).astype(got.dtype) != got).sum())
         total += len(got)
     return bad, total
 
@@ -233,7 +258,9 @@ def decide(kernel: str, block: str, results: list[dict[str, Any]], n: int,
         return None, ""
     fitting = []
     judged: dict[tuple[int, tuple], tuple[int, int]] = {}  # candidates that are one sum at a call's K: judged once
-    for cand in sorted(common, key=lambda c: (c[3], c)):  # the one without a restart first where both are one sum
+    # where several are one sum: the one without a restart first, then a thread count the kernel's template fixes
+    # before a block dim equal to it (a template kernel deals its k's by its code, at every call: the K-range rule)
+    for cand in sorted(common, key=lambda c: (c[3], not c[0].startswith("template"), c)):
         counts = []
         for n_r, r in enumerate(results):
             key = (n_r, canonical_of(r, cand))

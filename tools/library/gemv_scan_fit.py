@@ -39,7 +39,7 @@ from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.gemv_rules import gemv_orders
 from tcsmt.library.recordings import read_recording
 from tools.device.gemv_scan import scan_params
-from tools.library.gemv_orders import GRAINS, SEGMENTS, TREES, Candidate, canonical_order, gemv_grain, lane_counts
+from tools.library.gemv_orders import SEGMENTS, TREES, Candidate, canonical_order, gemv_grain, grains_of, lane_counts
 from tools.library.gemv_probe_lists import iter_gemv_calls, recorded_gemv_calls
 
 
@@ -93,15 +93,16 @@ def fitting(result: dict[str, Any], kernel: dict[str, Any]) -> list[tuple[Candid
         return []
     i, j, w0, n = (x[:len(got)] for x in scan_params(int(result["seed"]), K, P))
     out = []
+    exact = s.get("a_dtype") != "float32"  # scans ran 16-bit inputs (tools/device/gemv_scan.py)
     for axis, L in lane_counts(kernel).items():
-        for rule in GRAINS:
+        for rule in grains_of(kernel["name"]):
             for tree in TREES:
                 if tree == "halving" and (L & (L - 1) or L <= 2):
                     continue
                 g = gemv_grain(rule, K, L)
                 for seg in SEGMENTS:
                     if (window_counts(K, L, g, tree, seg, i, j, w0, n) == got).all():
-                        out.append(((axis, rule, tree, seg), canonical_order(K, L, g, tree, seg)))
+                        out.append(((axis, rule, tree, seg), canonical_order(K, L, g, tree, seg, exact)))
     return out
 
 
