@@ -72,11 +72,11 @@ changes nothing: only C after the sum and C as the initial accumulator are told 
 QUESTIONS: list[dict[str, Any]] = [
     {"question": "K iteration inside a slice of the sm80 CUTLASS 16-bit kernels",
      "match": {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_\w*s16816gemm"},
-     "hypotheses": {"blocks from the slice start": None,
+     "hypotheses": {"blocks from the slice start": NO_K_TILE,
                     "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
     {"question": "K iteration inside a slice of the sm80 CUTLASS tf32 kernels",
      "match": {"kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_s1688gemm"},
-     "hypotheses": {"blocks from the slice start": None,
+     "hypotheses": {"blocks from the slice start": NO_K_TILE,
                     "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
     *[{"question": f"K-chain and K iteration of the sm75 CUTLASS {name} kernels (s1688gemm: mma m16n8k8)",
        "on": "probe", "match": {"a_dtype": dtype, "kernel_regex": SM75_16BIT},
