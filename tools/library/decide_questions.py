@@ -87,7 +87,7 @@ QUESTIONS: list[dict[str, Any]] = [
       for name, dtype, fmt in (("bf16", "bfloat16", "bf16"), ("fp16", "float16", "fp16"))],
     {"question": "K iteration of the sm75 CUTLASS bf16 WMMA kernels (s161616gemm: wmma m16n16k16)",
      "on": "probe", "match": {"a_dtype": "bfloat16", "kernel_regex": r"^cutlass::Kernel2<cutlass_75_wmma_tensorop_\w*s161616gemm"},
-     "hypotheses": {"blocks from the slice start": None,
+     "hypotheses": {"blocks from the slice start": NO_K_TILE,
                     "residue first, K-tile from the kernel name": {"k_tile_regex": CUTLASS_TILE}}},
     {"question": "fp32 -> tf32 input rounding of the sm80 CUTLASS tf32 kernels",
      "match": {"tf32": True, "kernel_regex": r"^cutlass::Kernel2<cutlass_80_tensorop_s1688gemm"},
