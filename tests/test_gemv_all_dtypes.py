@@ -135,7 +135,8 @@ def test_a_tf32_call_on_a_gemv_kernel_chains_its_fp32_inputs_by_ffma():
 
     e = {"lanes": 32, "lanes_are": "blockDim.y", "grain": "1", "reduce": "halving", "outputs_bit_exact": 1,
          "K_probed": [64]}
-    for in_fmt, want in (("tf32", "fp32"), ("fp32", "fp32"), ("bf16", "bf16")):
-        entry = {"chain": {"arch": "hopper", "in_fmt": in_fmt, "out_fmt": "fp32", "instr": "cublas"}, "sources": []}
+    for a_dtype, in_fmt, want in (("float32", "tf32", "fp32"), ("float32", "fp32", "fp32"), ("bfloat16", "bf16", "bf16")):
+        entry = {"a_dtype": a_dtype, "chain": {"arch": "hopper", "in_fmt": in_fmt, "out_fmt": "fp32", "instr": "cublas"},
+                 "sources": []}
         assert _gemv_entry(entry, e, 1, "test kernel", "probes", "")["chain"] == \
             {"arch": "hopper", "in_fmt": want, "out_fmt": "fp32", "instr": "simt_ffma"}

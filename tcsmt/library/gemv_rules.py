@@ -16,7 +16,7 @@ from typing import Any
 
 from tcsmt.io import load
 from tcsmt.library.families import UNREAD_K_ORDER, kernel_key
-from tcsmt.library.plans import Call, Plan, plans_dir
+from tcsmt.library.plans import TORCH_DTYPES, Call, Plan, plans_dir
 
 GEMV_ORDERS = "{gpu}_gemv_orders.json.gz"
 """The K orders of the GEMV kernels read on a GPU (``models/library/``; ``tools/library/gemv_orders.py``)."""
@@ -50,6 +50,12 @@ def gemv_gaps(gpu: str) -> dict[tuple[str, tuple[int, ...]], list[int]]:
     table's (``not_decided`` of the table), by (kernel name, block dims)."""
     gemv_orders(gpu)
     return _gemv_gaps[gpu]
+
+
+def products_exact(a_dtype: str | None) -> bool:
+    """Whether a GEMV call's products are exact in fp32, as :func:`canonical_order`'s merges of equal sums need: bf16
+    and fp16 inputs (8 x 8 and 11 x 11 significand bits); not fp32 inputs, whose products FFMA rounds with the sum."""
+    return a_dtype != "float32"
 
 
 def canonical_order(K: int, L: int, g: int, tree: str, segment: int = 0,
@@ -193,7 +199,7 @@ def gemv_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str], block
     at_k = [e for e in read if K in e["K"]]
     if not at_k:
         ranged, why_not = k_range_order(read, gemv_gaps(gpu).get(
-            (kernel_key(kernels[0]), tuple(int(x) for x in blocks[0])), []), K, plan.call.a_dtype != "float32")
+            (kernel_key(kernels[0]), tuple(int(x) for x in blocks[0])), []), K, products_exact(plan.call.a_dtype))
         if ranged is not None:
             ks = sorted({int(k) for e in read for k in e["K"]})
             g = gemv_grain(str(ranged["grain"]), K, int(ranged["lanes"]))
@@ -219,9 +225,10 @@ def _gemv_entry(entry: dict[str, Any], e: dict[str, Any], g: int, what: str, pro
     L = int(e["lanes"])
     seg = int(e.get("segment", 0))
     restart = f", each restarting from +0 after every {seg} of its k's (the restarts' sums added in order)" if seg else ""
-    chain = {**dict(entry.get("chain") or {}), "instr": "simt_ffma", "out_fmt": "fp32"}
-    if chain.get("in_fmt") == "tf32":  # CUDA-core FFMA on the fp32 inputs: tf32 mode does not apply to it (the fp32
-        chain["in_fmt"] = "fp32"       # probes ran with tf32 on as recorded, their outputs fp32 FFMA chains bit for bit)
+    # CUDA-core FFMA on the inputs as they are: tf32 mode does not reach it (the fp32 probes ran with tf32 on, as the
+    # recorded calls did, and their outputs are fp32 FFMA chains bit for bit)
+    chain = {**dict(entry.get("chain") or {}), "in_fmt": TORCH_DTYPES[str(entry["a_dtype"])], "instr": "simt_ffma",
+             "out_fmt": "fp32"}
     out = {**entry, "split_k": L, "grain": g, "slices": "interleaved", "remainder": "last", "reduce": e["reduce"],
            "chain": chain,
            "sources": [*entry.get("sources", []),

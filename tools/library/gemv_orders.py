@@ -63,7 +63,7 @@ import numpy as np
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
 from tcsmt.library.evaluate import evaluate_pairs, fmt_of
-from tcsmt.library.gemv_rules import GEMV_BLOCK_NAMED, GRAIN_RULES, canonical_order, gemv_grain, gemv_shape_text
+from tcsmt.library.gemv_rules import GEMV_BLOCK_NAMED, GRAIN_RULES, canonical_order, gemv_grain, gemv_shape_text, products_exact
 from tcsmt.library.plans import call_from_entry, plan_from_fields
 from tcsmt.sim.simulator import to_bits
 from tools.device.gemv_probes import BIG, ONE, random_bits, windowed_params
@@ -216,7 +216,7 @@ def canonical_of(result: dict[str, Any], cand: Candidate) -> tuple:
     """The candidate's sum at the probed call's K (:func:`canonical_order`)."""
     axis, rule, tree, seg = cand
     K, L = result["spec"]["K"], lane_counts(result["kernels"][0])[axis]
-    return canonical_order(K, L, gemv_grain(rule, K, L), tree, seg, result["spec"]["a_dtype"] != "float32")
+    return canonical_order(K, L, gemv_grain(rule, K, L), tree, seg, products_exact(result["spec"]["a_dtype"]))
 
 
 OUTPUTS_MAX_K = 4096

@@ -36,7 +36,7 @@ import numpy as np
 
 from tcsmt.errors import TcsmtError
 from tcsmt.io.trap import CONTEXT_SETTINGS, script_main
-from tcsmt.library.gemv_rules import gemv_orders
+from tcsmt.library.gemv_rules import gemv_orders, products_exact
 from tcsmt.library.recordings import read_recording
 from tools.device.gemv_scan import scan_params
 from tools.library.gemv_orders import SEGMENTS, TREES, Candidate, canonical_order, gemv_grain, grains_of, lane_counts
@@ -93,7 +93,7 @@ def fitting(result: dict[str, Any], kernel: dict[str, Any]) -> list[tuple[Candid
         return []
     i, j, w0, n = (x[:len(got)] for x in scan_params(int(result["seed"]), K, P))
     out = []
-    exact = s.get("a_dtype") != "float32"  # scans ran 16-bit inputs (tools/device/gemv_scan.py)
+    exact = products_exact(s.get("a_dtype"))  # scans ran 16-bit inputs (tools/device/gemv_scan.py)
     for axis, L in lane_counts(kernel).items():
         for rule in grains_of(kernel["name"]):
             for tree in TREES:
