@@ -1,6 +1,7 @@
 """The next GEMV probe list: calls at the ends of each GEMV kernel's recorded K range that its order was not read at.
 
     python -m tools.library.gemv_probe_lists --gpu G REC.json.gz [REC ...] -o SPECS.json [--per-variant 3]
+        [--spread N] [--unread-only]
 
 A GEMV kernel's K order (``models/library/<gpu>_gemv_orders.json.gz``, :mod:`tools.library.gemv_orders`) applies from
 its smallest to its largest probed K only (:func:`tcsmt.library.gemv_rules.gemv_fields`).  This reads the recordings
@@ -12,7 +13,9 @@ kernel cuBLAS picks for a bias and leaves every sum as it is): rows revealed at 
 one random-input call each; each spec asks for the recorded call's output dtype (``apply_out_dtype``) and tf32
 setting.  ``--spread N`` lists instead, for every kernel and block, up to N recorded K values no
 probe read, evenly spaced by rank over its recorded K values: the probes that test whether one order holds over a
-kernel's whole K range.
+kernel's whole K range.  ``--unread-only`` keeps the kernels and blocks the GPU's order table holds nothing of (no
+order, no undecided K): ``tools/device/<gpu>_gemv_probes_all_dtypes_list.json`` is ``--spread 8 --unread-only`` over the
+GPU's recordings less the fresh random one.
 """
 from __future__ import annotations
 
