@@ -24,7 +24,7 @@ from tcsmt.library.plans import call_from_entry, plan_from_fields
 from tcsmt.library.recordings import raw_call, recorded_calls
 from tcsmt.library.rules import checked_entry
 from tcsmt.library.segment_k import launch_of_words, split_outputs
-from tests.test_segment_k_rule import captures
+from tests.test_segment_k_rule import captures, launch_of
 from tools.device.segment_k_probe import probe_a
 from tools.device.segment_k_tree_probe import probe_a as tree_probe_a
 from tools.library.segment_k_replay import plans_of_recording, recording_of_launch, replay_file
@@ -188,18 +188,25 @@ def test_the_gpu_samples_replay_bit_for_bit(gpu):
 
 def test_checked_forms_are_the_forms_the_gpu_checks_covered():
     """``segment_k.CHECKED_FORMS`` is the set of launch forms of the calls whose GPU outputs the rule gave: the probed
-    calls (their launch words in the params files) and the sampled calls of both GPUs; the fresh call whose outputs
-    differed (``h100_catalog_samples_segment_k.json``) has a form outside it, and such a call is refused."""
-    from tcsmt.library.segment_k import CHECKED_FORMS, KERNEL_FORM, launch_form, launch_words
+    calls (their launch words in the params files: the H100's and the H200's calls of every recorded form and of every
+    recorded end of the split tiles in the narrower last panels) and the sampled calls of both GPUs; and
+    ``CHECKED_TAILS`` the (panel width, left-over) of the probed calls whose split tiles end in those panels.  The
+    fresh call whose outputs differed under the first cut (``h100_catalog_samples_segment_k.json``: ``mm 13824x5120x991``
+    A transposed) is of a form probed since, its left-over (W = 8, 6 rows) among the tails."""
+    from tcsmt.library.segment_k import CHECKED_FORMS, CHECKED_TAILS, KERNEL_FORM, launch_form, launch_words, tail_of
 
-    specs: set[str] = set()
-    for f in ("h100_segment_k_probes.json.gz", "h100_segment_k_probes_more.json.gz",
-              "h100_segment_k_probes_fresh.json.gz", "h100_segment_k_tree_probes.json.gz"):
-        with gzip.open(LIB / f, "rt") as fh:
-            specs |= {c["spec"] for c in json.load(fh)["calls"]}
-    forms = set()
-    for f in ("h100_segment_k_params.json.gz", "h100_segment_k_params_fresh.json.gz"):
-        with gzip.open(LIB / f, "rt") as fh:
+    pairs = (("h100_segment_k_probes.json.gz", "h100_segment_k_params.json.gz"),
+             ("h100_segment_k_probes_more.json.gz", "h100_segment_k_params.json.gz"),
+             ("h100_segment_k_probes_fresh.json.gz", "h100_segment_k_params_fresh.json.gz"),
+             ("h100_segment_k_tree_probes.json.gz", "h100_segment_k_params.json.gz"),
+             ("h100_segment_k_tree_probes.json.gz", "h100_segment_k_params_fresh.json.gz"),
+             ("h200_segment_k_probes_forms.json.gz", "h200_segment_k_params_forms.json.gz"),
+             ("h200_segment_k_probes_tails.json.gz", "h200_segment_k_params_tails.json.gz"))
+    forms, tails = set(), set()
+    for probes, params in pairs:
+        with gzip.open(LIB / probes, "rt") as fh:
+            specs = {c["spec"] for c in json.load(fh)["calls"]}
+        with gzip.open(LIB / params, "rt") as fh:
             d = json.load(fh)
         for r in d["results"]:
             for n in r.get("nodes", []) if r["spec"] in specs else []:
@@ -210,6 +217,9 @@ def test_checked_forms_are_the_forms_the_gpu_checks_covered():
                     assert m is not None
                     forms.add((m.group(1), int(m.group(2)), int(m.group(3)), w["swizzle_log"], w["raster_along_m"],
                                int(n["grid"][1]), w["cluster_cols"]))
+                    tail = tail_of(launch_of({"name": name, "grid": n["grid"], "words": w}))
+                    if tail:
+                        tails.add(tail)
     for gpu in ("h100", "h200"):
         with gzip.open(LIB / f"{gpu}_segment_k_samples.json.gz", "rt") as fh:
             doc = json.load(fh)
@@ -218,5 +228,5 @@ def test_checked_forms_are_the_forms_the_gpu_checks_covered():
                 m = KERNEL_FORM.search(plan.kernels[0])
                 assert m is not None
                 forms.add(launch_form(plan.segment_k, m.group(1)))
-    assert forms == CHECKED_FORMS
-    assert ("nt", 128, 256, 3, 1, 2, 1) not in CHECKED_FORMS  # mm 13824x5120x991, A transposed: 15 of 128 differ
+    assert forms == CHECKED_FORMS and tails == CHECKED_TAILS
+    assert ("nt", 128, 256, 3, 1, 2, 1) in CHECKED_FORMS and (8, 6) in CHECKED_TAILS

@@ -1,7 +1,9 @@
 """The host rule of cuBLAS's tf32 ``segment_k_on`` kernels (:mod:`tcsmt.library.segment_k`) against its evidence: the
 launch parameters of 283 captured H100 calls (``evidence/library/h100_segment_k_params.json.gz``) and every kept
-output of the 156 swamping-probed calls (``h100_segment_k_probes.json.gz``, ``h100_segment_k_probes_more.json.gz``;
-the probe: ``tools/device/segment_k_probe.py``)."""
+output of the 156 swamping-probed H100 calls (``h100_segment_k_probes.json.gz``, ``h100_segment_k_probes_more.json.gz``;
+the probe: ``tools/device/segment_k_probe.py``) and of 403 H200 calls, one or more of every recorded launch form and
+of every recorded way the split tiles end in the narrower last swizzle panels (``h200_segment_k_probes_forms.json.gz``,
+``h200_segment_k_probes_tails.json.gz``, their launches in ``h200_segment_k_params_forms.json.gz`` and ``_tails``)."""
 from __future__ import annotations
 
 import base64
@@ -23,6 +25,7 @@ from tcsmt.library.segment_k import (
     cluster_tile_order,
     kernel_m_is_torch_rows,
     launch_words,
+    panels,
     reduction_tree,
     segment_ends,
     split_tiles,
@@ -33,10 +36,15 @@ from tools.device.segment_k_tree_probe import probe_px
 LIB = Path(__file__).resolve().parents[1] / "evidence" / "library"
 PROBES = (("h100_segment_k_probes.json.gz", "h100_segment_k_params.json.gz"),
           ("h100_segment_k_probes_more.json.gz", "h100_segment_k_params.json.gz"),
-          ("h100_segment_k_probes_fresh.json.gz", "h100_segment_k_params_fresh.json.gz"))
-"""(probes, the launches of its calls); the fresh calls were drawn at random after the rule was committed."""
+          ("h100_segment_k_probes_fresh.json.gz", "h100_segment_k_params_fresh.json.gz"),
+          ("h200_segment_k_probes_forms.json.gz", "h200_segment_k_params_forms.json.gz"),
+          ("h200_segment_k_probes_tails.json.gz", "h200_segment_k_params_tails.json.gz"))
+"""(probes, the launches of its calls); the fresh calls were drawn at random after the rule was committed; the H200's
+forms and tails calls (``tools/library/segment_k_form_list.py``) were probed after a fresh call refuted the first cut
+of the last swizzle panels (one panel of the left-over), and read the cut of :func:`tcsmt.library.segment_k.panels`."""
 SPLIT_CALLS = {"h100_segment_k_probes.json.gz": 60, "h100_segment_k_probes_more.json.gz": 46,
-               "h100_segment_k_probes_fresh.json.gz": 10}
+               "h100_segment_k_probes_fresh.json.gz": 10, "h200_segment_k_probes_forms.json.gz": 330,
+               "h200_segment_k_probes_tails.json.gz": 73}
 
 
 def _read(name: str) -> dict[str, Any]:
@@ -99,6 +107,23 @@ def test_order_and_tree_small_cases():
     assert cluster_tile_order(3, 2, 1, True) == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 1), (2, 0)]
     assert cluster_tile_order(2, 3, 1, False) == [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2), (0, 2)]
     assert reduction_tree(3) == (0, (1, 2)) and reduction_tree(4) == ((0, 1), (2, 3))
+
+
+def test_the_left_over_of_the_swizzle_panels_is_cut_as_the_h200_probes_read():
+    """The cluster rows (or columns) left after the whole panels: one panel where fewer than 4 are left, else panels of
+    the largest power of two that fits.  Cases of the probed H200 calls (``h200_segment_k_probes_tails.json.gz``):
+    ``linear 7888x2560x4096`` (31 rows, W = 4: 3 left, one panel; H100 probes), ``mm 13824x5120x977`` A transposed (54
+    rows, W = 8: 4 + 2), ``linear 8712x4096x2560`` (69 rows, W = 8: 4 + 1), ``mm 11008x4096x12640`` A transposed (86, W =
+    16: 4 + 2), ``mm 25600x5120x1488`` A transposed (200, W = 16: one panel of 8), ``mm 32000x4096x977`` A transposed
+    (250, W = 16: 8 + 2); ``linear 6408x3072x3072`` (51, W = 8: 3 left, one panel)."""
+    assert panels(31, 2)[-1] == (28, 3) and len(panels(31, 2)) == 8
+    assert panels(54, 3)[-3:] == [(40, 8), (48, 4), (52, 2)]
+    assert panels(69, 3)[-2:] == [(64, 4), (68, 1)]
+    assert panels(86, 4)[-3:] == [(64, 16), (80, 4), (84, 2)]
+    assert panels(200, 4)[-1] == (192, 8)
+    assert panels(250, 4)[-2:] == [(240, 8), (248, 2)]
+    assert panels(51, 3)[-1] == (48, 3)
+    assert [w for _, w in panels(15, 4)] == [8, 4, 3] and panels(7, 0) == [(i, 1) for i in range(7)]
     assert reduction_tree(11) == ((0, (1, 2)), (((3, 4), (5, 6)), ((7, 8), (9, 10))))
     assert segment_ends(2560, 3) == [832, 1696, 2560] and segment_ends(2776, 11)[:3] == [224, 480, 736]
 
@@ -156,7 +181,7 @@ def test_the_rule_gives_every_probed_output(probes, params):
     calls, the 10 on ``segment_k_on`` kernels are judged (the others ran CUTLASS split-K or ``segment_k_off``)."""
     caps, n_split = captures(params), 0
     for item in _read(probes)["calls"]:
-        if "fresh" in probes and item["spec"] not in caps:
+        if ("fresh" in probes or "h200" in probes) and item["spec"] not in caps:
             continue
         call = parse_record_spec(item["spec"])
         want, in_split = expected(item, caps.get(item["spec"]), np.zeros(call.M, dtype=np.int64), probe_x(call.M, call.K))

@@ -30,11 +30,13 @@ from tcsmt.library.gemv_rules import gemv_fields
 from tcsmt.library.plans import Plan, call_from_entry, plan_from_fields, plans_dir
 from tcsmt.library.segment_k import (
     CHECKED_FORMS,
+    CHECKED_TAILS,
     KERNEL_FORM,
     launch_entry,
     launch_form,
     launch_of_words,
     launch_problem,
+    tail_of,
 )
 
 RULES_FORMAT = "tcsmt cuBLAS conversion rules, v1"
@@ -293,10 +295,15 @@ def segment_k_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str],
         return entry, f"segment-K launch of {name} not read: {la}"
     layout = KERNEL_FORM.search(kernels[seg[0]])  # launch_of_words read it: not None
     form = launch_form(la, layout.group(1) if layout else "")
-    if form not in CHECKED_FORMS:
+    if la.segments > 1 and form not in CHECKED_FORMS:
         return entry, (f"segment-K launch of {name} of a form no GPU check covered ({form}: layout, tile, swizzle "
-                       f"log, raster along m, grid y, cluster x); a fresh call of another such form split other "
-                       f"tiles than the rule (evidence/library/h100_catalog_samples_segment_k.json)")
+                       f"log, raster along m, grid y, cluster x); a fresh call of a form outside the first checked "
+                       f"ones split other tiles than the rule then said "
+                       f"(evidence/library/h100_catalog_samples_segment_k.json)")
+    tail = tail_of(la)
+    if tail is not None and tail not in CHECKED_TAILS:
+        return entry, (f"segment-K launch of {name}: its split tiles end inside the last {tail[1]} rows or columns of "
+                       f"its swizzle panels of {tail[0]}, a cut no GPU probe read (tcsmt.library.segment_k.panels)")
     c = plan.call
     why = launch_problem(la, c.M, c.N, c.K) or ("" if len(seg) == 1 and c.batch == 1 and plan.split_k == 1 and
                                                  not plan.segment and not plan.k_tile else

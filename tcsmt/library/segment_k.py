@@ -21,9 +21,18 @@ calls m is torch's N and n torch's M, for ``tn`` and ``nt`` m is torch's M, :fun
 2. ``C = grid_x / cx`` clusters run persistent; ``(R Q) mod C`` cluster tiles (the last partial wave) are split, the
    rest run whole (word 64 is their tile count, gy cx times that; word 78 the whole tiles).  With ``S`` (word 66) = 1
    nothing is split.
-3. Which: the cluster tiles in launch order, :func:`cluster_tile_order`: panels of ``2**w3`` (word 3) cluster
+3. Which: the cluster tiles in launch order, :func:`cluster_tile_order`: panels of ``W = 2**w3`` (word 3) cluster
    tiles along m (word 25 = 1) or along n (word 25 = 0); inside a panel the other coordinate is the outer loop, run
    forward in even panels and backward in odd ones (serpentine); the split tiles are the last ones in that order.
+   The ``r`` rows (or columns) left over after the whole panels of W are cut, while 4 or more are left, into panels
+   of the largest power of two that fits, and what is left below 4 is one panel (:func:`panels`: r = 3 is one panel
+   of 3, 5 is 4 + 1, 6 is 4 + 2, 10 is 8 + 2).  Read from the H200 probes of every recorded launch form
+   (``h200_segment_k_probes_forms.json.gz``, 330 calls) and of every recorded way the split tiles end in those last
+   panels (``h200_segment_k_probes_tails.json.gz``, 73 calls): one panel of r (the first reading) missed the outputs
+   of the calls with W = 8, r = 5 or 6 and W = 16, r = 6 or 10 (e.g. ``mm 13824x5120x991``, A transposed, whose fresh
+   outputs had refuted it, ``evidence/library/h100_catalog_samples_segment_k.json``); plain powers of two (3 = 2 + 1)
+   missed those with r = 3; this cut gives every output of all 559 probed calls.  Where the split tiles end inside
+   the panels of the left-over, only a (W, r) that a probe covered is answered (:data:`CHECKED_TAILS`).
 4. Each split tile's K range is cut into S segments of whole 32-k iterations: ``I = ceil(k / 32)`` (word 88),
    ``q, r = divmod(I, S)`` (words 92, 94); segments 0 .. S-r-1 hold q iterations, the last r hold q + 1; the last
    ends at k.  Each segment is a K-chain from +0 (one CTA's unit of work; word 89 = S times the split tiles).
@@ -104,13 +113,44 @@ class SegmentKLaunch:
         return rows * cols % (self.grid_x // self.cluster_x)
 
 
+TAIL_PANEL_FLOOR = 4
+"""The left-over rows (or columns) after the whole swizzle panels are cut into power-of-two panels while at least this
+many are left; fewer form one panel (module docstring, step 3)."""
+
+
+def panels(count: int, swizzle_log: int) -> list[tuple[int, int]]:
+    """(first, width) of each swizzle panel of ``count`` cluster rows (or columns), in launch order: whole panels of
+    ``2**swizzle_log``, then the left-over as the module docstring (step 3) says."""
+    width = 2 ** swizzle_log
+    whole = count - count % width
+    out = [(first, width) for first in range(0, whole, width)]
+    first, left = whole, count % width
+    while left >= TAIL_PANEL_FLOOR:
+        part = 1 << (left.bit_length() - 1)
+        out.append((first, part))
+        first, left = first + part, left - part
+    if left:
+        out.append((first, left))
+    return out
+
+
+def tail_of(la: SegmentKLaunch) -> tuple[int, int] | None:
+    """(panel width W, rows or columns r left over) where a launch's split cluster tiles end inside the panels of the
+    left-over (fewer split tiles than those panels hold), so that how the left-over is cut decides which tiles are
+    split; else None (nothing split, no left-over, or every tile of the left-over split)."""
+    rows, cols = la.cluster_tiles
+    inner, outer = (rows, cols) if la.raster_along_m else (cols, rows)
+    width = 2 ** la.swizzle_log
+    left = inner % width
+    return (width, left) if left and 0 < la.split_cluster_tiles < left * outer else None
+
+
 def cluster_tile_order(rows: int, cols: int, swizzle_log: int, along_m: bool) -> list[tuple[int, int]]:
     """The cluster tiles (row along m, col along n) in launch order (module docstring, step 3)."""
-    width = 2 ** swizzle_log
     out: list[tuple[int, int]] = []
     inner_n, outer_n = (rows, cols) if along_m else (cols, rows)
-    for panel in range(-(-inner_n // width)):
-        inner = range(panel * width, min(inner_n, (panel + 1) * width))
+    for panel, (first, width) in enumerate(panels(inner_n, swizzle_log)):
+        inner = range(first, first + width)
         outer = range(outer_n) if panel % 2 == 0 else range(outer_n - 1, -1, -1)
         for o in outer:
             for i in inner:
@@ -186,36 +226,72 @@ def launch_of_words(words: dict[str, Any], kernel: str) -> SegmentKLaunch | str:
 
 
 CHECKED_FORMS = frozenset({
-    ('nn', 64, 64, 0, 1, 1, 1), ('nn', 64, 64, 0, 1, 1, 3), ('nn', 64, 64, 0, 1, 1, 7), ('nn', 64, 64, 0, 1, 8, 1),
-    ('nn', 64, 128, 0, 1, 1, 2), ('nn', 64, 128, 0, 1, 2, 1), ('nn', 64, 128, 0, 1, 3, 1),
-    ('nn', 64, 128, 0, 1, 4, 1), ('nn', 64, 128, 0, 1, 4, 4), ('nn', 64, 128, 0, 1, 8, 1),
-    ('nn', 64, 128, 0, 1, 16, 1), ('nn', 64, 256, 0, 0, 3, 1), ('nn', 64, 256, 0, 1, 1, 1),
-    ('nn', 64, 256, 0, 1, 2, 1), ('nn', 64, 256, 0, 1, 3, 1), ('nn', 64, 256, 0, 1, 4, 1),
-    ('nn', 64, 256, 0, 1, 5, 1), ('nn', 64, 256, 0, 1, 8, 1), ('nn', 64, 256, 3, 1, 1, 1),
-    ('nn', 128, 128, 0, 0, 1, 4), ('nn', 128, 128, 0, 1, 1, 2), ('nn', 128, 128, 0, 1, 1, 4),
-    ('nn', 128, 128, 0, 1, 2, 1), ('nn', 128, 128, 0, 1, 2, 2), ('nn', 128, 128, 0, 1, 4, 1),
-    ('nn', 128, 128, 0, 1, 5, 1), ('nn', 128, 128, 0, 1, 8, 1), ('nn', 128, 128, 1, 0, 1, 4),
-    ('nn', 128, 128, 1, 1, 1, 2), ('nn', 128, 128, 2, 1, 2, 2), ('nn', 128, 256, 0, 1, 2, 1),
+    ('nn', 64, 64, 0, 1, 1, 1), ('nn', 64, 64, 0, 1, 1, 3), ('nn', 64, 64, 0, 1, 1, 4), ('nn', 64, 64, 0, 1, 1, 7),
+    ('nn', 64, 64, 0, 1, 8, 1), ('nn', 64, 128, 0, 0, 4, 4), ('nn', 64, 128, 0, 1, 1, 2), ('nn', 64, 128, 0, 1, 1, 4),
+    ('nn', 64, 128, 0, 1, 2, 1), ('nn', 64, 128, 0, 1, 2, 2), ('nn', 64, 128, 0, 1, 2, 4),
+    ('nn', 64, 128, 0, 1, 3, 1), ('nn', 64, 128, 0, 1, 4, 1), ('nn', 64, 128, 0, 1, 4, 4),
+    ('nn', 64, 128, 0, 1, 8, 1), ('nn', 64, 128, 0, 1, 15, 1), ('nn', 64, 128, 0, 1, 16, 1),
+    ('nn', 64, 128, 1, 1, 4, 1), ('nn', 64, 256, 0, 0, 2, 1), ('nn', 64, 256, 0, 0, 3, 1),
+    ('nn', 64, 256, 0, 1, 1, 1), ('nn', 64, 256, 0, 1, 2, 1), ('nn', 64, 256, 0, 1, 3, 1),
+    ('nn', 64, 256, 0, 1, 4, 1), ('nn', 64, 256, 0, 1, 5, 1), ('nn', 64, 256, 0, 1, 8, 1),
+    ('nn', 64, 256, 1, 1, 4, 1), ('nn', 64, 256, 1, 1, 8, 1), ('nn', 64, 256, 3, 1, 1, 1),
+    ('nn', 128, 128, 0, 0, 1, 2), ('nn', 128, 128, 0, 0, 1, 4), ('nn', 128, 128, 0, 0, 1, 8),
+    ('nn', 128, 128, 0, 1, 1, 1), ('nn', 128, 128, 0, 1, 1, 2), ('nn', 128, 128, 0, 1, 1, 4),
+    ('nn', 128, 128, 0, 1, 2, 1), ('nn', 128, 128, 0, 1, 2, 2), ('nn', 128, 128, 0, 1, 3, 1),
+    ('nn', 128, 128, 0, 1, 4, 1), ('nn', 128, 128, 0, 1, 5, 1), ('nn', 128, 128, 0, 1, 8, 1),
+    ('nn', 128, 128, 1, 0, 1, 4), ('nn', 128, 128, 1, 0, 2, 4), ('nn', 128, 128, 1, 1, 1, 1),
+    ('nn', 128, 128, 1, 1, 1, 2), ('nn', 128, 128, 1, 1, 2, 2), ('nn', 128, 128, 1, 1, 4, 1),
+    ('nn', 128, 128, 1, 1, 8, 1), ('nn', 128, 128, 2, 0, 1, 2), ('nn', 128, 128, 2, 1, 1, 2),
+    ('nn', 128, 128, 2, 1, 1, 8), ('nn', 128, 128, 2, 1, 2, 1), ('nn', 128, 128, 2, 1, 2, 2),
+    ('nn', 128, 128, 2, 1, 4, 1), ('nn', 128, 128, 3, 0, 1, 2), ('nn', 128, 128, 3, 1, 1, 2),
+    ('nn', 128, 128, 3, 1, 1, 8), ('nn', 128, 256, 0, 0, 1, 1), ('nn', 128, 256, 0, 0, 1, 2),
+    ('nn', 128, 256, 0, 1, 1, 1), ('nn', 128, 256, 0, 1, 1, 2), ('nn', 128, 256, 0, 1, 2, 1),
     ('nn', 128, 256, 0, 1, 3, 1), ('nn', 128, 256, 0, 1, 4, 1), ('nn', 128, 256, 0, 1, 8, 1),
-    ('nn', 128, 256, 3, 1, 1, 1), ('nn', 256, 128, 0, 1, 1, 1), ('nn', 256, 128, 0, 1, 2, 1),
-    ('nn', 256, 128, 0, 1, 4, 1), ('nt', 128, 128, 0, 1, 1, 1), ('nt', 128, 128, 3, 1, 1, 1),
-    ('nt', 128, 256, 2, 0, 1, 2), ('nt', 256, 128, 0, 1, 1, 2), ('nt', 256, 128, 2, 1, 1, 1),
-    ('nt', 256, 128, 2, 1, 1, 2), ('nt', 256, 128, 2, 1, 2, 1), ('tn', 64, 64, 0, 1, 1, 7),
-    ('tn', 64, 64, 0, 1, 1, 8), ('tn', 64, 64, 0, 1, 4, 1), ('tn', 64, 64, 0, 1, 7, 1), ('tn', 64, 128, 0, 0, 2, 4),
+    ('nn', 128, 256, 1, 1, 2, 1), ('nn', 128, 256, 2, 0, 1, 1), ('nn', 128, 256, 2, 0, 1, 2),
+    ('nn', 128, 256, 2, 1, 2, 1), ('nn', 128, 256, 3, 0, 1, 1), ('nn', 128, 256, 3, 1, 1, 1),
+    ('nn', 128, 256, 3, 1, 1, 2), ('nn', 128, 256, 3, 1, 2, 1), ('nn', 128, 256, 3, 1, 2, 2),
+    ('nn', 128, 256, 3, 1, 3, 1), ('nn', 128, 256, 4, 1, 1, 1), ('nn', 256, 128, 0, 1, 1, 1),
+    ('nn', 256, 128, 0, 1, 2, 1), ('nn', 256, 128, 0, 1, 4, 1), ('nt', 128, 128, 0, 1, 1, 1),
+    ('nt', 128, 128, 0, 1, 1, 2), ('nt', 128, 128, 0, 1, 2, 1), ('nt', 128, 128, 0, 1, 4, 2),
+    ('nt', 128, 128, 1, 1, 1, 1), ('nt', 128, 128, 2, 1, 1, 1), ('nt', 128, 128, 3, 1, 1, 1),
+    ('nt', 128, 256, 0, 0, 1, 1), ('nt', 128, 256, 0, 1, 1, 1), ('nt', 128, 256, 0, 1, 2, 1),
+    ('nt', 128, 256, 1, 0, 1, 1), ('nt', 128, 256, 2, 0, 1, 2), ('nt', 128, 256, 2, 1, 1, 2),
+    ('nt', 128, 256, 3, 0, 1, 1), ('nt', 128, 256, 3, 1, 1, 1), ('nt', 128, 256, 3, 1, 1, 2),
+    ('nt', 128, 256, 3, 1, 2, 1), ('nt', 128, 256, 4, 1, 1, 1), ('nt', 128, 256, 4, 1, 1, 2),
+    ('nt', 256, 128, 0, 1, 1, 1), ('nt', 256, 128, 0, 1, 1, 2), ('nt', 256, 128, 2, 1, 1, 1),
+    ('nt', 256, 128, 2, 1, 1, 2), ('nt', 256, 128, 2, 1, 2, 1), ('tn', 64, 64, 0, 1, 1, 6),
+    ('tn', 64, 64, 0, 1, 1, 7), ('tn', 64, 64, 0, 1, 1, 8), ('tn', 64, 64, 0, 1, 4, 1), ('tn', 64, 64, 0, 1, 7, 1),
+    ('tn', 64, 128, 0, 0, 2, 4), ('tn', 64, 128, 0, 1, 1, 2), ('tn', 64, 128, 0, 1, 3, 1),
     ('tn', 64, 128, 0, 1, 4, 1), ('tn', 64, 128, 0, 1, 5, 1), ('tn', 64, 128, 0, 1, 6, 1),
-    ('tn', 64, 256, 0, 0, 3, 1), ('tn', 64, 256, 0, 1, 1, 6), ('tn', 128, 64, 0, 1, 1, 4),
-    ('tn', 128, 64, 0, 1, 1, 5), ('tn', 128, 64, 0, 1, 1, 7), ('tn', 128, 128, 0, 1, 1, 2),
-    ('tn', 128, 128, 0, 1, 2, 1), ('tn', 128, 128, 1, 0, 1, 4), ('tn', 128, 128, 1, 1, 4, 2),
-    ('tn', 128, 128, 2, 1, 2, 4), ('tn', 128, 256, 0, 1, 1, 1), ('tn', 128, 256, 0, 1, 2, 1),
-    ('tn', 128, 256, 3, 1, 2, 1), ('tn', 256, 64, 0, 1, 1, 5),
+    ('tn', 64, 256, 0, 0, 3, 1), ('tn', 64, 256, 0, 1, 1, 6), ('tn', 64, 256, 0, 1, 5, 1),
+    ('tn', 128, 64, 0, 1, 1, 4), ('tn', 128, 64, 0, 1, 1, 5), ('tn', 128, 64, 0, 1, 1, 7),
+    ('tn', 128, 64, 0, 1, 1, 8), ('tn', 128, 128, 0, 0, 1, 4), ('tn', 128, 128, 0, 0, 1, 8),
+    ('tn', 128, 128, 0, 0, 2, 4), ('tn', 128, 128, 0, 1, 1, 1), ('tn', 128, 128, 0, 1, 1, 2),
+    ('tn', 128, 128, 0, 1, 1, 4), ('tn', 128, 128, 0, 1, 1, 8), ('tn', 128, 128, 0, 1, 2, 1),
+    ('tn', 128, 128, 0, 1, 2, 2), ('tn', 128, 128, 0, 1, 2, 4), ('tn', 128, 128, 0, 1, 4, 2),
+    ('tn', 128, 128, 0, 1, 5, 1), ('tn', 128, 128, 0, 1, 8, 1), ('tn', 128, 128, 1, 0, 1, 4),
+    ('tn', 128, 128, 1, 0, 2, 4), ('tn', 128, 128, 1, 1, 2, 1), ('tn', 128, 128, 1, 1, 2, 4),
+    ('tn', 128, 128, 1, 1, 4, 2), ('tn', 128, 128, 2, 0, 2, 4), ('tn', 128, 128, 2, 1, 1, 3),
+    ('tn', 128, 128, 2, 1, 1, 4), ('tn', 128, 128, 2, 1, 1, 8), ('tn', 128, 128, 2, 1, 2, 1),
+    ('tn', 128, 128, 2, 1, 2, 4), ('tn', 128, 128, 3, 1, 1, 8), ('tn', 128, 128, 3, 1, 2, 1),
+    ('tn', 128, 256, 0, 1, 1, 1), ('tn', 128, 256, 0, 1, 1, 2), ('tn', 128, 256, 0, 1, 2, 1),
+    ('tn', 128, 256, 1, 1, 2, 1), ('tn', 128, 256, 2, 1, 2, 1), ('tn', 128, 256, 3, 1, 2, 1),
+    ('tn', 128, 256, 4, 1, 2, 1), ('tn', 256, 64, 0, 1, 1, 5), ('tn', 256, 128, 0, 1, 1, 2),
 })
 """The launch forms (kernel layout, tile m, tile n, swizzle log, raster along m, grid y, cluster x) of the calls whose
 outputs the GPU gave as this rule says: the probed calls (``h100_segment_k_probes*.json.gz``, their launches in
-``h100_segment_k_params*.json.gz``) and the sampled calls of ``<gpu>_segment_k_samples.json.gz``
-(``tests/test_segment_k_plans.py`` derives this set from those files).  A fresh call of another form,
-``mm 13824x5120x991`` tf32 with A transposed (``nt``, 128 x 256 tiles, swizzle 2^3 along m, grid y 2), gave 15 of 128
-sampled outputs other than the rule's (``evidence/library/h100_catalog_samples_segment_k.json``): which tiles such
-a launch splits is not what the rule says, so a launch of a form outside this set is refused."""
+``h100_segment_k_params*.json.gz``; ``h200_segment_k_probes_forms.json.gz`` and ``_tails``, launches in
+``h200_segment_k_params_forms.json.gz`` and ``_tails``: calls of every form the recordings hold with S > 1, drawn by
+``tools/library/segment_k_form_list.py``, up to 2^27 input and output elements) and the sampled calls of
+``<gpu>_segment_k_samples.json.gz`` (``tests/test_segment_k_plans.py`` derives this set from those files).  A launch
+that splits tiles (S > 1) of another form is refused: the forms differ in how the launch deals its tiles, and a fresh
+call of a form outside the first set (``mm 13824x5120x991`` tf32, A transposed) had shown a cut of the swizzle
+panels the rule then lacked (module docstring, step 3)."""
+CHECKED_TAILS = frozenset({(2, 1), (4, 1), (4, 2), (4, 3), (8, 1), (8, 2), (8, 3), (8, 4), (8, 5), (8, 6),
+                           (16, 1), (16, 2), (16, 4), (16, 6), (16, 8), (16, 10)})
+"""(swizzle panel width W, rows or columns r left over) of the probed calls whose split tiles end inside the panels
+of the left-over (:func:`tail_of`; the probe files of :data:`CHECKED_FORMS`): where another (W, r) decides which tiles
+are split, the cut of step 3 is not read there, and the launch is refused."""
 
 
 def launch_form(la: SegmentKLaunch, layout: str) -> tuple[str, int, int, int, int, int, int]:
