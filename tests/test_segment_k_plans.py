@@ -201,7 +201,8 @@ def test_checked_forms_are_the_forms_the_gpu_checks_covered():
              ("h100_segment_k_tree_probes.json.gz", "h100_segment_k_params.json.gz"),
              ("h100_segment_k_tree_probes.json.gz", "h100_segment_k_params_fresh.json.gz"),
              ("h200_segment_k_probes_forms.json.gz", "h200_segment_k_params_forms.json.gz"),
-             ("h200_segment_k_probes_tails.json.gz", "h200_segment_k_params_tails.json.gz"))
+             ("h200_segment_k_probes_tails.json.gz", "h200_segment_k_params_tails.json.gz"),
+             ("h200_segment_k_probes_large.json.gz", "h200_segment_k_params_large.json.gz"))
     forms, tails = set(), set()
     for probes, params in pairs:
         with gzip.open(LIB / probes, "rt") as fh:

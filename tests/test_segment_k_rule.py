@@ -1,9 +1,10 @@
 """The host rule of cuBLAS's tf32 ``segment_k_on`` kernels (:mod:`tcsmt.library.segment_k`) against its evidence: the
 launch parameters of 283 captured H100 calls (``evidence/library/h100_segment_k_params.json.gz``) and every kept
 output of the 156 swamping-probed H100 calls (``h100_segment_k_probes.json.gz``, ``h100_segment_k_probes_more.json.gz``;
-the probe: ``tools/device/segment_k_probe.py``) and of 403 H200 calls, one or more of every recorded launch form and
+the probe: ``tools/device/segment_k_probe.py``) and of 473 H200 calls, one or more of every recorded launch form and
 of every recorded way the split tiles end in the narrower last swizzle panels (``h200_segment_k_probes_forms.json.gz``,
-``h200_segment_k_probes_tails.json.gz``, their launches in ``h200_segment_k_params_forms.json.gz`` and ``_tails``)."""
+``h200_segment_k_probes_tails.json.gz``, ``h200_segment_k_probes_large.json.gz``: the forms whose calls were all
+larger than the first list took; their launches in ``h200_segment_k_params_{forms,tails,large}.json.gz``)."""
 from __future__ import annotations
 
 import base64
@@ -38,13 +39,15 @@ PROBES = (("h100_segment_k_probes.json.gz", "h100_segment_k_params.json.gz"),
           ("h100_segment_k_probes_more.json.gz", "h100_segment_k_params.json.gz"),
           ("h100_segment_k_probes_fresh.json.gz", "h100_segment_k_params_fresh.json.gz"),
           ("h200_segment_k_probes_forms.json.gz", "h200_segment_k_params_forms.json.gz"),
-          ("h200_segment_k_probes_tails.json.gz", "h200_segment_k_params_tails.json.gz"))
+          ("h200_segment_k_probes_tails.json.gz", "h200_segment_k_params_tails.json.gz"),
+          ("h200_segment_k_probes_large.json.gz", "h200_segment_k_params_large.json.gz"))
 """(probes, the launches of its calls); the fresh calls were drawn at random after the rule was committed; the H200's
 forms and tails calls (``tools/library/segment_k_form_list.py``) were probed after a fresh call refuted the first cut
 of the last swizzle panels (one panel of the left-over), and read the cut of :func:`tcsmt.library.segment_k.panels`."""
 SPLIT_CALLS = {"h100_segment_k_probes.json.gz": 60, "h100_segment_k_probes_more.json.gz": 46,
                "h100_segment_k_probes_fresh.json.gz": 10, "h200_segment_k_probes_forms.json.gz": 330,
-               "h200_segment_k_probes_tails.json.gz": 73}
+               "h200_segment_k_probes_tails.json.gz": 73,
+               "h200_segment_k_probes_large.json.gz": 70}
 
 
 def _read(name: str) -> dict[str, Any]:

@@ -27,12 +27,14 @@ calls m is torch's N and n torch's M, for ``tn`` and ``nt`` m is torch's M, :fun
    The ``r`` rows (or columns) left over after the whole panels of W are cut, while 4 or more are left, into panels
    of the largest power of two that fits, and what is left below 4 is one panel (:func:`panels`: r = 3 is one panel
    of 3, 5 is 4 + 1, 6 is 4 + 2, 10 is 8 + 2).  Read from the H200 probes of every recorded launch form
-   (``h200_segment_k_probes_forms.json.gz``, 330 calls) and of every recorded way the split tiles end in those last
-   panels (``h200_segment_k_probes_tails.json.gz``, 73 calls): one panel of r (the first reading) missed the outputs
+   (``h200_segment_k_probes_forms.json.gz``, 330 calls; ``_large``, 70 calls of the forms whose calls were larger)
+   and of every recorded way the split tiles end in those last panels (``h200_segment_k_probes_tails.json.gz``, 73
+   calls): one panel of r (the first reading) missed the outputs
    of the calls with W = 8, r = 5 or 6 and W = 16, r = 6 or 10 (e.g. ``mm 13824x5120x991``, A transposed, whose fresh
    outputs had refuted it, ``evidence/library/h100_catalog_samples_segment_k.json``); plain powers of two (3 = 2 + 1)
-   missed those with r = 3; this cut gives every output of all 559 probed calls.  Where the split tiles end inside
-   the panels of the left-over, only a (W, r) that a probe covered is answered (:data:`CHECKED_TAILS`).
+   missed those with r = 3; this cut gives every output of all 639 judged probe calls (589 of them split tiles).
+   Where the split tiles end inside the panels of the left-over, only a (W, r) that a probe covered is answered
+   (:data:`CHECKED_TAILS`).
 4. Each split tile's K range is cut into S segments of whole 32-k iterations: ``I = ceil(k / 32)`` (word 88),
    ``q, r = divmod(I, S)`` (words 92, 94); segments 0 .. S-r-1 hold q iterations, the last r hold q + 1; the last
    ends at k.  Each segment is a K-chain from +0 (one CTA's unit of work; word 89 = S times the split tiles).
@@ -238,51 +240,56 @@ CHECKED_FORMS = frozenset({
     ('nn', 128, 128, 0, 0, 1, 2), ('nn', 128, 128, 0, 0, 1, 4), ('nn', 128, 128, 0, 0, 1, 8),
     ('nn', 128, 128, 0, 1, 1, 1), ('nn', 128, 128, 0, 1, 1, 2), ('nn', 128, 128, 0, 1, 1, 4),
     ('nn', 128, 128, 0, 1, 2, 1), ('nn', 128, 128, 0, 1, 2, 2), ('nn', 128, 128, 0, 1, 3, 1),
-    ('nn', 128, 128, 0, 1, 4, 1), ('nn', 128, 128, 0, 1, 5, 1), ('nn', 128, 128, 0, 1, 8, 1),
-    ('nn', 128, 128, 1, 0, 1, 4), ('nn', 128, 128, 1, 0, 2, 4), ('nn', 128, 128, 1, 1, 1, 1),
-    ('nn', 128, 128, 1, 1, 1, 2), ('nn', 128, 128, 1, 1, 2, 2), ('nn', 128, 128, 1, 1, 4, 1),
-    ('nn', 128, 128, 1, 1, 8, 1), ('nn', 128, 128, 2, 0, 1, 2), ('nn', 128, 128, 2, 1, 1, 2),
-    ('nn', 128, 128, 2, 1, 1, 8), ('nn', 128, 128, 2, 1, 2, 1), ('nn', 128, 128, 2, 1, 2, 2),
-    ('nn', 128, 128, 2, 1, 4, 1), ('nn', 128, 128, 3, 0, 1, 2), ('nn', 128, 128, 3, 1, 1, 2),
-    ('nn', 128, 128, 3, 1, 1, 8), ('nn', 128, 256, 0, 0, 1, 1), ('nn', 128, 256, 0, 0, 1, 2),
+    ('nn', 128, 128, 0, 1, 4, 1), ('nn', 128, 128, 0, 1, 5, 1), ('nn', 128, 128, 0, 1, 6, 1),
+    ('nn', 128, 128, 0, 1, 8, 1), ('nn', 128, 128, 1, 0, 1, 4), ('nn', 128, 128, 1, 0, 2, 4),
+    ('nn', 128, 128, 1, 1, 1, 1), ('nn', 128, 128, 1, 1, 1, 2), ('nn', 128, 128, 1, 1, 2, 2),
+    ('nn', 128, 128, 1, 1, 4, 1), ('nn', 128, 128, 1, 1, 8, 1), ('nn', 128, 128, 2, 0, 1, 2),
+    ('nn', 128, 128, 2, 1, 1, 2), ('nn', 128, 128, 2, 1, 1, 8), ('nn', 128, 128, 2, 1, 2, 1),
+    ('nn', 128, 128, 2, 1, 2, 2), ('nn', 128, 128, 2, 1, 4, 1), ('nn', 128, 128, 3, 0, 1, 2),
+    ('nn', 128, 128, 3, 1, 1, 2), ('nn', 128, 128, 3, 1, 1, 8), ('nn', 128, 128, 3, 1, 2, 1),
+    ('nn', 128, 256, 0, 0, 1, 1), ('nn', 128, 256, 0, 0, 1, 2), ('nn', 128, 256, 0, 0, 2, 2),
     ('nn', 128, 256, 0, 1, 1, 1), ('nn', 128, 256, 0, 1, 1, 2), ('nn', 128, 256, 0, 1, 2, 1),
     ('nn', 128, 256, 0, 1, 3, 1), ('nn', 128, 256, 0, 1, 4, 1), ('nn', 128, 256, 0, 1, 8, 1),
-    ('nn', 128, 256, 1, 1, 2, 1), ('nn', 128, 256, 2, 0, 1, 1), ('nn', 128, 256, 2, 0, 1, 2),
-    ('nn', 128, 256, 2, 1, 2, 1), ('nn', 128, 256, 3, 0, 1, 1), ('nn', 128, 256, 3, 1, 1, 1),
-    ('nn', 128, 256, 3, 1, 1, 2), ('nn', 128, 256, 3, 1, 2, 1), ('nn', 128, 256, 3, 1, 2, 2),
-    ('nn', 128, 256, 3, 1, 3, 1), ('nn', 128, 256, 4, 1, 1, 1), ('nn', 256, 128, 0, 1, 1, 1),
-    ('nn', 256, 128, 0, 1, 2, 1), ('nn', 256, 128, 0, 1, 4, 1), ('nt', 128, 128, 0, 1, 1, 1),
-    ('nt', 128, 128, 0, 1, 1, 2), ('nt', 128, 128, 0, 1, 2, 1), ('nt', 128, 128, 0, 1, 4, 2),
-    ('nt', 128, 128, 1, 1, 1, 1), ('nt', 128, 128, 2, 1, 1, 1), ('nt', 128, 128, 3, 1, 1, 1),
-    ('nt', 128, 256, 0, 0, 1, 1), ('nt', 128, 256, 0, 1, 1, 1), ('nt', 128, 256, 0, 1, 2, 1),
-    ('nt', 128, 256, 1, 0, 1, 1), ('nt', 128, 256, 2, 0, 1, 2), ('nt', 128, 256, 2, 1, 1, 2),
-    ('nt', 128, 256, 3, 0, 1, 1), ('nt', 128, 256, 3, 1, 1, 1), ('nt', 128, 256, 3, 1, 1, 2),
-    ('nt', 128, 256, 3, 1, 2, 1), ('nt', 128, 256, 4, 1, 1, 1), ('nt', 128, 256, 4, 1, 1, 2),
-    ('nt', 256, 128, 0, 1, 1, 1), ('nt', 256, 128, 0, 1, 1, 2), ('nt', 256, 128, 2, 1, 1, 1),
-    ('nt', 256, 128, 2, 1, 1, 2), ('nt', 256, 128, 2, 1, 2, 1), ('tn', 64, 64, 0, 1, 1, 6),
-    ('tn', 64, 64, 0, 1, 1, 7), ('tn', 64, 64, 0, 1, 1, 8), ('tn', 64, 64, 0, 1, 4, 1), ('tn', 64, 64, 0, 1, 7, 1),
-    ('tn', 64, 128, 0, 0, 2, 4), ('tn', 64, 128, 0, 1, 1, 2), ('tn', 64, 128, 0, 1, 3, 1),
-    ('tn', 64, 128, 0, 1, 4, 1), ('tn', 64, 128, 0, 1, 5, 1), ('tn', 64, 128, 0, 1, 6, 1),
-    ('tn', 64, 256, 0, 0, 3, 1), ('tn', 64, 256, 0, 1, 1, 6), ('tn', 64, 256, 0, 1, 5, 1),
+    ('nn', 128, 256, 1, 0, 1, 4), ('nn', 128, 256, 1, 1, 2, 1), ('nn', 128, 256, 2, 0, 1, 1),
+    ('nn', 128, 256, 2, 0, 1, 2), ('nn', 128, 256, 2, 0, 2, 2), ('nn', 128, 256, 2, 1, 2, 1),
+    ('nn', 128, 256, 3, 0, 1, 1), ('nn', 128, 256, 3, 1, 1, 1), ('nn', 128, 256, 3, 1, 1, 2),
+    ('nn', 128, 256, 3, 1, 2, 1), ('nn', 128, 256, 3, 1, 2, 2), ('nn', 128, 256, 3, 1, 3, 1),
+    ('nn', 128, 256, 4, 1, 1, 1), ('nn', 128, 256, 4, 1, 2, 1), ('nn', 256, 128, 0, 1, 1, 1),
+    ('nn', 256, 128, 0, 1, 1, 2), ('nn', 256, 128, 0, 1, 2, 1), ('nn', 256, 128, 0, 1, 4, 1),
+    ('nn', 256, 128, 3, 1, 1, 1), ('nt', 128, 128, 0, 1, 1, 1), ('nt', 128, 128, 0, 1, 1, 2),
+    ('nt', 128, 128, 0, 1, 2, 1), ('nt', 128, 128, 0, 1, 4, 2), ('nt', 128, 128, 1, 1, 1, 1),
+    ('nt', 128, 128, 2, 1, 1, 1), ('nt', 128, 128, 3, 1, 1, 1), ('nt', 128, 256, 0, 0, 1, 1),
+    ('nt', 128, 256, 0, 1, 1, 1), ('nt', 128, 256, 0, 1, 2, 1), ('nt', 128, 256, 1, 0, 1, 1),
+    ('nt', 128, 256, 2, 0, 1, 2), ('nt', 128, 256, 2, 1, 1, 2), ('nt', 128, 256, 3, 0, 1, 1),
+    ('nt', 128, 256, 3, 1, 1, 1), ('nt', 128, 256, 3, 1, 1, 2), ('nt', 128, 256, 3, 1, 2, 1),
+    ('nt', 128, 256, 4, 1, 1, 1), ('nt', 128, 256, 4, 1, 1, 2), ('nt', 256, 128, 0, 1, 1, 1),
+    ('nt', 256, 128, 0, 1, 1, 2), ('nt', 256, 128, 2, 1, 1, 1), ('nt', 256, 128, 2, 1, 1, 2),
+    ('nt', 256, 128, 2, 1, 2, 1), ('tn', 64, 64, 0, 1, 1, 6), ('tn', 64, 64, 0, 1, 1, 7), ('tn', 64, 64, 0, 1, 1, 8),
+    ('tn', 64, 64, 0, 1, 4, 1), ('tn', 64, 64, 0, 1, 7, 1), ('tn', 64, 128, 0, 0, 2, 4), ('tn', 64, 128, 0, 1, 1, 2),
+    ('tn', 64, 128, 0, 1, 3, 1), ('tn', 64, 128, 0, 1, 4, 1), ('tn', 64, 128, 0, 1, 5, 1),
+    ('tn', 64, 128, 0, 1, 6, 1), ('tn', 64, 256, 0, 0, 3, 1), ('tn', 64, 256, 0, 1, 1, 6),
+    ('tn', 64, 256, 0, 1, 3, 1), ('tn', 64, 256, 0, 1, 4, 1), ('tn', 64, 256, 0, 1, 5, 1),
     ('tn', 128, 64, 0, 1, 1, 4), ('tn', 128, 64, 0, 1, 1, 5), ('tn', 128, 64, 0, 1, 1, 7),
     ('tn', 128, 64, 0, 1, 1, 8), ('tn', 128, 128, 0, 0, 1, 4), ('tn', 128, 128, 0, 0, 1, 8),
     ('tn', 128, 128, 0, 0, 2, 4), ('tn', 128, 128, 0, 1, 1, 1), ('tn', 128, 128, 0, 1, 1, 2),
     ('tn', 128, 128, 0, 1, 1, 4), ('tn', 128, 128, 0, 1, 1, 8), ('tn', 128, 128, 0, 1, 2, 1),
-    ('tn', 128, 128, 0, 1, 2, 2), ('tn', 128, 128, 0, 1, 2, 4), ('tn', 128, 128, 0, 1, 4, 2),
-    ('tn', 128, 128, 0, 1, 5, 1), ('tn', 128, 128, 0, 1, 8, 1), ('tn', 128, 128, 1, 0, 1, 4),
-    ('tn', 128, 128, 1, 0, 2, 4), ('tn', 128, 128, 1, 1, 2, 1), ('tn', 128, 128, 1, 1, 2, 4),
-    ('tn', 128, 128, 1, 1, 4, 2), ('tn', 128, 128, 2, 0, 2, 4), ('tn', 128, 128, 2, 1, 1, 3),
-    ('tn', 128, 128, 2, 1, 1, 4), ('tn', 128, 128, 2, 1, 1, 8), ('tn', 128, 128, 2, 1, 2, 1),
-    ('tn', 128, 128, 2, 1, 2, 4), ('tn', 128, 128, 3, 1, 1, 8), ('tn', 128, 128, 3, 1, 2, 1),
-    ('tn', 128, 256, 0, 1, 1, 1), ('tn', 128, 256, 0, 1, 1, 2), ('tn', 128, 256, 0, 1, 2, 1),
-    ('tn', 128, 256, 1, 1, 2, 1), ('tn', 128, 256, 2, 1, 2, 1), ('tn', 128, 256, 3, 1, 2, 1),
-    ('tn', 128, 256, 4, 1, 2, 1), ('tn', 256, 64, 0, 1, 1, 5), ('tn', 256, 128, 0, 1, 1, 2),
+    ('tn', 128, 128, 0, 1, 2, 2), ('tn', 128, 128, 0, 1, 2, 4), ('tn', 128, 128, 0, 1, 4, 1),
+    ('tn', 128, 128, 0, 1, 4, 2), ('tn', 128, 128, 0, 1, 5, 1), ('tn', 128, 128, 0, 1, 8, 1),
+    ('tn', 128, 128, 1, 0, 1, 4), ('tn', 128, 128, 1, 0, 2, 4), ('tn', 128, 128, 1, 1, 2, 1),
+    ('tn', 128, 128, 1, 1, 2, 4), ('tn', 128, 128, 1, 1, 4, 2), ('tn', 128, 128, 2, 0, 2, 4),
+    ('tn', 128, 128, 2, 1, 1, 3), ('tn', 128, 128, 2, 1, 1, 4), ('tn', 128, 128, 2, 1, 1, 8),
+    ('tn', 128, 128, 2, 1, 2, 1), ('tn', 128, 128, 2, 1, 2, 4), ('tn', 128, 128, 3, 1, 1, 8),
+    ('tn', 128, 128, 3, 1, 2, 1), ('tn', 128, 256, 0, 1, 1, 1), ('tn', 128, 256, 0, 1, 1, 2),
+    ('tn', 128, 256, 0, 1, 1, 4), ('tn', 128, 256, 0, 1, 2, 1), ('tn', 128, 256, 0, 1, 2, 2),
+    ('tn', 128, 256, 0, 1, 8, 1), ('tn', 128, 256, 1, 1, 2, 1), ('tn', 128, 256, 1, 1, 8, 1),
+    ('tn', 128, 256, 2, 1, 2, 1), ('tn', 128, 256, 3, 1, 2, 1), ('tn', 128, 256, 4, 1, 2, 1),
+    ('tn', 256, 64, 0, 1, 1, 5), ('tn', 256, 128, 0, 1, 1, 2),
 })
 """The launch forms (kernel layout, tile m, tile n, swizzle log, raster along m, grid y, cluster x) of the calls whose
 outputs the GPU gave as this rule says: the probed calls (``h100_segment_k_probes*.json.gz``, their launches in
 ``h100_segment_k_params*.json.gz``; ``h200_segment_k_probes_forms.json.gz`` and ``_tails``, launches in
 ``h200_segment_k_params_forms.json.gz`` and ``_tails``: calls of every form the recordings hold with S > 1, drawn by
-``tools/library/segment_k_form_list.py``, up to 2^27 input and output elements) and the sampled calls of
+``tools/library/segment_k_form_list.py``, up to 2^27 input and output elements; ``_large``: the forms left, up to 2^29) and the sampled calls of
 ``<gpu>_segment_k_samples.json.gz`` (``tests/test_segment_k_plans.py`` derives this set from those files).  A launch
 that splits tiles (S > 1) of another form is refused: the forms differ in how the launch deals its tiles, and a fresh
 call of a form outside the first set (``mm 13824x5120x991`` tf32, A transposed) had shown a cut of the swizzle

@@ -97,26 +97,33 @@ def pick(calls: list[tuple[int, bool, str]], checked: bool, rng: random.Random) 
 
 @click.command(context_settings=CONTEXT_SETTINGS, help=__doc__.split("\n")[0])
 @click.argument("recordings", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--max-elements", type=click.IntRange(1, 1 << 31), default=None,
+              help=f"largest M K + K N + M N of a listed call (default {MAX_ELEMENTS}, with --tails {TAIL_MAX_ELEMENTS})")
+@click.option("--unchecked-only", is_flag=True, help="only forms outside CHECKED_FORMS")
 @click.option("--also", multiple=True, help="a record spec to list too (first), e.g. a call a GPU check refuted")
 @click.option("--tails", type=click.IntRange(0, 100), default=0,
               help="list instead, for each (panel width, left over) of the calls whose split tiles end in the narrower "
                    "last panels, this many calls (smallest first)")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               default=Path(__file__).resolve().parents[1] / "device" / "segment_k_forms_list.json")
-def segment_k_form_list_cmd(recordings: tuple[Path, ...], also: tuple[str, ...], tails: int, out: Path) -> int:
+def segment_k_form_list_cmd(recordings: tuple[Path, ...], max_elements: int | None, unchecked_only: bool,
+                            also: tuple[str, ...], tails: int, out: Path) -> int:
     rng = random.Random(SEED)
-    by_form, by_tail = form_calls(recordings, TAIL_MAX_ELEMENTS if tails else MAX_ELEMENTS)
+    cap = max_elements or (TAIL_MAX_ELEMENTS if tails else MAX_ELEMENTS)
+    by_form, by_tail = form_calls(recordings, cap)
     calls: list[dict[str, Any]] = [{"spec": s, "form": None} for s in also]
     if tails:
         for tail in sorted(by_tail):
             for _size, spec in sorted(by_tail[tail])[:tails]:
                 calls.append({"spec": spec, "tail": list(tail)})
     else:
-        for form in sorted(by_form):
+        for form in sorted(f for f in by_form if not (unchecked_only and f in CHECKED_FORMS)):
             for spec in pick(by_form[form], form in CHECKED_FORMS, rng):
                 calls.append({"spec": spec, "form": list(form)})
     made_by = "python -m tools.library.segment_k_form_list " + " ".join(
-        [*(f"--also '{s}'" for s in also), *([f"--tails {tails}"] if tails else []), *(str(p) for p in recordings)])
+        [*(f"--also '{s}'" for s in also), *([f"--tails {tails}"] if tails else []),
+         *([f"--max-elements {max_elements}"] if max_elements else []), *(["--unchecked-only"] if unchecked_only else []),
+         *(str(p) for p in recordings)])
     out.write_text(json.dumps({"made_by": made_by, "calls": calls}, indent=0) + "\n")
     unchecked = sum(1 for f in by_form if f not in CHECKED_FORMS)
     print(f"{len(calls)} calls of {len(by_form)} forms ({unchecked} not checked) -> {out}")
