@@ -74,7 +74,8 @@ def pair_outputs(P: np.ndarray, S: int, lanes: int, dealing: str, *, unit: int =
     """The reading (module docstring) with its variants: slices of ceil(K/S) rounded up to ``unit``; ``join`` serial
     or halving over the S partials; ``dealing`` ``chunk64`` (tiles of min(64, ceil(K_s/lanes))) or ``1``."""
     K = P.shape[1]
-    step = -(-(-(-K // S)) // unit) * unit
+    chunk = -(-K // S)
+    step = -(-chunk // unit) * unit
     parts = []
     for s in range(S):
         block = P[:, min(K, s * step):min(K, (s + 1) * step)]
