@@ -187,13 +187,14 @@ def test_the_gpu_samples_replay_bit_for_bit(gpu):
 
 
 def test_checked_forms_are_the_forms_the_gpu_checks_covered():
-    """``segment_k.CHECKED_FORMS`` is the set of launch forms of the calls whose GPU outputs the rule gave: the probed
+    """``segment_k_checked.CHECKED_FORMS`` is the set of launch forms of the calls whose GPU outputs the rule gave: the probed
     calls (their launch words in the params files: the H100's and the H200's calls of every recorded form and of every
     recorded end of the split tiles in the narrower last panels) and the sampled calls of both GPUs; and
     ``CHECKED_TAILS`` the (panel width, left-over) of the probed calls whose split tiles end in those panels.  The
     fresh call whose outputs differed under the first cut (``h100_catalog_samples_segment_k.json``: ``mm 13824x5120x991``
     A transposed) is of a form probed since, its left-over (W = 8, 6 rows) among the tails."""
-    from tcsmt.library.segment_k import CHECKED_FORMS, CHECKED_TAILS, KERNEL_FORM, launch_form, launch_words, tail_of
+    from tcsmt.library.segment_k import KERNEL_FORM, launch_form, launch_words, tail_of
+    from tcsmt.library.segment_k_checked import CHECKED_FORMS, CHECKED_TAILS
 
     pairs = (("h100_segment_k_probes.json.gz", "h100_segment_k_params.json.gz"),
              ("h100_segment_k_probes_more.json.gz", "h100_segment_k_params.json.gz"),

@@ -29,8 +29,6 @@ from tcsmt.library.families import UNREAD_K_ORDER, family_of, kernel_key, rule_k
 from tcsmt.library.gemv_rules import gemv_fields
 from tcsmt.library.plans import Plan, call_from_entry, plan_from_fields, plans_dir
 from tcsmt.library.segment_k import (
-    CHECKED_FORMS,
-    CHECKED_TAILS,
     KERNEL_FORM,
     launch_entry,
     launch_form,
@@ -38,6 +36,7 @@ from tcsmt.library.segment_k import (
     launch_problem,
     tail_of,
 )
+from tcsmt.library.segment_k_checked import CHECKED_FORMS, CHECKED_TAILS
 
 RULES_FORMAT = "tcsmt cuBLAS conversion rules, v1"
 RULES_NAME = "h100_cublas13_rules.json"

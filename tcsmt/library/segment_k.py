@@ -34,7 +34,7 @@ calls m is torch's N and n torch's M, for ``tn`` and ``nt`` m is torch's M, :fun
    outputs had refuted it, ``evidence/library/h100_catalog_samples_segment_k.json``); plain powers of two (3 = 2 + 1)
    missed those with r = 3; this cut gives every output of all 639 judged probe calls (589 of them split tiles).
    Where the split tiles end inside the panels of the left-over, only a (W, r) that a probe covered is answered
-   (:data:`CHECKED_TAILS`).
+   (:data:`tcsmt.library.segment_k_checked.CHECKED_TAILS`).
 4. Each split tile's K range is cut into S segments of whole 32-k iterations: ``I = ceil(k / 32)`` (word 88),
    ``q, r = divmod(I, S)`` (words 92, 94); segments 0 .. S-r-1 hold q iterations, the last r hold q + 1; the last
    ends at k.  Each segment is a K-chain from +0 (one CTA's unit of work; word 89 = S times the split tiles).
@@ -128,7 +128,9 @@ def panels(count: int, swizzle_log: int) -> list[tuple[int, int]]:
     out = [(first, width) for first in range(0, whole, width)]
     first, left = whole, count % width
     while left >= TAIL_PANEL_FLOOR:
-        part = 1 << (left.bit_length() - 1)
+        part = 1
+        while 2 * part <= left:
+            part *= 2
         out.append((first, part))
         first, left = first + part, left - part
     if left:
@@ -227,82 +229,9 @@ def launch_of_words(words: dict[str, Any], kernel: str) -> SegmentKLaunch | str:
     return la
 
 
-CHECKED_FORMS = frozenset({
-    ('nn', 64, 64, 0, 1, 1, 1), ('nn', 64, 64, 0, 1, 1, 3), ('nn', 64, 64, 0, 1, 1, 4), ('nn', 64, 64, 0, 1, 1, 7),
-    ('nn', 64, 64, 0, 1, 8, 1), ('nn', 64, 128, 0, 0, 4, 4), ('nn', 64, 128, 0, 1, 1, 2), ('nn', 64, 128, 0, 1, 1, 4),
-    ('nn', 64, 128, 0, 1, 2, 1), ('nn', 64, 128, 0, 1, 2, 2), ('nn', 64, 128, 0, 1, 2, 4),
-    ('nn', 64, 128, 0, 1, 3, 1), ('nn', 64, 128, 0, 1, 4, 1), ('nn', 64, 128, 0, 1, 4, 4),
-    ('nn', 64, 128, 0, 1, 8, 1), ('nn', 64, 128, 0, 1, 15, 1), ('nn', 64, 128, 0, 1, 16, 1),
-    ('nn', 64, 128, 1, 1, 4, 1), ('nn', 64, 256, 0, 0, 2, 1), ('nn', 64, 256, 0, 0, 3, 1),
-    ('nn', 64, 256, 0, 1, 1, 1), ('nn', 64, 256, 0, 1, 2, 1), ('nn', 64, 256, 0, 1, 3, 1),
-    ('nn', 64, 256, 0, 1, 4, 1), ('nn', 64, 256, 0, 1, 5, 1), ('nn', 64, 256, 0, 1, 8, 1),
-    ('nn', 64, 256, 1, 1, 4, 1), ('nn', 64, 256, 1, 1, 8, 1), ('nn', 64, 256, 3, 1, 1, 1),
-    ('nn', 128, 128, 0, 0, 1, 2), ('nn', 128, 128, 0, 0, 1, 4), ('nn', 128, 128, 0, 0, 1, 8),
-    ('nn', 128, 128, 0, 1, 1, 1), ('nn', 128, 128, 0, 1, 1, 2), ('nn', 128, 128, 0, 1, 1, 4),
-    ('nn', 128, 128, 0, 1, 2, 1), ('nn', 128, 128, 0, 1, 2, 2), ('nn', 128, 128, 0, 1, 3, 1),
-    ('nn', 128, 128, 0, 1, 4, 1), ('nn', 128, 128, 0, 1, 5, 1), ('nn', 128, 128, 0, 1, 6, 1),
-    ('nn', 128, 128, 0, 1, 8, 1), ('nn', 128, 128, 1, 0, 1, 4), ('nn', 128, 128, 1, 0, 2, 4),
-    ('nn', 128, 128, 1, 1, 1, 1), ('nn', 128, 128, 1, 1, 1, 2), ('nn', 128, 128, 1, 1, 2, 2),
-    ('nn', 128, 128, 1, 1, 4, 1), ('nn', 128, 128, 1, 1, 8, 1), ('nn', 128, 128, 2, 0, 1, 2),
-    ('nn', 128, 128, 2, 1, 1, 2), ('nn', 128, 128, 2, 1, 1, 8), ('nn', 128, 128, 2, 1, 2, 1),
-    ('nn', 128, 128, 2, 1, 2, 2), ('nn', 128, 128, 2, 1, 4, 1), ('nn', 128, 128, 3, 0, 1, 2),
-    ('nn', 128, 128, 3, 1, 1, 2), ('nn', 128, 128, 3, 1, 1, 8), ('nn', 128, 128, 3, 1, 2, 1),
-    ('nn', 128, 256, 0, 0, 1, 1), ('nn', 128, 256, 0, 0, 1, 2), ('nn', 128, 256, 0, 0, 2, 2),
-    ('nn', 128, 256, 0, 1, 1, 1), ('nn', 128, 256, 0, 1, 1, 2), ('nn', 128, 256, 0, 1, 2, 1),
-    ('nn', 128, 256, 0, 1, 3, 1), ('nn', 128, 256, 0, 1, 4, 1), ('nn', 128, 256, 0, 1, 8, 1),
-    ('nn', 128, 256, 1, 0, 1, 4), ('nn', 128, 256, 1, 1, 2, 1), ('nn', 128, 256, 2, 0, 1, 1),
-    ('nn', 128, 256, 2, 0, 1, 2), ('nn', 128, 256, 2, 0, 2, 2), ('nn', 128, 256, 2, 1, 2, 1),
-    ('nn', 128, 256, 3, 0, 1, 1), ('nn', 128, 256, 3, 1, 1, 1), ('nn', 128, 256, 3, 1, 1, 2),
-    ('nn', 128, 256, 3, 1, 2, 1), ('nn', 128, 256, 3, 1, 2, 2), ('nn', 128, 256, 3, 1, 3, 1),
-    ('nn', 128, 256, 4, 1, 1, 1), ('nn', 128, 256, 4, 1, 2, 1), ('nn', 256, 128, 0, 1, 1, 1),
-    ('nn', 256, 128, 0, 1, 1, 2), ('nn', 256, 128, 0, 1, 2, 1), ('nn', 256, 128, 0, 1, 4, 1),
-    ('nn', 256, 128, 3, 1, 1, 1), ('nt', 128, 128, 0, 1, 1, 1), ('nt', 128, 128, 0, 1, 1, 2),
-    ('nt', 128, 128, 0, 1, 2, 1), ('nt', 128, 128, 0, 1, 4, 2), ('nt', 128, 128, 1, 1, 1, 1),
-    ('nt', 128, 128, 2, 1, 1, 1), ('nt', 128, 128, 3, 1, 1, 1), ('nt', 128, 256, 0, 0, 1, 1),
-    ('nt', 128, 256, 0, 1, 1, 1), ('nt', 128, 256, 0, 1, 2, 1), ('nt', 128, 256, 1, 0, 1, 1),
-    ('nt', 128, 256, 2, 0, 1, 2), ('nt', 128, 256, 2, 1, 1, 2), ('nt', 128, 256, 3, 0, 1, 1),
-    ('nt', 128, 256, 3, 1, 1, 1), ('nt', 128, 256, 3, 1, 1, 2), ('nt', 128, 256, 3, 1, 2, 1),
-    ('nt', 128, 256, 4, 1, 1, 1), ('nt', 128, 256, 4, 1, 1, 2), ('nt', 256, 128, 0, 1, 1, 1),
-    ('nt', 256, 128, 0, 1, 1, 2), ('nt', 256, 128, 2, 1, 1, 1), ('nt', 256, 128, 2, 1, 1, 2),
-    ('nt', 256, 128, 2, 1, 2, 1), ('tn', 64, 64, 0, 1, 1, 6), ('tn', 64, 64, 0, 1, 1, 7), ('tn', 64, 64, 0, 1, 1, 8),
-    ('tn', 64, 64, 0, 1, 4, 1), ('tn', 64, 64, 0, 1, 7, 1), ('tn', 64, 128, 0, 0, 2, 4), ('tn', 64, 128, 0, 1, 1, 2),
-    ('tn', 64, 128, 0, 1, 3, 1), ('tn', 64, 128, 0, 1, 4, 1), ('tn', 64, 128, 0, 1, 5, 1),
-    ('tn', 64, 128, 0, 1, 6, 1), ('tn', 64, 256, 0, 0, 3, 1), ('tn', 64, 256, 0, 1, 1, 6),
-    ('tn', 64, 256, 0, 1, 3, 1), ('tn', 64, 256, 0, 1, 4, 1), ('tn', 64, 256, 0, 1, 5, 1),
-    ('tn', 128, 64, 0, 1, 1, 4), ('tn', 128, 64, 0, 1, 1, 5), ('tn', 128, 64, 0, 1, 1, 7),
-    ('tn', 128, 64, 0, 1, 1, 8), ('tn', 128, 128, 0, 0, 1, 4), ('tn', 128, 128, 0, 0, 1, 8),
-    ('tn', 128, 128, 0, 0, 2, 4), ('tn', 128, 128, 0, 1, 1, 1), ('tn', 128, 128, 0, 1, 1, 2),
-    ('tn', 128, 128, 0, 1, 1, 4), ('tn', 128, 128, 0, 1, 1, 8), ('tn', 128, 128, 0, 1, 2, 1),
-    ('tn', 128, 128, 0, 1, 2, 2), ('tn', 128, 128, 0, 1, 2, 4), ('tn', 128, 128, 0, 1, 4, 1),
-    ('tn', 128, 128, 0, 1, 4, 2), ('tn', 128, 128, 0, 1, 5, 1), ('tn', 128, 128, 0, 1, 8, 1),
-    ('tn', 128, 128, 1, 0, 1, 4), ('tn', 128, 128, 1, 0, 2, 4), ('tn', 128, 128, 1, 1, 2, 1),
-    ('tn', 128, 128, 1, 1, 2, 4), ('tn', 128, 128, 1, 1, 4, 2), ('tn', 128, 128, 2, 0, 2, 4),
-    ('tn', 128, 128, 2, 1, 1, 3), ('tn', 128, 128, 2, 1, 1, 4), ('tn', 128, 128, 2, 1, 1, 8),
-    ('tn', 128, 128, 2, 1, 2, 1), ('tn', 128, 128, 2, 1, 2, 4), ('tn', 128, 128, 3, 1, 1, 8),
-    ('tn', 128, 128, 3, 1, 2, 1), ('tn', 128, 256, 0, 1, 1, 1), ('tn', 128, 256, 0, 1, 1, 2),
-    ('tn', 128, 256, 0, 1, 1, 4), ('tn', 128, 256, 0, 1, 2, 1), ('tn', 128, 256, 0, 1, 2, 2),
-    ('tn', 128, 256, 0, 1, 8, 1), ('tn', 128, 256, 1, 1, 2, 1), ('tn', 128, 256, 1, 1, 8, 1),
-    ('tn', 128, 256, 2, 1, 2, 1), ('tn', 128, 256, 3, 1, 2, 1), ('tn', 128, 256, 4, 1, 2, 1),
-    ('tn', 256, 64, 0, 1, 1, 5), ('tn', 256, 128, 0, 1, 1, 2),
-})
-"""The launch forms (kernel layout, tile m, tile n, swizzle log, raster along m, grid y, cluster x) of the calls whose
-outputs the GPU gave as this rule says: the probed calls (``h100_segment_k_probes*.json.gz``, their launches in
-``h100_segment_k_params*.json.gz``; ``h200_segment_k_probes_forms.json.gz`` and ``_tails``, launches in
-``h200_segment_k_params_forms.json.gz`` and ``_tails``: calls of every form the recordings hold with S > 1, drawn by
-``tools/library/segment_k_form_list.py``, up to 2^27 input and output elements; ``_large``: the forms left, up to 2^29) and the sampled calls of
-``<gpu>_segment_k_samples.json.gz`` (``tests/test_segment_k_plans.py`` derives this set from those files).  A launch
-that splits tiles (S > 1) of another form is refused: the forms differ in how the launch deals its tiles, and a fresh
-call of a form outside the first set (``mm 13824x5120x991`` tf32, A transposed) had shown a cut of the swizzle
-panels the rule then lacked (module docstring, step 3)."""
-CHECKED_TAILS = frozenset({(2, 1), (4, 1), (4, 2), (4, 3), (8, 1), (8, 2), (8, 3), (8, 4), (8, 5), (8, 6),
-                           (16, 1), (16, 2), (16, 4), (16, 6), (16, 8), (16, 10)})
-"""(swizzle panel width W, rows or columns r left over) of the probed calls whose split tiles end inside the panels
-of the left-over (:func:`tail_of`; the probe files of :data:`CHECKED_FORMS`): where another (W, r) decides which tiles
-are split, the cut of step 3 is not read there, and the launch is refused."""
-
-
 def launch_form(la: SegmentKLaunch, layout: str) -> tuple[str, int, int, int, int, int, int]:
-    """A launch's form (:data:`CHECKED_FORMS`) on a kernel of ``layout`` (``nn``, ``tn``, ``nt``)."""
+    """A launch's form (:data:`tcsmt.library.segment_k_checked.CHECKED_FORMS`) on a kernel of ``layout`` (``nn``,
+    ``tn``, ``nt``)."""
     return (layout, la.tile_m, la.tile_n, la.swizzle_log, int(la.raster_along_m), la.grid_y, la.cluster_x)
 
 

@@ -4,7 +4,7 @@ launch words on the GPU (``tools/device/segment_k_probe.py``, ``tools/device/seg
     python -m tools.library.segment_k_form_list RECORDING... [--out tools/device/segment_k_forms_list.json]
 
 A launch's form (:func:`tcsmt.library.segment_k.launch_form`: kernel layout, tile, swizzle log, raster, grid y,
-cluster x) gates the catalogs: a call of a form outside :data:`tcsmt.library.segment_k.CHECKED_FORMS` is refused.
+cluster x) gates the catalogs: a call of a form outside :data:`tcsmt.library.segment_k_checked.CHECKED_FORMS` is refused.
 For each form the recordings' launch words (plan field ``segment_k_launch``) show with S > 1 (calls without a bias, whose
 epilogue the catalogs refuse on these kernels), up to :data:`PER_FORM` calls of at most :data:`MAX_ELEMENTS` input and output elements each are listed: the smallest call;
 the smallest whose split cluster tiles do not fill whole swizzle panels (the case a fresh call refuted,
@@ -28,7 +28,8 @@ from tcsmt.library.checks import make_call
 from tcsmt.library.lookup import record_spec
 from tcsmt.library.recordings import raw_call, read_recording, recorded_calls
 from tcsmt.library.rules import SEGMENT_K
-from tcsmt.library.segment_k import CHECKED_FORMS, KERNEL_FORM, launch_form, launch_of_words, tail_of
+from tcsmt.library.segment_k import KERNEL_FORM, launch_form, launch_of_words, tail_of
+from tcsmt.library.segment_k_checked import CHECKED_FORMS
 
 PER_FORM = 4
 MAX_ELEMENTS = 1 << 27
