@@ -39,13 +39,16 @@ TAIL_MAX_ELEMENTS = 1 << 28
 SEED = 20261128
 
 
-def form_calls(paths: tuple[Path, ...], max_elements: int = MAX_ELEMENTS) -> tuple[dict[tuple, list[tuple[int, bool, str]]],
-                                                 dict[tuple[int, int], list[tuple[int, str]]]]:
+FormCalls = dict[tuple, list[tuple[int, bool, str]]]
+TailCalls = dict[tuple[int, int], list[tuple[int, str]]]
+
+
+def form_calls(paths: tuple[Path, ...], max_elements: int = MAX_ELEMENTS) -> tuple[FormCalls, TailCalls]:
     """form -> [(input and output elements, partial panel, record spec)] of the recorded calls with S > 1; and
     (panel width, left over) -> [(elements, spec)] of those whose split tiles end in the narrower panels, one call
     (the first recorded) per arrangement (cluster tiles, split count, raster)."""
-    out: dict[tuple, list[tuple[int, bool, str]]] = {}
-    tails: dict[tuple[int, int], list[tuple[int, str]]] = {}
+    out: FormCalls = {}
+    tails: TailCalls = {}
     tail_cases: set[tuple] = set()
     seen: set[str] = set()
     for path in paths:
@@ -71,14 +74,14 @@ def form_calls(paths: tuple[Path, ...], max_elements: int = MAX_ELEMENTS) -> tup
                 if size > max_elements:
                     continue
                 call = make_call(raw["op"], M, N, K, a_dtype=raw["a_dtype"], b_dtype=raw["b_dtype"],
-                                 out_dtype=raw["out_dtype"], batch=1, tf32=True, bias=bool(raw["bias"]),
+                                 out_dtype=raw["out_dtype"], batch=1, tf32=True,
                                  **({} if raw["op"] == "linear" else {"a_t": bool(raw["a_t"]), "b_t": bool(raw["b_t"])}))
                 spec = record_spec(call)
                 if spec in seen:
                     continue
                 seen.add(spec)
-                out.setdefault(form, []).append((size, tail_of(la) is not None, spec))
                 tail = tail_of(la)
+                out.setdefault(form, []).append((size, tail is not None, spec))
                 case = (tail, la.cluster_tiles, la.split_cluster_tiles, la.raster_along_m)
                 if tail and case not in tail_cases:  # one call per arrangement of split tiles
                     tail_cases.add(case)
@@ -87,6 +90,8 @@ def form_calls(paths: tuple[Path, ...], max_elements: int = MAX_ELEMENTS) -> tup
 
 
 def pick(calls: list[tuple[int, bool, str]], checked: bool, rng: random.Random) -> list[str]:
+    """The specs listed for one form (module docstring): the smallest call, the smallest partial-panel one and
+    random others up to :data:`PER_FORM`; for a checked form its smallest partial-panel call only."""
     calls = sorted(calls)
     partial = [c for c in calls if c[1]]
     chosen = ([partial[0]] if partial else []) if checked else [calls[0], *partial[:1]]
