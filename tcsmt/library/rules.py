@@ -315,7 +315,8 @@ def segment_k_fields(entry: dict[str, Any], plan: Plan, kernels: Sequence[str],
     srcs = [*entry.get("sources", []),
             f"segment-K: the recorded launch's words (S = {la.segments}, swizzle 2^{la.swizzle_log} along "
             f"{'m' if la.raster_along_m else 'n'}, grid {la.grid_x}x{la.grid_y}, cluster {la.cluster_x}) under the "
-            "host rule of tcsmt.library.segment_k (evidence/library/h100_segment_k_*.json.gz)"]
+            "host rule of tcsmt.library.segment_k (evidence/library/h100_segment_k_*.json.gz; the cut of the last "
+            "swizzle panels: h200_segment_k_probes_{forms,tails,large}.json.gz)"]
     return {**entry, "segment_k": launch_entry(la), "sources": srcs}, ""
 CUDA_CORE_FFMA = re.compile(r"^(?:void )?(cutlass::Kernel2<cutlass_80_simt_sgemm|sm80_xmma_gemm_\w*_ffma_)")
 """cuBLAS's CUDA-core FFMA GEMM kernels: their K-chain was read for fp32 inputs with tf32 off (the decisions'
