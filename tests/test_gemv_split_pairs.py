@@ -19,6 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tcsmt.arith import semantics as sem
+from tcsmt.arith.formats import FP32
+from tcsmt.backends.numpy import NumpyBackend
+from tcsmt.library.evaluate import fmt_of, to_fp32
 from tools.library.gemv_orders import out_dtype_of, sampled_inputs
 
 LIB = Path(__file__).resolve().parents[1] / "evidence" / "library"
@@ -40,17 +44,14 @@ def pair_calls() -> list[tuple[str, dict]]:
 
 
 def _values(bits: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "float16":
-        return bits.astype(np.uint16).view(np.float16).astype(np.float32)
-    return (bits.astype(np.uint32) << 16).view(np.float32)  # bfloat16
+    """16-bit input patterns as float32 values (the library's exact conversion)."""
+    return to_fp32(bits, fmt_of(dtype)).astype(np.uint32).view(np.float32)
 
 
 def _round(x: np.ndarray, dtype: str) -> np.ndarray:
-    """RNE of fp32 values to the 16-bit output format, as bit patterns."""
-    if dtype == "float16":
-        return x.astype(np.float16).view(np.uint16)
-    u = x.view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    """RNE of fp32 values to the 16-bit output format, as bit patterns (the library's conversion)."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.int64)
+    return np.asarray(sem.convert(NumpyBackend(), bits, FP32, fmt_of(dtype), "rne")).astype(np.uint16)
 
 
 def _slice_sum(P: np.ndarray, lanes: int, tile: int) -> np.ndarray:
